@@ -1,0 +1,70 @@
+/* bench_util.h -- shared timing helpers of the bench programs (header-only).
+ *
+ * Every bench program measures a case against its baseline in the same process,
+ * interleaved (A B A B ...), and prints one line per case on stdout:
+ *
+ *   BENCH <region> <case> <unit> <ours_median> <ours_min> <ours_max> <baseline> <base_median> <base_min> <base_max>
+ *
+ * <unit> is what the numbers are (ns/op, bytes, ratio ...); lower is better
+ * unless the unit ends in "/s" (throughput). bench/run.sh collects these lines
+ * into tables and out/bench/results.json. Lines that do not start with
+ * "BENCH " are free-form notes (printed as they are).
+ * QUICK=1 in the environment asks for a smoke run (fewer repetitions).
+ */
+#ifndef HH_BENCH_UTIL_H
+#define HH_BENCH_UTIL_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static inline uint64_t bench_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline int bench_quick(void) {
+    const char *q = getenv("QUICK");
+    return q && *q && *q != '0';
+}
+
+/* Repetitions of each side: 7 normally, 3 with QUICK=1. */
+static inline int bench_reps(void) { return bench_quick() ? 3 : 7; }
+
+static inline int bench_cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct bench_summary { double median, min, max; } bench_summary;
+
+static inline bench_summary bench_summarise(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
+    bench_summary s = { n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2, v[0], v[n - 1] };
+    return s;
+}
+
+static inline void bench_print(const char *region, const char *name, const char *unit, bench_summary ours,
+                               const char *baseline, bench_summary base) {
+    printf("BENCH %s %s %s %.6g %.6g %.6g %s %.6g %.6g %.6g\n", region, name, unit, ours.median, ours.min, ours.max,
+           baseline, base.median, base.min, base.max);
+    fflush(stdout);
+}
+
+/* Runs ours() and base() alternately `reps` times each (A B A B ...); each call
+   returns its own figure (e.g. ns per op). Prints the BENCH line. */
+static inline void bench_pair(const char *region, const char *name, const char *unit, double (*ours)(void *),
+                              const char *baseline, double (*base)(void *), void *ctx, int reps) {
+    double a[64], b[64];
+    if (reps > 64) reps = 64;
+    for (int i = 0; i < reps; i++) {
+        a[i] = ours(ctx);
+        b[i] = base(ctx);
+    }
+    bench_print(region, name, unit, bench_summarise(a, reps), baseline, bench_summarise(b, reps));
+}
+
+#endif

@@ -1,0 +1,8 @@
+/* hheap.h -- umbrella header: every public hheap header, nothing else. */
+#ifndef HHEAP_H
+#define HHEAP_H
+#include "hheap/common.h"
+#include "hheap/handles.h"
+#include "hheap/heap.h"
+#include "hheap/defrag.h"
+#endif

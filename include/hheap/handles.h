@@ -1,0 +1,129 @@
+/* hheap/handles.h -- generational handle table (generic; the heap embeds one).
+ *
+ * A handle is a 64-bit id:   bits 0..23  slot index (slot 0 is never issued)
+ *                            bits 24..31 tag of the owning table (1..255)
+ *                            bits 32..63 the slot's generation (1..2^32-1)
+ * A slot stores {ptr, key}; a handle is live iff slots[index].key == id >> 24.
+ * Lookup is therefore a bounds-clamped index (out of range -> slot 0) plus one
+ * 64-bit compare: no branch on the null handle, none on the range.
+ *
+ * Lifecycle of a slot: issued with generation g; on release its generation
+ * becomes g+1 and the slot joins the tail of a FIFO free queue. A slot is taken
+ * from the head of that queue only while more than `min_free` slots wait in it
+ * (or when no never-used slot is left), so a freed slot rests for a long time
+ * before it is reused and a stale handle meets a new generation at most after
+ * 2^32 reuses of the same slot. A slot whose generation would wrap is retired:
+ * it is never issued again, so a stale handle can never alias a new object.
+ * A free or retired slot carries HH_HANDLE_KEY_FREE in its key, which no
+ * handle's id >> 24 can equal, so a forged handle never matches it.
+ *
+ * Handles of another table are rejected because the tag differs (tags are
+ * handed out round-robin from 1..255: two tables alive at once share a tag
+ * only after 255 further tables were created).
+ *
+ * The table is not thread-safe; the heap serialises it under its own lock.
+ * Lookups (hh_handle_get) only read, and the slot array never moves (it is
+ * reserved once, at create time, for `capacity` slots), so lookups may run
+ * concurrently with mutations of *other* handles.
+ */
+#ifndef HHEAP_HANDLES_H
+#define HHEAP_HANDLES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hheap/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    HH_HANDLE_INDEX_BITS = 24,
+    HH_HANDLE_TAG_BITS   = 8,
+    HH_HANDLE_GEN_BITS   = 32,
+    HH_HANDLE_MAX_SLOTS  = (1 << 24) - 1,   /* usable slots 1..2^24-1 */
+    HH_HANDLE_MIN_FREE_DEFAULT = 64,        /* freed slots that rest before reuse */
+};
+_Static_assert(HH_HANDLE_INDEX_BITS + HH_HANDLE_TAG_BITS + HH_HANDLE_GEN_BITS == 64, "handle layout");
+
+#define HH_HANDLE_INDEX_MASK ((uint64_t)0xFFFFFF)
+#define HH_HANDLE_KEY_FREE   ((uint64_t)1 << 63)   /* set in the key of every non-live slot */
+
+/* One slot: 16 bytes. Fields are private to the table. */
+typedef struct hh_handle_slot {
+    void    *ptr;        /* live: the object's address; free: index of the next free slot */
+    uint64_t key;        /* live: (generation << 8) | tag; else HH_HANDLE_KEY_FREE | next generation << 8 | tag */
+} hh_handle_slot;
+
+/* The table. The layout is public only so that it can be embedded by value and
+   so that lookups inline; treat every field as private. */
+typedef struct hh_handle_table {
+    hh_handle_slot *slots;       /* reserved array of `capacity` slots, never moves; [0] is the sentinel */
+    uint32_t capacity;           /* slots reserved, including slot 0 */
+    uint32_t hwm;                /* first never-issued index (1 at start) */
+    uint32_t free_head;          /* FIFO of released slots: oldest ... */
+    uint32_t free_tail;          /* ... newest (0: empty) */
+    uint32_t free_count;         /* slots waiting in the FIFO */
+    uint32_t min_free;           /* reuse from the FIFO only while free_count > min_free */
+    uint32_t live_count;         /* handles currently issued */
+    uint32_t retired_count;      /* slots retired after generation wrap */
+    uint8_t  tag;                /* this table's tag, 1..255 */
+    size_t   reserved_bytes;     /* bytes mapped for slots */
+} hh_handle_table;
+
+/* Zero-initialise; zero fields take defaults. */
+typedef struct hh_handle_table_desc {
+    uint32_t capacity;   /* maximum live handles (required, 1..HH_HANDLE_MAX_SLOTS) */
+    uint32_t min_free;   /* 0: HH_HANDLE_MIN_FREE_DEFAULT (capped to capacity / 4) */
+} hh_handle_table_desc;
+
+typedef struct hh_handle_table_stats {
+    uint32_t capacity, live, free_queued, retired, never_used;
+} hh_handle_table_stats;
+
+/* ---------------------------------------------------------------------------
+   Life cycle
+--------------------------------------------------------------------------- */
+/* Initialises a table in caller storage. HH_E_INVALID_ARG for a bad desc,
+   HH_E_NO_MEMORY if the slot array cannot be mapped (t is then untouched). */
+HH_API hh_status hh_handle_table_init(hh_handle_table *t, const hh_handle_table_desc *desc);
+/* Releases the slot array; outstanding handles simply become invalid. */
+HH_API void      hh_handle_table_fini(hh_handle_table *t);
+/* Heap-allocated variants of the two above. */
+HH_API hh_status hh_handle_table_create(const hh_handle_table_desc *desc, hh_handle_table **out);
+HH_API void      hh_handle_table_destroy(hh_handle_table *t);
+
+/* ---------------------------------------------------------------------------
+   Handles
+--------------------------------------------------------------------------- */
+/* A new handle for ptr; HH_NULL + HH_E_NO_MEMORY ("handle table full") when no slot is left. */
+HH_API hh_handle hh_handle_alloc(hh_handle_table *t, void *ptr);
+/* Releases h. HH_OK for HH_NULL (no-op); HH_E_STALE_HANDLE (nothing touched) if h is not live. */
+HH_API hh_status hh_handle_release(hh_handle_table *t, hh_handle h);
+/* Re-points a live handle; HH_E_STALE_HANDLE if h is not live. */
+HH_API hh_status hh_handle_set(hh_handle_table *t, hh_handle h, void *ptr);
+/* The pointer behind h, NULL if h is null or not live (no error reported: see hh_handle_check). */
+HH_API void     *hh_handle_get(const hh_handle_table *t, hh_handle h);
+/* HH_OK if h is live, else HH_E_STALE_HANDLE reported through the error handler (who = caller name). */
+HH_API hh_status hh_handle_check(const hh_handle_table *t, hh_handle h, const char *who);
+HH_API void      hh_handle_table_stats_get(const hh_handle_table *t, hh_handle_table_stats *out);
+
+/* Index part of a handle (for tools and dumps). */
+static inline uint32_t hh_handle_index(hh_handle h) { return (uint32_t)(h.id & HH_HANDLE_INDEX_MASK); }
+/* Generation part of a handle. */
+static inline uint32_t hh_handle_generation(hh_handle h) { return (uint32_t)(h.id >> 32); }
+
+/* The lookup fast path: clamp, one compare. Inlined by the heap's hh_deref. */
+static inline void *hh_handle_lookup(const hh_handle_table *t, hh_handle h) {
+    uint32_t idx = (uint32_t)(h.id & HH_HANDLE_INDEX_MASK);
+    idx = idx < t->capacity ? idx : 0;                /* out of range -> sentinel slot 0 */
+    const hh_handle_slot *s = &t->slots[idx];
+    return s->key == (h.id >> HH_HANDLE_INDEX_BITS) ? s->ptr : NULL;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HHEAP_HANDLES_H */

@@ -1,0 +1,175 @@
+/* hheap/heap.h -- the relocatable heap: game objects by handle.
+ *
+ * How to use
+ *   hh_heap *heap;
+ *   hh_heap_create(&(hh_heap_desc){ .capacity = 64u << 20 }, &heap);
+ *   hh_handle h = hh_alloc(heap, sizeof(enemy));
+ *   enemy *e = hh_deref(heap, h);        // valid until the next defrag step, resize or free of h
+ *   ...
+ *   hh_defrag_step(heap, 16);            // once a frame (defrag.h); re-deref afterwards
+ *   hh_free(heap, h);
+ *   hh_heap_destroy(heap);
+ *
+ * Blocks live back to back in one contiguous range; each has a 16-byte header
+ * (size, flags, alignment, pin count, handle slot, tag). The handle table is a
+ * separate array that never moves; hh_deref is a load and a compare.
+ *
+ * hh_heap_desc defaults (zero fields):
+ *   capacity      required, >= HH_HEAP_MIN_CAPACITY; rounded down to 16 bytes
+ *   memory        NULL: the heap maps its own range and gives free pages back
+ *   max_handles   capacity / 64 (at least 16, at most HH_HANDLE_MAX_SLOTS)
+ *   flags         0
+ *   on_move       NULL
+ *
+ * Pointer validity (the frame contract): a pointer from hh_deref is valid until
+ * the next hh_defrag_step / hh_defrag_full, the next hh_resize or hh_free of the
+ * same handle, or an hh_alloc / hh_alloc_ex / hh_resize of any handle that had to
+ * compact the heap to succeed (on a heap with HH_HEAP_NO_AUTO_COMPACT that never
+ * happens). hh_pin gives a pointer that stays valid until the matching hh_unpin.
+ * With HH_HEAP_THREADSAFE every call takes the heap lock except hh_deref,
+ * which stays lock-free: a thread may deref its own handles while another
+ * thread allocates or frees others; defrag steps must not overlap the use of
+ * unpinned pointers by other threads (run them at a frame boundary).
+ */
+#ifndef HHEAP_HEAP_H
+#define HHEAP_HEAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hheap/common.h"
+#include "hheap/handles.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct hh_heap hh_heap;
+
+enum {
+    HH_HEAP_THREADSAFE      = 1u << 0,  /* a lock around every mutation; hh_deref stays lock-free */
+    HH_HEAP_DEBUG           = 1u << 1,  /* fill new/freed/moved-from bytes, guard bytes after blocks */
+    HH_HEAP_STRESS_MOVES    = 1u << 2,  /* every defrag step moves every movable block (catches stale raw pointers) */
+    HH_HEAP_NO_AUTO_COMPACT = 1u << 3,  /* hh_alloc never compacts to satisfy a request */
+};
+
+enum {
+    HH_HEAP_MIN_CAPACITY = 16384,       /* bytes */
+    HH_HEAP_MAX_ALIGN    = 4096,        /* largest alignment hh_alloc_ex accepts */
+    HH_HEAP_HEADER_BYTES = 16,          /* per-block header */
+    HH_HEAP_GRANULE      = 16,          /* block sizes and offsets are multiples of this */
+};
+
+typedef void (*hh_move_fn)(hh_handle h, void *old_addr, void *new_addr, size_t size, void *user);
+
+typedef struct hh_heap_desc {      /* zero-initialise; zero fields take defaults */
+    size_t      capacity;          /* bytes of relocatable space (required) */
+    void       *memory;            /* caller-owned buffer of capacity bytes (16-byte aligned); NULL: the heap maps its own */
+    uint32_t    max_handles;       /* 0: capacity / 64 */
+    uint32_t    flags;             /* HH_HEAP_THREADSAFE, HH_HEAP_DEBUG (fill + poison), ... */
+    hh_move_fn  on_move;           /* called after every relocation, NULL: none */
+    void       *user;              /* passed to on_move */
+} hh_heap_desc;
+
+/* ---------------------------------------------------------------------------
+   Life cycle
+--------------------------------------------------------------------------- */
+/* Creates a heap. HH_E_INVALID_ARG for a bad desc (out left NULL), HH_E_NO_MEMORY
+   if the range or the handle table cannot be mapped. */
+HH_API hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out);
+/* Destroys the heap; every handle becomes invalid. NULL is a no-op. */
+HH_API void      hh_heap_destroy(hh_heap *heap);
+/* The resolved desc the heap runs with (defaults applied). */
+HH_API void      hh_heap_desc_get(const hh_heap *heap, hh_heap_desc *out);
+
+/* ---------------------------------------------------------------------------
+   Blocks
+--------------------------------------------------------------------------- */
+/* A 16-byte aligned block of at least size bytes, tag 0. HH_NULL + last error:
+   HH_E_INVALID_ARG (size 0, too large), HH_E_NO_MEMORY (not enough free bytes even
+   after compaction, or handle table full). */
+HH_API hh_handle hh_alloc(hh_heap *heap, size_t size);
+/* As hh_alloc with an alignment (power of two, 1..4096) and a user tag. */
+HH_API hh_handle hh_alloc_ex(hh_heap *heap, size_t size, size_t align, uint32_t tag);
+/* Frees h. HH_NULL: no-op, HH_OK. Stale, forged or foreign: HH_E_STALE_HANDLE,
+   nothing touched. Pinned: HH_E_PINNED, nothing touched. */
+HH_API hh_status hh_free(hh_heap *heap, hh_handle h);
+/* Changes the usable size, keeping the handle and the first min(old, new) bytes.
+   Grows in place when the next block is free, else moves (not if pinned: HH_E_PINNED).
+   On failure the block and its contents are as they were. */
+HH_API hh_status hh_resize(hh_heap *heap, hh_handle h, size_t new_size);
+/* Usable bytes of h (at least what was asked for); 0 if stale. */
+HH_API size_t    hh_size(const hh_heap *heap, hh_handle h);
+/* Tag given at allocation; 0 if stale. */
+HH_API uint32_t  hh_tag(const hh_heap *heap, hh_handle h);
+/* Counted pin: a pinned block never moves. Returns its address; NULL if stale
+   (HH_E_STALE_HANDLE) or if the pin count would overflow (HH_E_INVALID_ARG). */
+HH_API void     *hh_pin(hh_heap *heap, hh_handle h);
+/* Drops one pin. HH_E_STALE_HANDLE; HH_E_INVALID_ARG if h is not pinned. */
+HH_API hh_status hh_unpin(hh_heap *heap, hh_handle h);
+
+/* ---------------------------------------------------------------------------
+   hh_deref: the hot path. The real function exists (take its address with
+   (hh_deref)); the macro below inlines it: clamp, one compare, one load.
+--------------------------------------------------------------------------- */
+/* The address of h's payload; NULL if h is null, or stale (HH_E_STALE_HANDLE
+   reported). Valid until the next defrag step, resize or free of h. */
+HH_API void *hh_deref(const hh_heap *heap, hh_handle h);
+/* Slow path of the inline deref: reports and returns NULL. Not for direct use. */
+HH_API void *hh_deref_fail(const hh_heap *heap, hh_handle h);
+
+/* struct hh_heap begins with its handle table: this is the only layout fact the
+   public header relies on (static-asserted in heap_internal.h). */
+static inline void *hh_deref_inline(const hh_heap *heap, hh_handle h) {
+    if (HH_UNLIKELY(heap == NULL)) return hh_deref_fail(heap, h);
+    const hh_handle_table *t = (const hh_handle_table *)(const void *)heap;
+    uint32_t idx = (uint32_t)(h.id & HH_HANDLE_INDEX_MASK);
+    idx = idx < t->capacity ? idx : 0;
+    const hh_handle_slot *s = &t->slots[idx];
+    if (HH_LIKELY(s->key == (h.id >> HH_HANDLE_INDEX_BITS))) return s->ptr;
+    return hh_deref_fail(heap, h);
+}
+#ifndef HH_NO_INLINE_DEREF
+#  define hh_deref(heap, h) hh_deref_inline((heap), (h))
+#endif
+
+/* ---------------------------------------------------------------------------
+   Statistics, walk, check
+--------------------------------------------------------------------------- */
+typedef struct hh_heap_stats {
+    size_t   capacity, used_bytes, free_bytes, largest_free;
+    uint32_t live_blocks, free_blocks, pinned_blocks;
+    double   fragmentation;            /* 1 - largest_free / free_bytes; 0 when free_bytes == 0 */
+    uint64_t total_moves, total_bytes_moved;
+} hh_heap_stats;
+/* O(1): every figure is kept up to date by the mutations. `capacity` is the
+   managed size (used_bytes + free_bytes). */
+HH_API void      hh_heap_stats_get(const hh_heap *heap, hh_heap_stats *out);
+
+/* Walks every block and checks every invariant (I1..I10 in heap_internal.h);
+   HH_OK, or HH_E_CORRUPT with a message naming the first violation. O(n). */
+HH_API hh_status hh_heap_check(const hh_heap *heap);
+
+enum { HH_BLOCK_FREE, HH_BLOCK_LIVE, HH_BLOCK_PINNED };
+typedef struct hh_block_info {
+    size_t    offset, size;            /* whole block, header and padding included, from the managed start */
+    hh_handle handle;                  /* HH_NULL for free blocks */
+    uint32_t  tag;
+    int       state;                   /* HH_BLOCK_* */
+} hh_block_info;
+typedef void (*hh_walk_fn)(const hh_block_info *b, void *user);
+/* Calls fn for every block in address order. fn must not mutate the heap. */
+HH_API void      hh_heap_walk(const hh_heap *heap, hh_walk_fn fn, void *user);
+
+/* Start of the managed range (block offsets are relative to it) and its size. */
+HH_API void     *hh_heap_base(const hh_heap *heap);
+HH_API size_t    hh_heap_managed_bytes(const hh_heap *heap);
+/* Bytes the heap's metadata takes outside the managed range (heap object,
+   address bitmap, handle slots actually issued). */
+HH_API size_t    hh_heap_overhead_bytes(const hh_heap *heap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HHEAP_HEAP_H */

@@ -1,0 +1,57 @@
+/* hh_config.h -- every compile-time knob of hheap, in one place.
+ *
+ *   HH_DEBUG            0 release (default): no assertions.
+ *                       1 hh_assert: cheap preconditions on our own invariants.
+ *                       2 + hh_assert_internal: internal state.
+ *                       3 + hh_assert_expensive: whole-structure checks (heap walk
+ *                         at the start and end of every mutation).
+ *   HH_STAT             1 (default) cheap counters; 2 adds histograms/per-class detail.
+ *   HH_TRACK_VALGRIND   1: memcheck mempool client requests (needs valgrind headers).
+ *   HH_TRACK_ASAN       1: AddressSanitizer manual poisoning (build with -fsanitize=address).
+ *   HH_TESTING          1: test seam (fault injection countdown, test-only hooks).
+ *   HH_STRESS_DEFRAG_EVERY_ALLOC  1: run a defrag step after every allocation (tests).
+ */
+#ifndef HH_CONFIG_H
+#define HH_CONFIG_H
+
+#ifndef HH_DEBUG
+#  define HH_DEBUG 0
+#endif
+#ifndef HH_STAT
+#  define HH_STAT 1
+#endif
+#ifndef HH_TRACK_VALGRIND
+#  define HH_TRACK_VALGRIND 0
+#endif
+#ifndef HH_TRACK_ASAN
+#  define HH_TRACK_ASAN 0
+#endif
+#ifndef HH_TESTING
+#  define HH_TESTING 0
+#endif
+#ifndef HH_STRESS_DEFRAG_EVERY_ALLOC
+#  define HH_STRESS_DEFRAG_EVERY_ALLOC 0
+#endif
+
+#if HH_DEBUG < 0 || HH_DEBUG > 3
+#  error "HH_DEBUG must be 0..3"
+#endif
+#if HH_TRACK_VALGRIND && HH_TRACK_ASAN
+#  error "HH_TRACK_VALGRIND and HH_TRACK_ASAN exclude each other: memcheck cannot run an ASan binary"
+#endif
+
+/* Debug fill bytes: allocated-uninitialised, freed, moved-from, guard. */
+#ifndef HH_FILL_ALLOC
+#  define HH_FILL_ALLOC 0xA5
+#endif
+#ifndef HH_FILL_FREED
+#  define HH_FILL_FREED 0xDF
+#endif
+#ifndef HH_FILL_MOVED
+#  define HH_FILL_MOVED 0xDB
+#endif
+#ifndef HH_FILL_GUARD
+#  define HH_FILL_GUARD 0xBD
+#endif
+
+#endif /* HH_CONFIG_H */

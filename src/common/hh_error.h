@@ -1,0 +1,17 @@
+/* hh_error.h -- the one error path: hhi_error() sets the thread-local last error
+ * and sends one formatted line to the registered handler. Never allocates. */
+#ifndef HH_ERROR_H
+#define HH_ERROR_H
+
+#include "hheap/common.h"
+#include "hh_compiler.h"
+
+/* Reports a failure and returns s, so callers can `return hhi_error(...)`.
+   The message is formatted into a fixed stack buffer (truncated at 255 bytes). */
+HH_INTERNAL HH_COLD HH_NOINLINE hh_status hhi_error(hh_status s, const char *fmt, ...) HH_PRINTF(2, 3);
+
+/* Sets the thread-local last error without a message (for fast-path failures
+   that the caller reports itself). */
+HH_INTERNAL void hhi_set_last_error(hh_status s);
+
+#endif /* HH_ERROR_H */

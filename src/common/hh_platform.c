@@ -1,0 +1,81 @@
+/* hh_platform.c -- Linux implementation of the OS seam (see hh_platform.h). */
+#if !defined(_GNU_SOURCE) && !defined(_DEFAULT_SOURCE)
+#  define _DEFAULT_SOURCE 1   /* MAP_ANONYMOUS, madvise */
+#endif
+#include "hh_platform.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hh_meta.h"
+
+size_t hhi_os_page_size(void) {
+    static atomic_size_t cached = 0;
+    size_t p = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (p == 0) {
+        long v = sysconf(_SC_PAGESIZE);
+        p = v > 0 ? (size_t)v : 4096u;
+        atomic_store_explicit(&cached, p, memory_order_relaxed);
+    }
+    return p;
+}
+
+void *hhi_os_map(size_t size, size_t align) {
+    if (hhi_fault()) return NULL;
+    size_t page = hhi_os_page_size();
+    if (size == 0 || size > SIZE_MAX / 2) return NULL;
+    size = hh_align_up(size, page);
+    if (align <= page) {
+        void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        return p == MAP_FAILED ? NULL : p;
+    }
+    /* Over-map by align and trim both ends: the classic aligned-mmap trick. */
+    if (size > SIZE_MAX - align) return NULL;
+    size_t span = size + align;
+    char *raw = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) return NULL;
+    char *p = (char *)hh_align_up_ptr((uintptr_t)raw, align);
+    size_t lead = (size_t)(p - raw), tail = span - lead - size;
+    if (lead) munmap(raw, lead);
+    if (tail) munmap(p + size, tail);
+    return p;
+}
+
+void hhi_os_unmap(void *p, size_t size) {
+    if (p == NULL) return;
+    munmap(p, hh_align_up(size, hhi_os_page_size()));
+}
+
+bool hhi_os_decommit(void *p, size_t size) {
+    if (size == 0) return true;
+    if (hhi_fault()) return false;
+    return madvise(p, size, MADV_DONTNEED) == 0;
+}
+
+uint64_t hhi_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+size_t hhi_os_rss_bytes(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return 0;
+    unsigned long total = 0, resident = 0;
+    int n = fscanf(f, "%lu %lu", &total, &resident);
+    fclose(f);
+    return n == 2 ? (size_t)resident * hhi_os_page_size() : 0;
+}
+
+uint32_t hhi_thread_id(void) {
+    static atomic_uint next = 1;
+    static _Thread_local uint32_t id = 0;
+    if (hh_unlikely(id == 0)) id = atomic_fetch_add(&next, 1);
+    return id;
+}
+
+void hhi_lock_init(hhi_lock *l) { pthread_mutex_init(&l->m, NULL); }
+void hhi_lock_destroy(hhi_lock *l) { pthread_mutex_destroy(&l->m); }

@@ -1,0 +1,43 @@
+/* hh_platform.h -- the OS seam: virtual memory, clock, thread id, locks.
+ * Every mmap/munmap/madvise of the library goes through here, so the test
+ * fault injector (hh_meta.h) can make them fail. */
+#ifndef HH_PLATFORM_H
+#define HH_PLATFORM_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hh_compiler.h"
+
+/* OS page size in bytes (cached after the first call). */
+HH_INTERNAL size_t hhi_os_page_size(void);
+
+/* Maps size bytes (rounded up to pages) of zeroed read/write memory aligned to
+   `align` (a power of two >= page size, or 0 for page alignment). NULL on failure
+   (OS refusal or injected fault); never reports through the error handler. */
+HH_INTERNAL void *hhi_os_map(size_t size, size_t align);
+/* Unmaps what hhi_os_map returned; size as passed to hhi_os_map. */
+HH_INTERNAL void  hhi_os_unmap(void *p, size_t size);
+/* Gives [p, p+size) back to the OS (MADV_DONTNEED: it reads as zero later).
+   p and size must be page-aligned. false if the call failed (nothing lost). */
+HH_INTERNAL bool  hhi_os_decommit(void *p, size_t size);
+
+/* Monotonic clock in nanoseconds. */
+HH_INTERNAL uint64_t hhi_now_ns(void);
+
+/* Resident set size of this process in bytes (from /proc/self/statm), 0 if unknown. */
+HH_INTERNAL size_t hhi_os_rss_bytes(void);
+
+/* A small id for the calling thread, unique among live threads (never 0). */
+HH_INTERNAL uint32_t hhi_thread_id(void);
+
+/* Mutex used for heap/global locks. Never fails after init on Linux. */
+typedef struct hhi_lock { pthread_mutex_t m; } hhi_lock;
+HH_INTERNAL void hhi_lock_init(hhi_lock *l);
+HH_INTERNAL void hhi_lock_destroy(hhi_lock *l);
+static inline void hhi_lock_acquire(hhi_lock *l) { pthread_mutex_lock(&l->m); }
+static inline void hhi_lock_release(hhi_lock *l) { pthread_mutex_unlock(&l->m); }
+
+#endif /* HH_PLATFORM_H */

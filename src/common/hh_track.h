@@ -1,0 +1,64 @@
+/* hh_track.h -- every Valgrind and ASan annotation goes through here.
+ *
+ * With HH_TRACK_VALGRIND=1 these are memcheck mempool client requests (cheap
+ * no-ops when not running under Valgrind); with HH_TRACK_ASAN=1 they poison /
+ * unpoison shadow memory; otherwise they compile to nothing.
+ *
+ *   hh_track_pool_create(pool, base)   a new pool; `pool` is any stable address
+ *   hh_track_pool_destroy(pool)
+ *   hh_track_alloc(pool, p, size)      chunk [p, p+size) handed out (undefined)
+ *   hh_track_alloc_defined(pool,p,size) chunk handed out with defined contents
+ *   hh_track_free(pool, p, size)       chunk [p, p+size) returned (no access)
+ *   hh_track_move(pool, old, new, size) chunk moved and/or resized
+ *   hh_track_trim(pool, p, size)       all chunks outside [p, p+size) freed (LIFO mass free)
+ *   hh_track_defined(p, size)          bytes become readable+defined (our metadata)
+ *   hh_track_undefined(p, size)        bytes become accessible but undefined
+ *   hh_track_noaccess(p, size)         bytes become inaccessible
+ */
+#ifndef HH_TRACK_H
+#define HH_TRACK_H
+
+#include "hh_config.h"
+
+#if HH_TRACK_VALGRIND
+#  include <valgrind/memcheck.h>
+#  define hh_track_pool_create(pool, base)  VALGRIND_CREATE_MEMPOOL((pool), 0, 0)
+#  define hh_track_pool_destroy(pool)       VALGRIND_DESTROY_MEMPOOL((pool))
+#  define hh_track_alloc(pool, p, size)     VALGRIND_MEMPOOL_ALLOC((pool), (p), (size))
+#  define hh_track_alloc_defined(pool, p, size) \
+      do { VALGRIND_MEMPOOL_ALLOC((pool), (p), (size)); VALGRIND_MAKE_MEM_DEFINED((p), (size)); } while (0)
+#  define hh_track_free(pool, p, size)      ((void)(size), VALGRIND_MEMPOOL_FREE((pool), (p)))
+#  define hh_track_move(pool, old, new_, size) VALGRIND_MEMPOOL_CHANGE((pool), (old), (new_), (size))
+#  define hh_track_trim(pool, p, size)      VALGRIND_MEMPOOL_TRIM((pool), (p), (size))
+#  define hh_track_defined(p, size)         ((void)VALGRIND_MAKE_MEM_DEFINED((p), (size)))
+#  define hh_track_undefined(p, size)       ((void)VALGRIND_MAKE_MEM_UNDEFINED((p), (size)))
+#  define hh_track_noaccess(p, size)        ((void)VALGRIND_MAKE_MEM_NOACCESS((p), (size)))
+#  define hh_track_running()                (RUNNING_ON_VALGRIND != 0)
+#elif HH_TRACK_ASAN
+#  include <sanitizer/asan_interface.h>
+#  define hh_track_pool_create(pool, base)  ((void)(pool), (void)(base))
+#  define hh_track_pool_destroy(pool)       ((void)(pool))
+#  define hh_track_alloc(pool, p, size)     ((void)(pool), ASAN_UNPOISON_MEMORY_REGION((p), (size)))
+#  define hh_track_alloc_defined(pool, p, size) hh_track_alloc(pool, p, size)
+#  define hh_track_free(pool, p, size)      ((void)(pool), ASAN_POISON_MEMORY_REGION((p), (size)))
+#  define hh_track_move(pool, old, new_, size) ((void)(pool), (void)(old), ASAN_UNPOISON_MEMORY_REGION((new_), (size)))
+#  define hh_track_trim(pool, p, size)      ((void)(pool), (void)(p), (void)(size))
+#  define hh_track_defined(p, size)         ASAN_UNPOISON_MEMORY_REGION((p), (size))
+#  define hh_track_undefined(p, size)       ASAN_UNPOISON_MEMORY_REGION((p), (size))
+#  define hh_track_noaccess(p, size)        ASAN_POISON_MEMORY_REGION((p), (size))
+#  define hh_track_running()                1
+#else
+#  define hh_track_pool_create(pool, base)  ((void)(pool), (void)(base))
+#  define hh_track_pool_destroy(pool)       ((void)(pool))
+#  define hh_track_alloc(pool, p, size)     ((void)(pool), (void)(p), (void)(size))
+#  define hh_track_alloc_defined(pool, p, size) ((void)(pool), (void)(p), (void)(size))
+#  define hh_track_free(pool, p, size)      ((void)(pool), (void)(p), (void)(size))
+#  define hh_track_move(pool, old, new_, size) ((void)(pool), (void)(old), (void)(new_), (void)(size))
+#  define hh_track_trim(pool, p, size)      ((void)(pool), (void)(p), (void)(size))
+#  define hh_track_defined(p, size)         ((void)(p), (void)(size))
+#  define hh_track_undefined(p, size)       ((void)(p), (void)(size))
+#  define hh_track_noaccess(p, size)        ((void)(p), (void)(size))
+#  define hh_track_running()                0
+#endif
+
+#endif /* HH_TRACK_H */

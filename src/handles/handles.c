@@ -1,0 +1,193 @@
+/* handles.c -- generational handle table (see include/hheap/handles.h).
+ *
+ * Invariants (checked by hh_heap_check through the heap, and by the tests):
+ *  H1  slots[0] = {NULL, 0}, never issued: HH_NULL looks up as NULL.
+ *  H2  a live slot's key has HH_HANDLE_KEY_FREE clear and its tag is t->tag;
+ *      every other slot (free, retired, never used) has HH_HANDLE_KEY_FREE set.
+ *  H3  the free FIFO links exactly free_count slots, head oldest, tail newest.
+ *  H4  live_count + free_count + retired_count == hwm - 1.
+ * The slot array is one mapping reserved for `capacity` slots; untouched pages
+ * cost nothing, and pointers into it never change (lock-free lookups).
+ */
+#include "handles_internal.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "../common/hh_error.h"
+#include "../common/hh_meta.h"
+#include "../common/hh_platform.h"
+
+static atomic_uint next_tag = 0;
+
+static uint8_t tag_next(void) {
+    return (uint8_t)(atomic_fetch_add(&next_tag, 1) % 255u + 1u);   /* 1..255 */
+}
+
+static inline uint32_t slot_next_free(const hh_handle_slot *s) { return (uint32_t)(uintptr_t)s->ptr; }
+
+/* ---------------------------------------------------------------------------
+   Life cycle
+--------------------------------------------------------------------------- */
+hh_status hh_handle_table_init(hh_handle_table *t, const hh_handle_table_desc *desc) {
+    if (t == NULL || desc == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_handle_table_init: NULL argument");
+    if (desc->capacity == 0 || desc->capacity > HH_HANDLE_MAX_SLOTS)
+        return hhi_error(HH_E_INVALID_ARG, "hh_handle_table_init: capacity %u not in 1..%u", desc->capacity,
+                         (unsigned)HH_HANDLE_MAX_SLOTS);
+    uint32_t cap = desc->capacity + 1u;                       /* + sentinel slot 0 */
+    size_t bytes = (size_t)cap * sizeof(hh_handle_slot);
+    hh_handle_slot *slots = hhi_os_map(bytes, 0);              /* zero pages: key 0 everywhere */
+    if (slots == NULL)
+        return hhi_error(HH_E_NO_MEMORY, "hh_handle_table_init: cannot map %zu bytes for %u slots", bytes, cap);
+    uint32_t min_free = desc->min_free ? desc->min_free : HH_HANDLE_MIN_FREE_DEFAULT;
+    if (min_free > desc->capacity / 4) min_free = desc->capacity / 4;
+    *t = (hh_handle_table){
+        .slots = slots, .capacity = cap, .hwm = 1, .min_free = min_free, .tag = tag_next(), .reserved_bytes = bytes,
+    };
+    return HH_OK;
+}
+
+void hh_handle_table_fini(hh_handle_table *t) {
+    if (t == NULL || t->slots == NULL) return;
+    hhi_os_unmap(t->slots, t->reserved_bytes);
+    t->slots = NULL;
+    t->capacity = 0;
+}
+
+hh_status hh_handle_table_create(const hh_handle_table_desc *desc, hh_handle_table **out) {
+    if (out == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_handle_table_create: out is NULL");
+    *out = NULL;
+    hh_handle_table *t = hhi_meta_alloc(sizeof *t);
+    if (t == NULL) return hhi_error(HH_E_NO_MEMORY, "hh_handle_table_create: cannot allocate the table");
+    hh_status s = hh_handle_table_init(t, desc);
+    if (s != HH_OK) {
+        hhi_meta_free(t);
+        return s;
+    }
+    *out = t;
+    return HH_OK;
+}
+
+void hh_handle_table_destroy(hh_handle_table *t) {
+    if (t == NULL) return;
+    hh_handle_table_fini(t);
+    hhi_meta_free(t);
+}
+
+/* ---------------------------------------------------------------------------
+   Issue / release
+--------------------------------------------------------------------------- */
+/* Picks the slot for a new handle: a rested free slot, else a never-used one,
+   else any free slot. 0 when the table is full. */
+static uint32_t slot_take(hh_handle_table *t) {
+    if (t->free_count > t->min_free || (t->hwm >= t->capacity && t->free_count > 0)) {
+        uint32_t idx = t->free_head;
+        t->free_head = slot_next_free(&t->slots[idx]);
+        if (--t->free_count == 0) t->free_tail = 0;
+        return idx;
+    }
+    if (t->hwm < t->capacity) {
+        uint32_t idx = t->hwm++;
+        t->slots[idx].key = HH_HANDLE_KEY_FREE | hhi_handle_key(1, t->tag);   /* first generation: 1 */
+        return idx;
+    }
+    return 0;
+}
+
+hh_handle hh_handle_alloc(hh_handle_table *t, void *ptr) {
+    if (hh_unlikely(t == NULL || t->slots == NULL)) {
+        hhi_error(HH_E_INVALID_ARG, "hh_handle_alloc: NULL table");
+        return HH_NULL;
+    }
+    uint32_t idx = slot_take(t);
+    if (hh_unlikely(idx == 0)) {
+        hhi_error(HH_E_NO_MEMORY, "handle table full: %u live, %u retired of %u slots", t->live_count,
+                  t->retired_count, t->capacity - 1u);
+        return HH_NULL;
+    }
+    hh_handle_slot *s = &t->slots[idx];
+    uint64_t key = s->key & ~HH_HANDLE_KEY_FREE;
+    s->ptr = ptr;
+    s->key = key;
+    t->live_count++;
+    return hhi_handle_make(idx, key);
+}
+
+/* Slot of h if h is live, else NULL (nothing reported). */
+static hh_handle_slot *slot_live(const hh_handle_table *t, hh_handle h) {
+    uint32_t idx = hh_handle_index(h);
+    if (idx == 0 || idx >= t->capacity) return NULL;
+    hh_handle_slot *s = &t->slots[idx];
+    return s->key == (h.id >> HH_HANDLE_INDEX_BITS) ? s : NULL;
+}
+
+hh_status hh_handle_release(hh_handle_table *t, hh_handle h) {
+    if (t == NULL || t->slots == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_handle_release: NULL table");
+    if (hh_is_null(h)) return HH_OK;
+    hh_handle_slot *s = slot_live(t, h);
+    if (s == NULL) return hhi_error(HH_E_STALE_HANDLE, "hh_handle_release: handle %#llx is not live", (unsigned long long)h.id);
+    uint32_t idx = hh_handle_index(h), gen = hhi_key_gen(s->key);
+    t->live_count--;
+    if (gen == HHI_GEN_MAX) {             /* the next generation would wrap: retire the slot for good */
+        s->ptr = NULL;
+        s->key = HH_HANDLE_KEY_FREE | hhi_handle_key(gen, t->tag);
+        t->retired_count++;
+        return HH_OK;
+    }
+    s->key = HH_HANDLE_KEY_FREE | hhi_handle_key(gen + 1u, t->tag);
+    s->ptr = NULL;                        /* end of the FIFO */
+    if (t->free_tail) t->slots[t->free_tail].ptr = (void *)(uintptr_t)idx;
+    else t->free_head = idx;
+    t->free_tail = idx;
+    t->free_count++;
+    return HH_OK;
+}
+
+hh_status hh_handle_set(hh_handle_table *t, hh_handle h, void *ptr) {
+    if (t == NULL || t->slots == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_handle_set: NULL table");
+    hh_handle_slot *s = slot_live(t, h);
+    if (s == NULL) return hhi_error(HH_E_STALE_HANDLE, "hh_handle_set: handle %#llx is not live", (unsigned long long)h.id);
+    s->ptr = ptr;
+    return HH_OK;
+}
+
+void *hh_handle_get(const hh_handle_table *t, hh_handle h) {
+    if (hh_unlikely(t == NULL || t->slots == NULL)) return NULL;
+    return hh_handle_lookup(t, h);
+}
+
+hh_status hh_handle_check(const hh_handle_table *t, hh_handle h, const char *who) {
+    if (t == NULL || t->slots == NULL) return hhi_error(HH_E_INVALID_ARG, "%s: NULL table", who);
+    if (slot_live(t, h) != NULL) return HH_OK;
+    if (hh_is_null(h)) return hhi_error(HH_E_STALE_HANDLE, "%s: null handle", who);
+    uint32_t idx = hh_handle_index(h);
+    unsigned tag = (unsigned)((h.id >> HH_HANDLE_INDEX_BITS) & 0xFF);
+    if (tag != t->tag)
+        return hhi_error(HH_E_STALE_HANDLE, "%s: handle %#llx belongs to another table (tag %u, this table %u)", who,
+                         (unsigned long long)h.id, tag, (unsigned)t->tag);
+    if (idx >= t->hwm)
+        return hhi_error(HH_E_STALE_HANDLE, "%s: handle %#llx was never issued", who, (unsigned long long)h.id);
+    return hhi_error(HH_E_STALE_HANDLE, "%s: handle %#llx is stale (freed; slot generation now %u)", who,
+                     (unsigned long long)h.id, hhi_key_gen(t->slots[idx].key));
+}
+
+void hh_handle_table_stats_get(const hh_handle_table *t, hh_handle_table_stats *out) {
+    if (out == NULL) return;
+    *out = (hh_handle_table_stats){0};
+    if (t == NULL || t->slots == NULL) return;
+    out->capacity = t->capacity - 1u;
+    out->live = t->live_count;
+    out->free_queued = t->free_count;
+    out->retired = t->retired_count;
+    out->never_used = t->capacity - t->hwm;
+}
+
+/* ---------------------------------------------------------------------------
+   Test hook
+--------------------------------------------------------------------------- */
+void hhi_handles_set_next_gen(hh_handle_table *t, uint32_t idx, uint32_t gen) {
+    if (idx == 0 || idx >= t->hwm) return;
+    hh_handle_slot *s = &t->slots[idx];
+    if (!(s->key & HH_HANDLE_KEY_FREE)) return;
+    s->key = HH_HANDLE_KEY_FREE | hhi_handle_key(gen, t->tag);
+}

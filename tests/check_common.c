@@ -1,0 +1,102 @@
+/* check_common.c -- status strings, last error, error handler, fault seam. */
+#include "hheap/common.h"
+
+#include <string.h>
+
+#include "../src/common/hh_error.h"
+#include "../src/common/hh_meta.h"
+#include "../src/common/hh_platform.h"
+#include "test_util.h"
+
+static void setup(void) { hh_test_capture_errors(); }
+static void teardown(void) { hh_set_error_handler(NULL, NULL); hh_test_fail_after(-1); }
+
+START_TEST(status_strings_cover_every_code) {
+    for (int s = 0; s < HH_STATUS_COUNT; s++) {
+        const char *t = hh_status_str((hh_status)s);
+        ck_assert_ptr_nonnull(t);
+        ck_assert_str_ne(t, "unknown status");
+        for (int u = 0; u < s; u++) ck_assert_str_ne(t, hh_status_str((hh_status)u));
+    }
+    ck_assert_str_eq(hh_status_str((hh_status)HH_STATUS_COUNT), "unknown status");
+    ck_assert_str_eq(hh_status_str((hh_status)-1), "unknown status");
+    ck_assert_str_eq(hh_status_str(HH_E_STALE_HANDLE), "stale handle");
+}
+END_TEST
+
+START_TEST(error_sets_last_error_and_calls_handler_once) {
+    ck_assert_int_eq(hh_last_error(), HH_OK);
+    ck_assert_int_eq(hhi_error(HH_E_PINNED, "block %d pinned", 7), HH_E_PINNED);
+    ck_assert_int_eq(hh_last_error(), HH_E_PINNED);
+    ck_assert_uint_eq(hh_test_captured_count(), 1);
+    ck_assert_str_eq(hh_test_last_message(), "block 7 pinned");
+    hh_clear_last_error();
+    ck_assert_int_eq(hh_last_error(), HH_OK);
+}
+END_TEST
+
+static void *thread_error(void *arg) {
+    (void)arg;
+    hh_status before = hh_last_error();
+    hhi_set_last_error(HH_E_IO);
+    return (void *)(uintptr_t)(before == HH_OK && hh_last_error() == HH_E_IO);
+}
+
+START_TEST(last_error_is_thread_local) {
+    hhi_set_last_error(HH_E_CORRUPT);
+    pthread_t t;
+    void *ok = NULL;
+    ck_assert_int_eq(pthread_create(&t, NULL, thread_error, NULL), 0);
+    pthread_join(t, &ok);
+    ck_assert_ptr_nonnull(ok);
+    ck_assert_int_eq(hh_last_error(), HH_E_CORRUPT);
+}
+END_TEST
+
+START_TEST(long_message_is_truncated_not_overflowed) {
+    char big[1000];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    hhi_error(HH_E_IO, "%s", big);
+    ck_assert_uint_eq(strlen(hh_test_last_message()), 255);
+}
+END_TEST
+
+START_TEST(fault_injector_fails_exactly_the_nth_call) {
+    hh_test_fail_after(2);
+    void *a = hhi_meta_alloc(8), *b = hhi_meta_alloc(8), *c = hhi_meta_alloc(8), *d = hhi_meta_alloc(8);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_ptr_null(c);
+    ck_assert_ptr_nonnull(d);
+    ck_assert_uint_eq(hh_test_fail_count(), 1);
+    hhi_meta_free(a); hhi_meta_free(b); hhi_meta_free(d);
+    hh_test_fail_after(0);
+    ck_assert_ptr_null(hhi_os_map(4096, 0));
+    void *m = hhi_os_map(3 * 65536, 65536);
+    ck_assert_ptr_nonnull(m);
+    ck_assert_uint_eq((uintptr_t)m % 65536, 0);
+    hhi_os_unmap(m, 3 * 65536);
+}
+END_TEST
+
+START_TEST(clock_is_monotonic) {
+    uint64_t a = hhi_now_ns(), b = hhi_now_ns();
+    ck_assert_uint_ge(b, a);
+    ck_assert_uint_gt(hhi_os_rss_bytes(), 0);
+}
+END_TEST
+
+Suite *hh_test_common_suite(void) {
+    Suite *s = suite_create("common");
+    TCase *tc = tcase_create("errors");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, status_strings_cover_every_code);
+    tcase_add_test(tc, error_sets_last_error_and_calls_handler_once);
+    tcase_add_test(tc, last_error_is_thread_local);
+    tcase_add_test(tc, long_message_is_truncated_not_overflowed);
+    tcase_add_test(tc, fault_injector_fails_exactly_the_nth_call);
+    tcase_add_test(tc, clock_is_monotonic);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,22 @@
+/* check_main.c -- runs every suite (the list is generated from tests/check_*.c).
+ * Exit status: 0 when every test passed. CK_FORK=no for Valgrind runs,
+ * CK_RUN_SUITE=<name> / CK_RUN_CASE=<name> to run one part (Check's own env). */
+#include <check.h>
+#include <stdlib.h>
+
+#define HH_SUITE(name) Suite *hh_test_##name##_suite(void);
+#include "suites.h"
+#undef HH_SUITE
+
+int main(void) {
+    /* Randomised suites run longer than Check's 4 s default in fork mode. */
+    setenv("CK_DEFAULT_TIMEOUT", "600", 0);
+    SRunner *sr = srunner_create(NULL);
+#define HH_SUITE(name) srunner_add_suite(sr, hh_test_##name##_suite());
+#include "suites.h"
+#undef HH_SUITE
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

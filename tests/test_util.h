@@ -1,0 +1,50 @@
+/* test_util.h -- shared helpers of the Check suites: error capture, seeded RNG,
+ * byte patterns, a scale factor for randomised tests (smaller under Valgrind). */
+#ifndef HH_TEST_UTIL_H
+#define HH_TEST_UTIL_H
+
+#include <check.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hheap/common.h"
+
+/* Prototypes of every hh_test_<name>_suite (generated list). */
+#define HH_SUITE(name) Suite *hh_test_##name##_suite(void);
+#include "suites.h"
+#undef HH_SUITE
+
+/* Installs a handler that records errors instead of printing them. */
+void      hh_test_capture_errors(void);
+/* Status of the last captured error (HH_OK if none since the last reset). */
+hh_status hh_test_last_captured(void);
+/* Number of errors captured since the last reset; and the last message. */
+unsigned  hh_test_captured_count(void);
+const char *hh_test_last_message(void);
+void      hh_test_reset_captured(void);
+
+/* 1 normally; HH_TEST_SCALE env overrides; under Valgrind (HH_TEST_UNDER_VALGRIND=1) 0.1. */
+double    hh_test_scale(void);
+/* n scaled, at least `min`. */
+unsigned  hh_test_scaled(unsigned n, unsigned min);
+/* Seed for randomised tests: HH_TEST_SEED env or the given default. */
+uint64_t  hh_test_seed(uint64_t dflt);
+
+/* xorshift64* RNG. */
+typedef struct hh_rng { uint64_t s; } hh_rng;
+static inline uint64_t hh_rng_next(hh_rng *r) {
+    uint64_t x = r->s;
+    x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
+    r->s = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+static inline uint32_t hh_rng_below(hh_rng *r, uint32_t n) { return (uint32_t)(hh_rng_next(r) % n); }
+static inline hh_rng hh_rng_make(uint64_t seed) { return (hh_rng){ seed ? seed * 0x9E3779B97F4A7C15ULL + 1 : 0x1234567 }; }
+
+/* Fills p[0..n) with the pattern of `key` and checks it; returns the index of
+   the first wrong byte or -1. */
+void      hh_test_fill(void *p, size_t n, uint64_t key);
+long      hh_test_verify(const void *p, size_t n, uint64_t key);
+
+#endif
