@@ -5,4 +5,6 @@
 #include "hheap/handles.h"
 #include "hheap/heap.h"
 #include "hheap/defrag.h"
+#include "hheap/linear.h"
+#include "hheap/binned.h"
 #endif

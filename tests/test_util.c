@@ -65,3 +65,41 @@ long hh_test_verify(const void *p, size_t n, uint64_t key) {
         if (b[i] != pattern_byte(key, i)) return (long)i;
     return -1;
 }
+
+/* ---------------------------------------------------------------------------
+   Shadow model
+--------------------------------------------------------------------------- */
+void hh_shadow_init(hh_shadow *s) { *s = (hh_shadow){0}; }
+void hh_shadow_fini(hh_shadow *s) {
+    free(s->objs);
+    *s = (hh_shadow){0};
+}
+
+hh_shadow_obj *hh_shadow_add(hh_shadow *s, const hh_heap *heap, hh_handle h, size_t size, size_t align, uint64_t key) {
+    if (s->count == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 64;
+        s->objs = realloc(s->objs, s->cap * sizeof *s->objs);
+        ck_assert_ptr_nonnull(s->objs);
+    }
+    hh_shadow_obj *o = &s->objs[s->count++];
+    *o = (hh_shadow_obj){ .h = h, .size = size, .key = key, .align = align };
+    void *p = hh_deref(heap, h);
+    ck_assert_ptr_nonnull(p);
+    hh_test_fill(p, size, key);
+    return o;
+}
+
+void hh_shadow_remove(hh_shadow *s, size_t i) { s->objs[i] = s->objs[--s->count]; }
+
+void hh_shadow_verify(const hh_shadow *s, const hh_heap *heap) {
+    for (size_t i = 0; i < s->count; i++) {
+        const hh_shadow_obj *o = &s->objs[i];
+        const unsigned char *p = hh_deref(heap, o->h);
+        ck_assert_msg(p != NULL, "object %zu (handle %#llx) lost", i, (unsigned long long)o->h.id);
+        ck_assert_msg(((uintptr_t)p & (o->align - 1)) == 0, "object %zu lost its %zu alignment", i, o->align);
+        ck_assert_msg(hh_size(heap, o->h) >= o->size, "object %zu shrank", i);
+        if (o->pins) ck_assert_msg((const void *)p == o->pinned_at, "pinned object %zu moved", i);
+        long bad = hh_test_verify(p, o->size, o->key);
+        ck_assert_msg(bad < 0, "object %zu (%zu bytes): byte %ld corrupt", i, o->size, bad);
+    }
+}

@@ -11,6 +11,7 @@
 #include "hheap/common.h"
 
 /* Prototypes of every hh_test_<name>_suite (generated list). */
+#define HH_ARRAY_LEN_T(a) (sizeof(a) / sizeof((a)[0]))
 #define HH_SUITE(name) Suite *hh_test_##name##_suite(void);
 #include "suites.h"
 #undef HH_SUITE
@@ -48,3 +49,31 @@ void      hh_test_fill(void *p, size_t n, uint64_t key);
 long      hh_test_verify(const void *p, size_t n, uint64_t key);
 
 #endif
+
+/* ---------------------------------------------------------------------------
+   Shadow model of a relocatable heap: what every live handle must contain.
+--------------------------------------------------------------------------- */
+#include "hheap/heap.h"
+
+typedef struct hh_shadow_obj {
+    hh_handle h;
+    size_t    size;       /* bytes the test owns (requested) */
+    uint64_t  key;        /* pattern key of its contents */
+    unsigned  pins;       /* pins the test holds */
+    void     *pinned_at;  /* address while pinned */
+    size_t    align;
+} hh_shadow_obj;
+
+typedef struct hh_shadow {
+    hh_shadow_obj *objs;
+    size_t count, cap;
+} hh_shadow;
+
+void hh_shadow_init(hh_shadow *s);
+void hh_shadow_fini(hh_shadow *s);
+/* Records a fresh object and fills its bytes with the pattern of key. */
+hh_shadow_obj *hh_shadow_add(hh_shadow *s, const hh_heap *heap, hh_handle h, size_t size, size_t align, uint64_t key);
+void hh_shadow_remove(hh_shadow *s, size_t i);
+/* Checks every byte of every object, its alignment, hh_size and that pinned
+   objects have not moved. Fails the running Check test with a message. */
+void hh_shadow_verify(const hh_shadow *s, const hh_heap *heap);

@@ -1,6 +1,6 @@
 /* hh_track.h -- every Valgrind and ASan annotation goes through here.
  *
- * With HH_TRACK_VALGRIND=1 these are memcheck mempool client requests (cheap
+ * Use each as a statement. With HH_TRACK_VALGRIND=1 these are memcheck mempool client requests (cheap
  * no-ops when not running under Valgrind); with HH_TRACK_ASAN=1 they poison /
  * unpoison shadow memory; otherwise they compile to nothing.
  *
@@ -22,17 +22,18 @@
 
 #if HH_TRACK_VALGRIND
 #  include <valgrind/memcheck.h>
-#  define hh_track_pool_create(pool, base)  VALGRIND_CREATE_MEMPOOL((pool), 0, 0)
-#  define hh_track_pool_destroy(pool)       VALGRIND_DESTROY_MEMPOOL((pool))
-#  define hh_track_alloc(pool, p, size)     VALGRIND_MEMPOOL_ALLOC((pool), (p), (size))
+/* Client requests are statements (do/while), so every macro here is one too. */
+#  define hh_track_pool_create(pool, base)  do { (void)(base); VALGRIND_CREATE_MEMPOOL((pool), 0, 0); } while (0)
+#  define hh_track_pool_destroy(pool)       do { VALGRIND_DESTROY_MEMPOOL((pool)); } while (0)
+#  define hh_track_alloc(pool, p, size)     do { VALGRIND_MEMPOOL_ALLOC((pool), (p), (size)); } while (0)
 #  define hh_track_alloc_defined(pool, p, size) \
       do { VALGRIND_MEMPOOL_ALLOC((pool), (p), (size)); VALGRIND_MAKE_MEM_DEFINED((p), (size)); } while (0)
-#  define hh_track_free(pool, p, size)      ((void)(size), VALGRIND_MEMPOOL_FREE((pool), (p)))
-#  define hh_track_move(pool, old, new_, size) VALGRIND_MEMPOOL_CHANGE((pool), (old), (new_), (size))
-#  define hh_track_trim(pool, p, size)      VALGRIND_MEMPOOL_TRIM((pool), (p), (size))
-#  define hh_track_defined(p, size)         ((void)VALGRIND_MAKE_MEM_DEFINED((p), (size)))
-#  define hh_track_undefined(p, size)       ((void)VALGRIND_MAKE_MEM_UNDEFINED((p), (size)))
-#  define hh_track_noaccess(p, size)        ((void)VALGRIND_MAKE_MEM_NOACCESS((p), (size)))
+#  define hh_track_free(pool, p, size)      do { (void)(size); VALGRIND_MEMPOOL_FREE((pool), (p)); } while (0)
+#  define hh_track_move(pool, old, new_, size) do { VALGRIND_MEMPOOL_CHANGE((pool), (old), (new_), (size)); } while (0)
+#  define hh_track_trim(pool, p, size)      do { VALGRIND_MEMPOOL_TRIM((pool), (p), (size)); } while (0)
+#  define hh_track_defined(p, size)         do { (void)VALGRIND_MAKE_MEM_DEFINED((p), (size)); } while (0)
+#  define hh_track_undefined(p, size)       do { (void)VALGRIND_MAKE_MEM_UNDEFINED((p), (size)); } while (0)
+#  define hh_track_noaccess(p, size)        do { (void)VALGRIND_MAKE_MEM_NOACCESS((p), (size)); } while (0)
 #  define hh_track_running()                (RUNNING_ON_VALGRIND != 0)
 #elif HH_TRACK_ASAN
 #  include <sanitizer/asan_interface.h>

@@ -125,7 +125,7 @@ hh_status hh_handle_release(hh_handle_table *t, hh_handle h) {
     if (t == NULL || t->slots == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_handle_release: NULL table");
     if (hh_is_null(h)) return HH_OK;
     hh_handle_slot *s = slot_live(t, h);
-    if (s == NULL) return hhi_error(HH_E_STALE_HANDLE, "hh_handle_release: handle %#llx is not live", (unsigned long long)h.id);
+    if (s == NULL) return hh_handle_check(t, h, "hh_handle_release");
     uint32_t idx = hh_handle_index(h), gen = hhi_key_gen(s->key);
     t->live_count--;
     if (gen == HHI_GEN_MAX) {             /* the next generation would wrap: retire the slot for good */
@@ -146,7 +146,7 @@ hh_status hh_handle_release(hh_handle_table *t, hh_handle h) {
 hh_status hh_handle_set(hh_handle_table *t, hh_handle h, void *ptr) {
     if (t == NULL || t->slots == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_handle_set: NULL table");
     hh_handle_slot *s = slot_live(t, h);
-    if (s == NULL) return hhi_error(HH_E_STALE_HANDLE, "hh_handle_set: handle %#llx is not live", (unsigned long long)h.id);
+    if (s == NULL) return hh_handle_check(t, h, "hh_handle_set");
     s->ptr = ptr;
     return HH_OK;
 }

@@ -1,0 +1,90 @@
+# mk/binned.mk -- binned allocator: the LD_PRELOAD shim, its checks, the benchmark.
+#
+#   make build/libhheap_malloc.so    the shim (part of `make`)
+#   make check-binned-wrong          tests/wrong/binned_*.c must be reported by memcheck
+#   make check-shim                  unmodified programs give the same output on the shim
+#   make bench-binned                hh_b* vs glibc in-process; the same workloads on
+#                                    glibc, mimalloc, jemalloc, tcmalloc and our shim
+
+LIB_EXCLUDE += src/binned/binned_shim.c
+ALL_EXTRA   += $(BUILD)/libhheap_malloc.so
+CHECK_EXTRA += check-binned-wrong check-shim
+DEPS_PKGS   += libmimalloc-dev libjemalloc-dev libgoogle-perftools-dev git
+CLEAN_EXTRA +=
+
+BINNED_SHIM_SRCS := $(filter-out src/binned/binned_shim.c,$(wildcard src/binned/*.c)) $(wildcard src/common/*.c)
+BINNED_SHIM_OBJS := $(BINNED_SHIM_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/src/binned/binned_shim.o
+
+$(BUILD)/libhheap_malloc.so: $(BINNED_SHIM_OBJS)
+	@$(if $(Q),echo '  LD      $@')
+	$(Q)$(CC) -shared -Wl,-soname,libhheap_malloc.so -o $@ $^ -pthread
+
+# ---------------------------------------------------------------------------
+# Must-be-caught programs: each reads or writes a freed binned block; memcheck
+# must report it (exit 99) -- a clean run means the tracking is broken.
+BINNED_WRONG := $(patsubst tests/wrong/%.c,$(BUILD)/test/wrong/%,$(wildcard tests/wrong/binned_*.c))
+
+$(BUILD)/test/wrong/binned_%: tests/wrong/binned_%.c $(BUILD)/test/libhheap-test.a
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CPPFLAGS) $(WARN) -O0 -g -pthread -DHH_TRACK_VALGRIND=1 -o $@ $< $(BUILD)/test/libhheap-test.a $(LDLIBS)
+
+.PHONY: check-binned-wrong check-shim bench-binned
+check-binned-wrong: $(BINNED_WRONG)
+	@echo "== binned: must-be-caught programs under memcheck"
+	@for w in $(BINNED_WRONG); do \
+	  out=$$(valgrind --error-exitcode=99 --leak-check=no $$w 2>&1); rc=$$?; \
+	  if [ $$rc -eq 99 ] && echo "$$out" | grep -q "Invalid read\|Invalid write"; then echo "  caught: $$w"; \
+	  else echo "  NOT CAUGHT (rc=$$rc): $$w"; echo "$$out" | tail -20; exit 1; fi; done
+
+# ---------------------------------------------------------------------------
+# The shim under real programs: same stdout and exit status with and without it.
+$(BUILD)/test/stress_binned_mt: tests/stress_binned_mt.c
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CPPFLAGS) $(WARN) -O2 -g -pthread -o $@ $< $(LDLIBS)
+
+# Each case runs twice, plain and with LD_PRELOAD; stdout and exit status must match.
+define BINNED_SHIM_SCRIPT
+shim=$$(readlink -f $$BUILD/libhheap_malloc.so)
+tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT
+fails=0
+same() {
+  name=$$1; shift
+  ( cd "$$tmp" && "$$@" ) >"$$tmp/plain.out" 2>"$$tmp/plain.err"; rc1=$$?
+  ( cd "$$tmp" && LD_PRELOAD=$$shim "$$@" ) >"$$tmp/shim.out" 2>"$$tmp/shim.err"; rc2=$$?
+  if [ $$rc1 -eq $$rc2 ] && cmp -s "$$tmp/plain.out" "$$tmp/shim.out" && [ -s "$$tmp/plain.out" ]; then
+    echo "  same output: $$name ($$(wc -c <"$$tmp/shim.out") bytes, exit $$rc2)"
+  else
+    echo "  DIFFERENT: $$name (exit $$rc1 vs $$rc2)"; head -5 "$$tmp/shim.err"; fails=$$((fails+1))
+  fi
+}
+LD_PRELOAD=$$shim true || { echo "  the shim does not load"; exit 1; }
+same "python3 json/dict/list churn" python3 -c 'import json; d={str(i):[j*i for j in range(i%60)] for i in range(30000)}; s=json.dumps(d,sort_keys=True); e=json.loads(s); print(len(s), sum(len(v) for v in e.values()), sorted(e)[:3])'
+seq 1 300000 | awk '{print ($$1*7919)%100003, "k"$$1}' >"$$tmp/in.txt"
+same "sort -n of 300000 lines" sort -n -k1,1 -s in.txt
+printf '#include <stdio.h>\n#include <stdlib.h>\nstatic int cmp(const void*a,const void*b){return *(const int*)a-*(const int*)b;}\nint main(void){int v[1000];for(int i=0;i<1000;i++)v[i]=(i*7919)%%1009;qsort(v,1000,sizeof v[0],cmp);long s=0;for(int i=0;i<1000;i++)s+=(long)v[i]*i;printf("%%ld\\n",s);return 0;}\n' >"$$tmp/prog.c"
+same "$$CC -O2 -S prog.c" $$CC -O2 -S -o - prog.c
+same "$$CC -O2 prog.c && ./prog" sh -c "$$CC -O2 -o prog prog.c && ./prog"
+same "git --version" git --version
+git init -q "$$tmp/repo" && for i in 1 2 3 4 5; do echo "line $$i" >>"$$tmp/repo/f.txt"; git -C "$$tmp/repo" add f.txt;   GIT_AUTHOR_DATE="2020-01-0$$i 10:00:00 +0000" GIT_COMMITTER_DATE="2020-01-0$$i 10:00:00 +0000"   git -C "$$tmp/repo" -c user.name=t -c user.email=t@t commit -q -m "commit $$i"; done
+same "git log -p in a temp repo" git -C repo log -p --stat
+same "threaded cross-thread free program" $$(readlink -f $$BUILD/test/stress_binned_mt) 7 100000 4
+[ $$fails -eq 0 ] || { echo "check-shim: $$fails case(s) differ"; exit 1; }
+endef
+export BINNED_SHIM_SCRIPT
+
+check-shim: $(BUILD)/libhheap_malloc.so $(BUILD)/test/stress_binned_mt
+	@echo "== binned: unmodified programs on libhheap_malloc.so"
+	@BUILD=$(BUILD) CC="$(CC)" sh -c "$$BINNED_SHIM_SCRIPT"
+
+# ---------------------------------------------------------------------------
+$(BUILD)/bench/bench_binned: bench/bench_binned.c bench/bench_util.h $(BUILD)/libhheap.a
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CPPFLAGS) $(WARN) -O2 -g -pthread -o $@ $< $(BUILD)/libhheap.a $(LDLIBS)
+
+bench-binned: $(BUILD)/bench/bench_binned $(BUILD)/libhheap_malloc.so
+	@peer() { dpkg -L $$1 2>/dev/null | grep -E "/$$2[^/]*\.so(\.[0-9]+)*$$" | head -1; }; \
+	 $(BUILD)/bench/bench_binned \
+	   shim=$(BUILD)/libhheap_malloc.so \
+	   mimalloc=$$(peer libmimalloc2.0 libmimalloc) \
+	   jemalloc=$$(peer libjemalloc2 libjemalloc) \
+	   tcmalloc=$$(peer libtcmalloc-minimal4 libtcmalloc_minimal)

@@ -1,0 +1,561 @@
+/* binned.c -- public API of the binned allocator: the fast paths (inline, in
+ * binned_internal.h) and their slow paths, realloc/memalign/calloc, stats,
+ * check, trim, leak report and the heap-map walker. */
+#include "binned_internal.h"
+
+#include "../common/hh_error.h"
+
+hh_status hhi_binned_fail(hh_status s, unsigned flags, const char *msg, const void *p) {
+    bool quiet = (s == HH_E_FOREIGN_POINTER && (flags & HHI_QUIET_FOREIGN)) ||
+                 ((s == HH_E_NO_MEMORY || s == HH_E_INVALID_ARG) && (flags & HHI_QUIET_OOM));
+    if (quiet) {
+        hhi_set_last_error(s);
+        return s;
+    }
+    return hhi_error(s, msg, p);
+}
+
+/* ---------------------------------------------------------------------------
+   Small blocks: slow paths
+--------------------------------------------------------------------------- */
+/* One block of class c without a thread cache (before TLS is ready, while a
+   thread exits, or when caching is off). */
+static void *small_alloc_direct(unsigned c) {
+    hhi_bblock *b = NULL;
+    if (hhi_class_take(c, &b, 1) == 0) return NULL;
+    atomic_fetch_add_explicit(&hhi_bg.classes[c].direct_allocs, 1, memory_order_relaxed);
+    return b;
+}
+
+/* Marks b live and hands it out. */
+static void *small_hand_out(void *b, unsigned c) {
+    hhi_bpage *pg = hhi_page_of((uintptr_t)b);
+    hhi_state_set(pg, hhi_block_index(pg, (uintptr_t)b), HHI_ST_LIVE);
+    hhi_on_alloc(b, hhi_class_size[c]);
+    return b;
+}
+
+static void *small_alloc_slow(unsigned c, unsigned flags) {
+    hhi_tcache *tc = hhi_tcache_get();
+    void *b = NULL;
+    if (tc != NULL) {
+        hhi_tbin *bin = &tc->bins[c];
+        bin->cap = atomic_load_explicit(&hhi_bg.cap[c], memory_order_relaxed);
+        if (bin->head == NULL && bin->cap > 0) {
+            hhi_bblock *list = NULL;
+            uint32_t want = (bin->cap + 1) / 2;
+            uint32_t got = hhi_class_take(c, &list, want);
+            if (got > 0) {
+                hhi_stat_inc(&tc->stat[c].misses);
+                b = list;
+                bin->head = hhi_block_next(list);
+                bin->count = got - 1;
+            }
+        } else if (bin->head != NULL) {
+            hhi_stat_inc(&tc->stat[c].hits);
+            b = bin->head;
+            bin->head = hhi_block_next(bin->head);
+            bin->count--;
+        } else {
+            b = small_alloc_direct(c);
+        }
+    } else if (hhi_binned_init()) {
+        b = small_alloc_direct(c);
+    }
+    if (b == NULL) {
+        hhi_binned_fail(HH_E_NO_MEMORY, flags, "binned: out of memory (OS refused a span)", NULL);
+        return NULL;
+    }
+    return small_hand_out(b, c);
+}
+
+void *hhi_binned_malloc_slow(size_t size, unsigned flags) {
+    if (size <= HHI_SMALL_MAX) return small_alloc_slow(hhi_size_class(size), flags);
+    return hhi_large_alloc(size, 0, flags);
+}
+
+/* Validates a pointer into one of our spans: the page and block index of a
+   live block, or the status it deserves. */
+static hh_status small_lookup(uintptr_t a, hhi_bpage **out_pg, uint32_t *out_i) {
+    hhi_bpage *pg = hhi_page_of(a);
+    uint32_t i = hhi_block_index(pg, a);
+    if (pg->capacity == 0 || i >= pg->capacity || i * pg->block_size != (a & HHI_PAGE_MASK))
+        return HH_E_FOREIGN_POINTER;
+    unsigned st = hhi_state_get(pg, i);
+    if (st == HHI_ST_FREED) return HH_E_DOUBLE_FREE;
+    if (st != HHI_ST_LIVE) return HH_E_FOREIGN_POINTER;
+    *out_pg = pg;
+    *out_i = i;
+    return HH_OK;
+}
+
+/* Classifies p: HH_OK for a live small block (page/index out), HH_E_NONE-like
+   codes otherwise; *large set for a pointer into a large chunk. */
+static hh_status classify(uintptr_t a, hhi_bpage **pg, uint32_t *i, bool *large) {
+    *large = false;
+    if (!atomic_load_explicit(&hhi_bg.ready, memory_order_acquire) || (a >> HHI_ADDR_BITS) != 0)
+        return HH_E_FOREIGN_POINTER;
+    switch (hhi_registry_get(a)) {
+    case HHI_REG_SPAN: return small_lookup(a, pg, i);
+    case HHI_REG_LARGE: *large = true; return HH_OK;
+    case HHI_REG_LARGE_FREED: return HH_E_DOUBLE_FREE;
+    default: return HH_E_FOREIGN_POINTER;
+    }
+}
+
+void hhi_binned_free_slow(void *p, unsigned flags) {
+    if (p == NULL) return;
+    uintptr_t a = (uintptr_t)p;
+    hhi_bpage *pg = NULL;
+    uint32_t i = 0;
+    bool large;
+    hh_status st = classify(a, &pg, &i, &large);
+    if (st != HH_OK) {
+        hhi_binned_fail(st, flags,
+                        st == HH_E_DOUBLE_FREE ? "hh_bfree: %p was already freed"
+                                               : "hh_bfree: %p is not a block of the binned allocator",
+                        p);
+        return;
+    }
+    if (large) {
+        hhi_large_free(a, flags);
+        return;
+    }
+    unsigned c = pg->cls;
+    hhi_state_set(pg, i, HHI_ST_FREED);
+    hhi_on_free(p, pg->block_size);
+    hhi_tcache *tc = hhi_tcache_get();
+    if (tc != NULL) {
+        hhi_tbin *bin = &tc->bins[c];
+        bin->cap = atomic_load_explicit(&hhi_bg.cap[c], memory_order_relaxed);
+        if (bin->cap > 0) {
+            /* Full bin: keep the newer half, return the older half in one batch. */
+            if (bin->count >= bin->cap) hhi_tcache_flush_bin(tc, c, bin->cap / 2);
+            hhi_stat_inc(&tc->stat[c].frees);
+            hhi_block_set_next((hhi_bblock *)p, bin->head);
+            bin->head = (hhi_bblock *)p;
+            bin->count++;
+            return;
+        }
+        hhi_tcache_flush_bin(tc, c, 0);
+    }
+    atomic_fetch_add_explicit(&hhi_bg.classes[c].direct_frees, 1, memory_order_relaxed);
+    hhi_block_set_next((hhi_bblock *)p, NULL);
+    hhi_class_put(c, (hhi_bblock *)p, 1);
+}
+
+/* ---------------------------------------------------------------------------
+   memalign, calloc, realloc, usable
+--------------------------------------------------------------------------- */
+void *hhi_binned_memalign(size_t align, size_t size, unsigned flags) {
+    if (!hh_is_pow2(align) || align > HHI_MAX_ALIGN) {
+        hhi_binned_fail(HH_E_INVALID_ARG, flags,
+                        "hh_bmemalign: alignment %p must be a power of two <= 2 MiB", (void *)(uintptr_t)align);
+        return NULL;
+    }
+    if (align <= 16) return hhi_bmalloc_fast(size, flags);
+    if (size <= HHI_SMALL_MAX && align <= HHI_SMALL_MAX) {
+        /* Pages are 64 KiB aligned and block i starts at i * size: a class
+           whose size is a multiple of align gives aligned blocks. */
+        for (unsigned c = hhi_size_class(size); c < HHI_CLASS_COUNT; c++)
+            if ((hhi_class_size[c] & (align - 1)) == 0) return hhi_bmalloc_fast(hhi_class_size[c], flags);
+    }
+    return hhi_large_alloc(size, align, flags);
+}
+
+void *hhi_binned_calloc(size_t count, size_t size, unsigned flags) {
+    if (size != 0 && count > SIZE_MAX / size) {
+        hhi_binned_fail(HH_E_INVALID_ARG, flags, "hh_bcalloc: count * size overflows (%p)", (void *)(uintptr_t)count);
+        return NULL;
+    }
+    size_t total = count * size;
+    if (total > HHI_SMALL_MAX) return hhi_large_alloc(total, 0, flags | HHI_ZERO);   /* fresh pages are zero */
+    void *p = hhi_bmalloc_fast(total, flags);
+    if (p != NULL) memset(p, 0, total);
+    return p;
+}
+
+size_t hhi_binned_usable(const void *p, hh_status *st) {
+    hhi_bpage *pg = NULL;
+    uint32_t i = 0;
+    bool large;
+    *st = classify((uintptr_t)p, &pg, &i, &large);
+    if (*st != HH_OK) return 0;
+    if (large) {
+        size_t n = hhi_large_usable((uintptr_t)p);
+        if (n == 0) *st = HH_E_FOREIGN_POINTER;
+        return n;
+    }
+    return pg->block_size;
+}
+
+void *hhi_binned_realloc(void *p, size_t size, unsigned flags) {
+    if (p == NULL) return hhi_bmalloc_fast(size, flags);
+    hh_status st;
+    size_t old = hhi_binned_usable(p, &st);
+    if (st != HH_OK) {
+        hhi_binned_fail(st, flags,
+                        st == HH_E_DOUBLE_FREE ? "hh_brealloc: %p was already freed"
+                                               : "hh_brealloc: %p is not a block of the binned allocator",
+                        p);
+        return NULL;
+    }
+    if (size == 0) {
+        hhi_bfree_fast(p, flags);
+        return NULL;
+    }
+    /* Keep the block when the new size maps to the same class, or for a large
+       block when it still fits and wastes less than half. */
+    if (old <= HHI_SMALL_MAX) {
+        if (size <= HHI_SMALL_MAX && hhi_size_class(size) == hhi_size_class(old)) return p;
+    } else if (size <= old && size > old / 2 && size > HHI_SMALL_MAX) {
+        return p;
+    }
+    void *q = hhi_bmalloc_fast(size, flags);
+    if (q == NULL) return NULL;
+    memcpy(q, p, HH_MIN(old, size));
+    hhi_bfree_fast(p, flags);
+    return q;
+}
+
+/* ---------------------------------------------------------------------------
+   Public allocation API
+--------------------------------------------------------------------------- */
+void *hh_bmalloc(size_t size) { return hhi_bmalloc_fast(size, 0); }
+void  hh_bfree(void *p) { hhi_bfree_fast(p, 0); }
+void *hh_bcalloc(size_t count, size_t size) { return hhi_binned_calloc(count, size, 0); }
+void *hh_brealloc(void *p, size_t size) { return hhi_binned_realloc(p, size, 0); }
+void *hh_bmemalign(size_t align, size_t size) { return hhi_binned_memalign(align, size, 0); }
+
+size_t hh_busable(const void *p) {
+    if (p == NULL) return 0;
+    hh_status st;
+    size_t n = hhi_binned_usable(p, &st);
+    if (st != HH_OK) hhi_error(HH_E_FOREIGN_POINTER, "hh_busable: %p is not a live block of the binned allocator", p);
+    return n;
+}
+
+/* ---------------------------------------------------------------------------
+   Stats
+--------------------------------------------------------------------------- */
+void hh_binned_stats_get(hh_binned_stats *out) {
+    if (out == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_binned_stats_get: out is NULL");
+        return;
+    }
+    memset(out, 0, sizeof *out);
+    if (!atomic_load_explicit(&hhi_bg.ready, memory_order_acquire)) {
+        for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) out->classes[c].block_size = hhi_class_size[c];
+        return;
+    }
+    uint64_t hits[HHI_CLASS_COUNT], misses[HHI_CLASS_COUNT], frees[HHI_CLASS_COUNT];
+    hhi_lock_acquire(&hhi_bg.tc_lock);
+    for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
+        hits[c] = atomic_load(&hhi_bg.retired_hits[c]);
+        misses[c] = atomic_load(&hhi_bg.retired_misses[c]);
+        frees[c] = atomic_load(&hhi_bg.retired_frees[c]);
+    }
+    for (hhi_tcache *tc = hhi_bg.tcaches; tc != NULL; tc = tc->next) {
+        out->thread_caches++;
+        for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
+            hits[c] += atomic_load_explicit(&tc->stat[c].hits, memory_order_relaxed);
+            misses[c] += atomic_load_explicit(&tc->stat[c].misses, memory_order_relaxed);
+            frees[c] += atomic_load_explicit(&tc->stat[c].frees, memory_order_relaxed);
+        }
+    }
+    hhi_lock_release(&hhi_bg.tc_lock);
+    for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
+        hhi_bclass *k = &hhi_bg.classes[c];
+        hh_binned_class_stats *cs = &out->classes[c];
+        uint64_t da = atomic_load(&k->direct_allocs), df = atomic_load(&k->direct_frees);
+        cs->block_size = hhi_class_size[c];
+        cs->allocs = hits[c] + misses[c] + da;
+        cs->cache_hits = hits[c];
+        uint64_t fr = frees[c] + df;
+        cs->live_blocks = cs->allocs > fr ? cs->allocs - fr : 0;
+        cs->live_bytes = cs->live_blocks * cs->block_size;
+        cs->cache_hit_rate = cs->allocs ? (double)cs->cache_hits / (double)cs->allocs : 0.0;
+        hhi_lock_acquire(&k->lock);
+        cs->pages = k->pages;
+        cs->empty_pages = k->empty;
+        hhi_lock_release(&k->lock);
+        out->small_live_blocks += cs->live_blocks;
+        out->small_live_bytes += cs->live_bytes;
+        out->pages_in_classes += cs->pages;
+    }
+    hhi_lock_acquire(&hhi_bg.pool_lock);
+    out->spans = hhi_bg.n_spans;
+    out->pages_free = hhi_bg.n_dirty + hhi_bg.n_clean;
+    out->pages_decommitted = hhi_bg.n_decommitted;
+    hhi_lock_release(&hhi_bg.pool_lock);
+    hhi_lock_acquire(&hhi_bg.large_lock);
+    out->large_live_blocks = hhi_bg.large_count;
+    out->large_live_bytes = hhi_bg.large_bytes;
+    out->large_mapped_bytes = hhi_bg.large_mapped;
+    hhi_lock_release(&hhi_bg.large_lock);
+    out->mapped_bytes = (size_t)out->spans * HHI_SPAN_SIZE + out->large_mapped_bytes;
+}
+
+/* ---------------------------------------------------------------------------
+   Trim
+--------------------------------------------------------------------------- */
+size_t hh_binned_trim(uint64_t max_ns) {
+    if (!atomic_load_explicit(&hhi_bg.ready, memory_order_acquire)) return 0;
+    uint64_t deadline = max_ns ? hhi_now_ns() + max_ns : 0;
+    hhi_lock_acquire(&hhi_bg.trim_lock);
+    size_t n = hhi_pool_trim(deadline);
+    hhi_lock_release(&hhi_bg.trim_lock);
+    return n;
+}
+
+/* ---------------------------------------------------------------------------
+   Check (all locks held; see the invariants in binned_internal.h)
+--------------------------------------------------------------------------- */
+#define CHECK(cond, ...) do { if (!(cond)) { st = hhi_error(HH_E_CORRUPT, __VA_ARGS__); goto done; } } while (0)
+
+hh_status hh_binned_check(void) {
+    if (!atomic_load_explicit(&hhi_bg.ready, memory_order_acquire)) return HH_OK;
+    hh_status st = HH_OK;
+    uint32_t class_pages[HHI_CLASS_COUNT] = { 0 }, class_empty[HHI_CLASS_COUNT] = { 0 };
+    hhi_lock_acquire(&hhi_bg.trim_lock);
+    hhi_lock_all();
+    /* Caps within the limit (5). */
+    size_t sum = 0;
+    for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) sum += (size_t)hhi_bg.cap[c] * hhi_class_size[c];
+    CHECK(sum <= hhi_bg.cache_limit, "binned check: cache caps sum %zu > limit %zu", sum, (size_t)hhi_bg.cache_limit);
+    uint32_t n_spans = 0, n_pool = 0, n_decommitted = 0;
+    for (hhi_bspan *s = hhi_bg.spans; s != NULL; s = s->next) {
+        n_spans++;
+        CHECK(((uintptr_t)s & HHI_SPAN_MASK) == 0 && s->magic == HHI_SPAN_MAGIC, "binned check: span %p bad", (void *)s);
+        CHECK(hhi_registry_get((uintptr_t)s) == HHI_REG_SPAN, "binned check: span %p not registered (1)", (void *)s);
+        CHECK(s->next == NULL || s->next->prev == s, "binned check: span list broken at %p", (void *)s);
+        CHECK(n_spans <= (1u << 25), "binned check: span list cycles");
+        uint32_t free_pages = 0;
+        CHECK(s->pages[0].capacity == 0, "binned check: metadata page of %p serves blocks", (void *)s);
+        for (unsigned pi = 1; pi < HHI_PAGES_PER_SPAN; pi++) {
+            hhi_bpage *pg = &s->pages[pi];
+            CHECK(pg->index == pi, "binned check: page %u of span %p has index %u", pi, (void *)s, pg->index);
+            if (pg->cls == HHI_NO_CLASS) {
+                CHECK(pg->pool != HHI_POOL_NONE && pg->capacity == 0 && pg->block_size == 0,
+                      "binned check: page %p owned by no class but not pooled (2)", (void *)hhi_page_base(pg));
+                free_pages++;
+                n_pool++;
+                if (pg->pool == HHI_POOL_DECOMMITTED) n_decommitted++;
+                continue;
+            }
+            unsigned c = pg->cls;
+            CHECK(c < HHI_CLASS_COUNT && pg->pool == HHI_POOL_NONE && pg->block_size == hhi_class_size[c] &&
+                      pg->capacity == hhi_class_capacity(c),
+                  "binned check: page %p has bad class fields (2)", (void *)hhi_page_base(pg));
+            class_pages[c]++;
+            CHECK(pg->carved <= pg->capacity && pg->used <= pg->carved, "binned check: page %p counts %u/%u/%u (3)",
+                  (void *)hhi_page_base(pg), pg->used, pg->carved, pg->capacity);
+            uint32_t nfree = 0;
+            uintptr_t base = hhi_page_base(pg);
+            for (hhi_bblock *b = pg->free; b != NULL; b = hhi_block_next(b)) {
+                uintptr_t a = (uintptr_t)b;
+                CHECK(nfree < pg->capacity, "binned check: page %p free list too long or cyclic (3)", (void *)base);
+                CHECK(a >= base && a < base + HHI_PAGE_SIZE, "binned check: free block %p outside page %p (3)",
+                      (void *)b, (void *)base);
+                uint32_t i = hhi_block_index(pg, a);
+                CHECK(i < pg->carved && i * pg->block_size == (a & HHI_PAGE_MASK),
+                      "binned check: free block %p misplaced (3)", (void *)b);
+                CHECK(hhi_state_get(pg, i) != HHI_ST_LIVE, "binned check: free block %p marked live (3)", (void *)b);
+                nfree++;
+            }
+            CHECK(pg->used + nfree == pg->carved, "binned check: page %p used %u + free %u != carved %u (3)",
+                  (void *)base, pg->used, nfree, pg->carved);
+            uint32_t live = 0;
+            for (uint32_t i = 0; i < pg->capacity; i++) {
+                unsigned v = hhi_state_get(pg, i);
+                CHECK(v <= HHI_ST_FREED && (i < pg->carved || v == HHI_ST_NEVER),
+                      "binned check: page %p block %u state %u (3)", (void *)base, i, v);
+                live += v == HHI_ST_LIVE;
+            }
+            CHECK(live <= pg->used, "binned check: page %p has %u live > %u used (3)", (void *)base, live, pg->used);
+            bool has_room = pg->free != NULL || pg->carved < pg->capacity;
+            CHECK(has_room == (pg->in_partial != 0), "binned check: page %p partial-list membership wrong (4)",
+                  (void *)base);
+            if (pg->used == 0) class_empty[c]++;
+        }
+        CHECK(free_pages == s->free_pages, "binned check: span %p free_pages %u != %u (7)", (void *)s, s->free_pages,
+              free_pages);
+    }
+    CHECK(n_spans == hhi_bg.n_spans && n_pool == hhi_bg.n_dirty + hhi_bg.n_clean &&
+              n_decommitted == hhi_bg.n_decommitted,
+          "binned check: pool counters disagree with the spans");
+    for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
+        hhi_bclass *k = &hhi_bg.classes[c];
+        uint32_t n = 0;
+        bool seen_empty = false;
+        for (hhi_bpage *pg = k->head; pg != NULL; pg = pg->next) {
+            CHECK(n++ < class_pages[c] && pg->cls == c && pg->in_partial,
+                  "binned check: class %u partial list holds a wrong page (4)", c);
+            CHECK(pg->next != NULL || k->tail == pg, "binned check: class %u tail wrong (4)", c);
+            if (pg->used == 0) seen_empty = true;
+            else CHECK(!seen_empty, "binned check: class %u has a used page after an empty one (4)", c);
+        }
+        CHECK(k->pages == class_pages[c] && k->empty == class_empty[c] && k->empty <= HHI_KEEP_EMPTY,
+              "binned check: class %u counts pages %u/%u empty %u/%u (4)", c, k->pages, class_pages[c], k->empty,
+              class_empty[c]);
+    }
+    uint64_t nlarge = 0;
+    for (hhi_blarge *h = hhi_bg.large; h != NULL; h = h->next) {
+        CHECK(nlarge++ < hhi_bg.large_count, "binned check: large list longer than its count (6)");
+        CHECK(((uintptr_t)h & HHI_SPAN_MASK) == 0 && h->magic == HHI_LARGE_MAGIC && h->offset < HHI_SPAN_SIZE &&
+                  h->offset + h->size <= h->map_size && hhi_registry_get((uintptr_t)h) == HHI_REG_LARGE,
+              "binned check: large block %p bad (6)", (void *)h);
+    }
+    CHECK(nlarge == hhi_bg.large_count, "binned check: large count %llu != %llu (6)", (unsigned long long)nlarge,
+          (unsigned long long)hhi_bg.large_count);
+    /* The calling thread's cache (5). */
+    hhi_tcache *tc = hhi_tc_self;
+    if (tc != NULL) {
+        for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
+            uint32_t n = 0;
+            for (hhi_bblock *b = tc->bins[c].head; b != NULL; b = hhi_block_next(b)) {
+                uintptr_t a = (uintptr_t)b;
+                CHECK(n++ < tc->bins[c].count, "binned check: cache bin %u longer than its count (5)", c);
+                CHECK(hhi_registry_get(a) == HHI_REG_SPAN, "binned check: cached block %p not in a span (5)", (void *)b);
+                hhi_bpage *pg = hhi_page_of(a);
+                uint32_t i = hhi_block_index(pg, a);
+                CHECK(pg->cls == c && i < pg->carved && i * pg->block_size == (a & HHI_PAGE_MASK) &&
+                          hhi_state_get(pg, i) != HHI_ST_LIVE,
+                      "binned check: cached block %p of class %u is wrong (5)", (void *)b, c);
+            }
+            CHECK(n == tc->bins[c].count, "binned check: cache bin %u count %u != %u (5)", c, tc->bins[c].count, n);
+        }
+    }
+done:
+    hhi_unlock_all();
+    hhi_lock_release(&hhi_bg.trim_lock);
+    return st;
+}
+
+/* ---------------------------------------------------------------------------
+   Walker and leak report: snapshot under the locks, call back without them.
+--------------------------------------------------------------------------- */
+static void page_info(const hhi_bpage *pg, hh_binned_region *r) {
+    memset(r, 0, sizeof *r);
+    r->address = hhi_page_base(pg);
+    r->size = HHI_PAGE_SIZE;
+    r->size_class = -1;
+    r->committed = true;
+    if (pg->index == 0) {
+        r->kind = HH_BINNED_REGION_META;
+    } else if (pg->cls == HHI_NO_CLASS) {
+        r->kind = HH_BINNED_REGION_FREE;
+        r->committed = pg->pool != HHI_POOL_DECOMMITTED;
+    } else {
+        r->kind = HH_BINNED_REGION_CLASS;
+        r->size_class = pg->cls;
+        r->block_size = pg->block_size;
+        r->capacity = pg->capacity;
+        uint32_t live = 0;
+        for (uint32_t i = 0; i < pg->carved; i++) live += hhi_state_get(pg, i) == HHI_ST_LIVE;
+        r->live = live;
+        r->cached = pg->used > live ? pg->used - live : 0;
+    }
+}
+
+void hh_binned_walk(hh_binned_walk_fn fn, void *user) {
+    if (fn == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_binned_walk: fn is NULL");
+        return;
+    }
+    if (!atomic_load_explicit(&hhi_bg.ready, memory_order_acquire)) return;
+    hh_binned_region snap[HHI_PAGES_PER_SPAN];
+    hhi_lock_acquire(&hhi_bg.trim_lock);   /* spans stay mapped while we walk */
+    hhi_lock_acquire(&hhi_bg.pool_lock);
+    hhi_bspan *s = hhi_bg.spans;
+    hhi_lock_release(&hhi_bg.pool_lock);
+    for (; s != NULL; s = s->next) {   /* new spans join at the head: the rest is stable */
+        hhi_lock_all();
+        for (unsigned i = 0; i < HHI_PAGES_PER_SPAN; i++) page_info(&s->pages[i], &snap[i]);
+        hhi_unlock_all();
+        for (unsigned i = 0; i < HHI_PAGES_PER_SPAN; i++) fn(&snap[i], user);
+    }
+    hhi_lock_release(&hhi_bg.trim_lock);
+    /* Large blocks in batches; blocks freed meanwhile may be missed. */
+    for (size_t skip = 0;; skip += HHI_PAGES_PER_SPAN) {
+        unsigned n = 0;
+        hhi_lock_acquire(&hhi_bg.large_lock);
+        hhi_blarge *h = hhi_bg.large;
+        for (size_t k = 0; h != NULL && k < skip; k++) h = h->next;
+        for (; h != NULL && n < HHI_PAGES_PER_SPAN; h = h->next, n++) {
+            hh_binned_region *r = &snap[n];
+            memset(r, 0, sizeof *r);
+            r->address = (uintptr_t)h;
+            r->size = h->map_size;
+            r->kind = HH_BINNED_REGION_LARGE;
+            r->size_class = -1;
+            r->block_size = (uint32_t)HH_MIN(h->map_size - h->offset, (size_t)UINT32_MAX);
+            r->capacity = r->live = 1;
+            r->committed = true;
+        }
+        hhi_lock_release(&hhi_bg.large_lock);
+        for (unsigned i = 0; i < n; i++) fn(&snap[i], user);
+        if (n < HHI_PAGES_PER_SPAN) break;
+    }
+}
+
+size_t hh_binned_leak_report(hh_binned_leak_fn fn, void *user, size_t *bytes) {
+    size_t count = 0, total = 0;
+    if (atomic_load_explicit(&hhi_bg.ready, memory_order_acquire)) {
+        enum { BATCH = 256 };
+        const void *blocks[BATCH];
+        size_t sizes[BATCH];
+        hhi_lock_acquire(&hhi_bg.trim_lock);
+        hhi_lock_acquire(&hhi_bg.pool_lock);
+        hhi_bspan *s = hhi_bg.spans;
+        hhi_lock_release(&hhi_bg.pool_lock);
+        for (; s != NULL; s = s->next) {
+            for (unsigned pi = 1; pi < HHI_PAGES_PER_SPAN; pi++) {
+                hhi_bpage *pg = &s->pages[pi];
+                uint32_t i = 0;
+                for (;;) {
+                    unsigned n = 0, c = pg->cls;
+                    if (c == HHI_NO_CLASS) break;
+                    hhi_bclass *k = &hhi_bg.classes[c];
+                    hhi_lock_acquire(&k->lock);
+                    if (pg->cls == c) {
+                        uintptr_t base = hhi_page_base(pg);
+                        for (; i < pg->carved && n < BATCH; i++)
+                            if (hhi_state_get(pg, i) == HHI_ST_LIVE) {
+                                blocks[n] = (const void *)(base + (uintptr_t)i * pg->block_size);
+                                sizes[n++] = pg->block_size;
+                            }
+                    }
+                    bool more = pg->cls == c && i < pg->carved;
+                    hhi_lock_release(&k->lock);
+                    for (unsigned j = 0; j < n; j++) {
+                        count++;
+                        total += sizes[j];
+                        if (fn) fn(blocks[j], sizes[j], user);
+                    }
+                    if (!more) break;
+                }
+            }
+        }
+        hhi_lock_release(&hhi_bg.trim_lock);
+        for (size_t skip = 0;; skip += BATCH) {
+            unsigned n = 0;
+            hhi_lock_acquire(&hhi_bg.large_lock);
+            hhi_blarge *h = hhi_bg.large;
+            for (size_t k = 0; h != NULL && k < skip; k++) h = h->next;
+            for (; h != NULL && n < BATCH; h = h->next, n++) {
+                blocks[n] = (const char *)h + h->offset;
+                sizes[n] = h->map_size - h->offset;
+            }
+            hhi_lock_release(&hhi_bg.large_lock);
+            for (unsigned j = 0; j < n; j++) {
+                count++;
+                total += sizes[j];
+                if (fn) fn(blocks[j], sizes[j], user);
+            }
+            if (n < BATCH) break;
+        }
+    }
+    if (bytes) *bytes = total;
+    return count;
+}

@@ -1,0 +1,352 @@
+/* binned_internal.h -- internals of the binned allocator: layout, structs and
+ * the inline fast paths shared by binned.c and the LD_PRELOAD shim.
+ *
+ * Layout. Memory comes from the OS in 4 MiB spans aligned to 4 MiB. Page 0 of
+ * a span holds the span header with the metadata of all 64 pages; pages
+ * 1..63 (64 KiB each, 64 KiB aligned) serve blocks of one class each. From a
+ * pointer a: span = a & ~(4 MiB - 1), page meta = span->pages[(a >> 16) & 63],
+ * block index = ((a & 0xFFFF) * recip) >> 32 -- no search, no division.
+ * Ownership: a byte per 4 MiB of address space (the registry, one flat array
+ * mapped once, 32 MiB of address space, touched sparsely) says whether a chunk
+ * is one of our spans, the first chunk of a large mapping, or a large mapping
+ * freed earlier. Block state: one byte per block (NEVER / LIVE / FREED) in the
+ * page tail or, for big classes, inline in the page meta.
+ *
+ * Invariants (hh_binned_check verifies 1-7):
+ *  1. registry[chunk] == HHI_REG_SPAN iff a live span starts at chunk; the span
+ *     is on g.spans; HHI_REG_LARGE iff a live large mapping starts there.
+ *  2. A page is either in the pool (cls == HHI_NO_CLASS, capacity 0, on the
+ *     dirty or clean pool list) or owned by exactly one class.
+ *  3. Every block of a class page is exactly one of: uncarved (index >=
+ *     carved, state NEVER); on the page free list (state != LIVE); held by a
+ *     thread cache (state != LIVE); live with the user (state LIVE).
+ *     page->used counts the blocks held by caches or users, so
+ *     used + free-list length == carved <= capacity.
+ *  4. A class's partial list holds exactly its pages with a free-list or
+ *     uncarved block; empty pages (used == 0) sit at its tail; at most
+ *     HHI_KEEP_EMPTY of them stay with a class, the rest go to the pool.
+ *  5. A thread cache bin holds at most its cap blocks of its class (state !=
+ *     LIVE); sum over classes of g.cap[c] * size[c] <= g.cache_limit.
+ *  6. A large block's mapping starts at a 4 MiB boundary with a hhi_blarge
+ *     header (magic HHI_LARGE_MAGIC); the user pointer is base + offset,
+ *     offset < 4 MiB; it is on g.large.
+ *  7. span->free_pages == number of its pages in the pool.
+ *  8. Lock order: g.trim_lock -> g.tc_lock -> class locks (ascending) ->
+ *     g.pool_lock -> g.large_lock. No lock is held while user code runs.
+ */
+#ifndef HH_BINNED_INTERNAL_H
+#define HH_BINNED_INTERNAL_H
+
+#include "hheap/binned.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../common/hh_assert.h"
+#include "../common/hh_compiler.h"
+#include "../common/hh_config.h"
+#include "../common/hh_platform.h"
+#include "../common/hh_track.h"
+
+/* ---------------------------------------------------------------------------
+   Geometry
+--------------------------------------------------------------------------- */
+#define HHI_CLASS_COUNT     HH_BINNED_CLASS_COUNT
+#define HHI_SMALL_MAX       ((size_t)HH_BINNED_SMALL_MAX)
+#define HHI_PAGE_SHIFT      16u
+#define HHI_PAGE_SIZE       ((size_t)1 << HHI_PAGE_SHIFT)
+#define HHI_PAGE_MASK       (HHI_PAGE_SIZE - 1)
+#define HHI_SPAN_SHIFT      22u
+#define HHI_SPAN_SIZE       ((size_t)1 << HHI_SPAN_SHIFT)
+#define HHI_SPAN_MASK       (HHI_SPAN_SIZE - 1)
+#define HHI_PAGES_PER_SPAN  (1u << (HHI_SPAN_SHIFT - HHI_PAGE_SHIFT))
+#define HHI_ADDR_BITS       47u                 /* Linux x86-64/arm64 user space */
+#define HHI_REGISTRY_LEN    ((size_t)1 << (HHI_ADDR_BITS - HHI_SPAN_SHIFT))
+#define HHI_INLINE_STATE    64u                 /* state bytes kept in the page meta */
+#define HHI_MAX_ALIGN       (HHI_SPAN_SIZE / 2) /* largest alignment hh_bmemalign serves */
+#define HHI_LARGE_HDR       64u                 /* bytes before a large block's user pointer */
+#define HHI_LARGE_MAGIC     0x6868426c61726765ull
+#define HHI_KEEP_EMPTY      1u                  /* empty pages a class keeps as spare */
+#define HHI_NO_CLASS        0xFFu
+#define HHI_DEFAULT_CACHE_LIMIT ((size_t)1 << 20)
+#define HHI_MAX_CACHE_LIMIT     ((size_t)64 << 20)
+#define HHI_BIN_MAX         256u                /* blocks per thread-cache bin at most */
+
+_Static_assert(HHI_PAGES_PER_SPAN == 64, "span geometry");
+_Static_assert(HHI_SMALL_MAX * 2 <= HHI_PAGE_SIZE, "two blocks of the largest class fit in a page");
+_Static_assert(HHI_CLASS_COUNT < HHI_NO_CLASS, "class index fits a byte");
+
+/* Registry values (one byte per 4 MiB chunk). */
+enum { HHI_REG_NONE = 0, HHI_REG_SPAN = 1, HHI_REG_LARGE = 2, HHI_REG_LARGE_FREED = 3 };
+/* Block state values. */
+enum { HHI_ST_NEVER = 0, HHI_ST_LIVE = 1, HHI_ST_FREED = 2 };
+/* Page pool membership. */
+/* CLEAN pages were never touched, DECOMMITTED ones were given back to the OS;
+   both sit on the clean list. */
+enum { HHI_POOL_NONE = 0, HHI_POOL_DIRTY = 1, HHI_POOL_CLEAN = 2, HHI_POOL_DECOMMITTED = 3 };
+
+/* Flags of the internal entry points. */
+enum {
+    HHI_QUIET_FOREIGN = 1u,   /* foreign pointer: set last error, no message (shim) */
+    HHI_QUIET_OOM     = 2u,   /* out of memory / bad argument: no message (shim) */
+    HHI_ZERO          = 4u,   /* zero the block */
+};
+
+/* ---------------------------------------------------------------------------
+   Structures
+--------------------------------------------------------------------------- */
+typedef struct hhi_bblock { struct hhi_bblock *next; } hhi_bblock;
+
+typedef struct hhi_bpage {
+    uint32_t block_size;        /* 0 when in the pool */
+    uint32_t capacity;          /* 0 when in the pool */
+    uint32_t recip;             /* floor(2^32 / block_size) + 1 */
+    uint8_t  cls;               /* HHI_NO_CLASS when in the pool */
+    uint8_t  pool;              /* HHI_POOL_* */
+    uint8_t  in_partial;
+    uint8_t  index;             /* page index within its span */
+    _Atomic uint8_t *state;     /* capacity state bytes */
+    hhi_bblock *free;           /* page free list (class lock) */
+    uint32_t used;              /* blocks held by caches or users (class lock) */
+    uint32_t carved;            /* blocks [0, carved) were ever handed out */
+    struct hhi_bpage *next, *prev;  /* class partial list or pool list */
+    _Atomic uint8_t inline_state[HHI_INLINE_STATE];
+} hhi_bpage;
+
+typedef struct hhi_bspan {
+    uint64_t magic;
+    uint32_t free_pages;        /* pages of this span in the pool (pool lock) */
+    uint32_t pad;
+    struct hhi_bspan *next, *prev;  /* g.spans (pool lock) */
+    hhi_bpage pages[HHI_PAGES_PER_SPAN];
+} hhi_bspan;
+_Static_assert(sizeof(hhi_bspan) <= HHI_PAGE_SIZE, "span header fits in page 0");
+#define HHI_SPAN_MAGIC 0x6868427370616e21ull
+
+typedef struct hhi_blarge {
+    uint64_t magic;
+    size_t   map_size;          /* bytes mapped (page multiple) */
+    size_t   offset;            /* user pointer - base */
+    size_t   size;              /* bytes asked for */
+    struct hhi_blarge *next, *prev;
+} hhi_blarge;
+_Static_assert(sizeof(hhi_blarge) <= HHI_LARGE_HDR, "large header size");
+
+typedef struct hhi_tbin {
+    hhi_bblock *head;
+    uint32_t count;
+    uint32_t cap;
+} hhi_tbin;
+
+/* Per-thread statistics, written by the owner only (relaxed atomics so other
+   threads may read them). */
+typedef struct hhi_tstat {
+    _Atomic uint64_t hits, misses, frees;
+} hhi_tstat;
+
+typedef struct hhi_tcache {
+    hhi_tbin bins[HHI_CLASS_COUNT];
+    hhi_tstat stat[HHI_CLASS_COUNT];
+    struct hhi_tcache *next, *prev;   /* g.tcaches (tc_lock) */
+} hhi_tcache;
+
+typedef struct hhi_bclass {
+    _Alignas(64) hhi_lock lock;
+    hhi_bpage *head, *tail;       /* partial pages; empty ones at the tail */
+    uint32_t pages;               /* pages owned */
+    uint32_t empty;               /* of those, with used == 0 */
+    _Atomic uint64_t direct_allocs, direct_frees;   /* cacheless path */
+} hhi_bclass;
+
+typedef struct hhi_bglobal {
+    _Atomic uint8_t *registry;      /* HHI_REGISTRY_LEN bytes; NULL before init */
+    atomic_int ready;
+    _Atomic uint32_t cap[HHI_CLASS_COUNT];  /* thread-cache bin caps (bins copy them at refill/flush) */
+    _Atomic size_t cache_limit;
+    hhi_bclass classes[HHI_CLASS_COUNT];
+    /* page pool */
+    hhi_lock pool_lock;
+    hhi_bpage *dirty, *clean;       /* free pages: used before / never used or decommitted */
+    uint32_t n_dirty, n_clean, n_decommitted;
+    hhi_bspan *spans;
+    uint32_t n_spans;
+    /* large blocks */
+    hhi_lock large_lock;
+    hhi_blarge *large;
+    uint64_t large_count, large_bytes;
+    size_t large_mapped;
+    /* thread caches */
+    hhi_lock tc_lock;
+    hhi_tcache *tcaches, *tc_free;
+    char *tc_slab;
+    size_t tc_slab_left;
+    uint32_t n_tcaches;
+    _Atomic uint64_t retired_hits[HHI_CLASS_COUNT], retired_misses[HHI_CLASS_COUNT],
+        retired_frees[HHI_CLASS_COUNT];
+    hhi_lock trim_lock;
+} hhi_bglobal;
+
+HH_INTERNAL hhi_bglobal hhi_bg;
+
+/* Calling thread's cache, NULL if it has none (yet, or any more). */
+#if defined(__GNUC__) || defined(__clang__)
+#  define HHI_TLS_MODEL __attribute__((tls_model("initial-exec")))
+#else
+#  define HHI_TLS_MODEL
+#endif
+HH_INTERNAL _Thread_local hhi_tcache *hhi_tc_self HHI_TLS_MODEL;
+
+/* Size classes (binned_classes.c). */
+HH_INTERNAL const uint32_t hhi_class_size[HHI_CLASS_COUNT];
+HH_INTERNAL const uint8_t hhi_class_small[65];     /* (size + 15) >> 4, size <= 1024 */
+HH_INTERNAL const uint8_t hhi_class_large[129];    /* (size + 255) >> 8, size <= 32768 */
+
+/* Class of size (size <= HHI_SMALL_MAX): one table load. */
+HH_INLINE unsigned hhi_size_class(size_t size) {
+    return size <= 1024 ? hhi_class_small[(size + 15) >> 4] : hhi_class_large[(size + 255) >> 8];
+}
+/* Blocks per page of class c, and whether the state bytes live in the page tail. */
+HH_INTERNAL uint32_t hhi_class_capacity(unsigned c);
+HH_INTERNAL bool     hhi_class_tail_state(unsigned c);
+
+/* ---------------------------------------------------------------------------
+   Pointer -> metadata, O(1)
+--------------------------------------------------------------------------- */
+HH_INLINE unsigned hhi_registry_get(uintptr_t a) {
+    return atomic_load_explicit(&hhi_bg.registry[a >> HHI_SPAN_SHIFT], memory_order_relaxed);
+}
+HH_INLINE hhi_bspan *hhi_span_of(uintptr_t a) { return (hhi_bspan *)(a & ~(uintptr_t)HHI_SPAN_MASK); }
+HH_INLINE hhi_bpage *hhi_page_of(uintptr_t a) {
+    return &hhi_span_of(a)->pages[(a >> HHI_PAGE_SHIFT) & (HHI_PAGES_PER_SPAN - 1)];
+}
+HH_INLINE uintptr_t hhi_page_base(const hhi_bpage *pg) {
+    return ((uintptr_t)pg & ~(uintptr_t)HHI_SPAN_MASK) + ((uintptr_t)pg->index << HHI_PAGE_SHIFT);
+}
+HH_INLINE uint32_t hhi_block_index(const hhi_bpage *pg, uintptr_t a) {
+    return (uint32_t)(((uint64_t)(a & HHI_PAGE_MASK) * pg->recip) >> 32);
+}
+HH_INLINE unsigned hhi_state_get(const hhi_bpage *pg, uint32_t i) {
+    return atomic_load_explicit(&pg->state[i], memory_order_relaxed);
+}
+HH_INLINE void hhi_state_set(hhi_bpage *pg, uint32_t i, unsigned v) {
+    atomic_store_explicit(&pg->state[i], (uint8_t)v, memory_order_relaxed);
+}
+
+/* Free-list links live in the first word of a free block, which memcheck sees
+   as no-access: open it for the one access. */
+HH_INLINE hhi_bblock *hhi_block_next(hhi_bblock *b) {
+    hh_track_defined(b, sizeof *b);
+    hhi_bblock *n = b->next;
+    hh_track_noaccess(b, sizeof *b);
+    return n;
+}
+HH_INLINE void hhi_block_set_next(hhi_bblock *b, hhi_bblock *n) {
+    hh_track_undefined(b, sizeof *b);
+    b->next = n;
+    hh_track_noaccess(b, sizeof *b);
+}
+
+HH_INLINE void hhi_stat_inc(_Atomic uint64_t *c) {
+#if HH_STAT >= 1
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
+#else
+    (void)c;
+#endif
+}
+
+/* A block leaves the allocator (memcheck chunk + debug fill). */
+HH_INLINE void hhi_on_alloc(void *p, size_t usable) {
+    hh_track_alloc(&hhi_bg, p, usable);
+    if (HH_DEBUG >= 2) memset(p, HH_FILL_ALLOC, usable);
+}
+/* A block comes back (debug fill, then memcheck no-access). */
+HH_INLINE void hhi_on_free(void *p, size_t usable) {
+    if (HH_DEBUG >= 2) memset(p, HH_FILL_FREED, usable);
+    hh_track_free(&hhi_bg, p, usable);
+}
+
+/* ---------------------------------------------------------------------------
+   Slow paths and internals
+--------------------------------------------------------------------------- */
+/* binned.c */
+HH_INTERNAL HH_NOINLINE void *hhi_binned_malloc_slow(size_t size, unsigned flags);
+HH_INTERNAL HH_NOINLINE void  hhi_binned_free_slow(void *p, unsigned flags);
+HH_INTERNAL void  *hhi_binned_memalign(size_t align, size_t size, unsigned flags);
+HH_INTERNAL void  *hhi_binned_realloc(void *p, size_t size, unsigned flags);
+HH_INTERNAL void  *hhi_binned_calloc(size_t count, size_t size, unsigned flags);
+/* Usable size of p; 0 with *st set when p is not a live block. */
+HH_INTERNAL size_t hhi_binned_usable(const void *p, hh_status *st);
+/* Reports s (message unless quiet per flags) and returns s. */
+HH_INTERNAL hh_status hhi_binned_fail(hh_status s, unsigned flags, const char *msg, const void *p);
+
+/* binned_page.c (class and pool layer) */
+HH_INTERNAL bool     hhi_binned_init(void);        /* idempotent; false if the OS refused */
+HH_INTERNAL void     hhi_page_setup_class(hhi_bpage *pg, unsigned c);
+/* Takes up to `want` blocks of class c (class lock taken inside), links them
+   and returns the count (0: out of memory). */
+HH_INTERNAL uint32_t hhi_class_take(unsigned c, hhi_bblock **head, uint32_t want);
+/* Returns a linked list of n blocks of class c to their pages. */
+HH_INTERNAL void     hhi_class_put(unsigned c, hhi_bblock *head, uint32_t n);
+HH_INTERNAL void     hhi_lock_all(void);     /* classes, pool, large (fork, check) */
+HH_INTERNAL void     hhi_unlock_all(void);
+HH_INTERNAL size_t   hhi_pool_trim(uint64_t deadline_ns);
+
+/* binned_tcache.c */
+HH_INTERNAL hhi_tcache *hhi_tcache_get(void);      /* NULL: use the cacheless path */
+HH_INTERNAL void     hhi_tcache_flush_bin(hhi_tcache *tc, unsigned c, uint32_t keep);
+HH_INTERNAL void     hhi_tcache_compute_caps(size_t limit);
+
+/* binned_large.c */
+HH_INTERNAL void    *hhi_large_alloc(size_t size, size_t align, unsigned flags);
+HH_INTERNAL hh_status hhi_large_free(uintptr_t a, unsigned flags);
+HH_INTERNAL size_t   hhi_large_usable(uintptr_t a);   /* 0 if not a live large block */
+
+/* ---------------------------------------------------------------------------
+   Fast paths
+--------------------------------------------------------------------------- */
+HH_INLINE void *hhi_bmalloc_fast(size_t size, unsigned flags) {
+    hhi_tcache *tc = hhi_tc_self;
+    if (hh_likely(tc != NULL && size <= HHI_SMALL_MAX)) {
+        unsigned c = hhi_size_class(size);
+        hhi_tbin *bin = &tc->bins[c];
+        hhi_bblock *b = bin->head;
+        if (hh_likely(b != NULL)) {
+            bin->head = hhi_block_next(b);
+            bin->count--;
+            hhi_bpage *pg = hhi_page_of((uintptr_t)b);
+            hhi_state_set(pg, hhi_block_index(pg, (uintptr_t)b), HHI_ST_LIVE);
+            hhi_stat_inc(&tc->stat[c].hits);
+            hhi_on_alloc(b, hhi_class_size[c]);
+            return b;
+        }
+    }
+    return hhi_binned_malloc_slow(size, flags);
+}
+
+HH_INLINE void hhi_bfree_fast(void *p, unsigned flags) {
+    hhi_tcache *tc = hhi_tc_self;
+    uintptr_t a = (uintptr_t)p;
+    if (hh_likely(tc != NULL && (a >> HHI_ADDR_BITS) == 0 && hhi_registry_get(a) == HHI_REG_SPAN)) {
+        hhi_bpage *pg = hhi_page_of(a);
+        uint32_t i = hhi_block_index(pg, a);
+        if (hh_likely(i < pg->capacity && i * pg->block_size == (a & HHI_PAGE_MASK) &&
+                      hhi_state_get(pg, i) == HHI_ST_LIVE)) {
+            hhi_tbin *bin = &tc->bins[pg->cls];
+            if (hh_likely(bin->count < bin->cap)) {
+                hhi_state_set(pg, i, HHI_ST_FREED);
+                hhi_stat_inc(&tc->stat[pg->cls].frees);
+                hhi_on_free(p, pg->block_size);
+                hhi_block_set_next((hhi_bblock *)p, bin->head);
+                bin->head = (hhi_bblock *)p;
+                bin->count++;
+                return;
+            }
+        }
+    }
+    hhi_binned_free_slow(p, flags);
+}
+
+#endif /* HH_BINNED_INTERNAL_H */

@@ -1,0 +1,310 @@
+/* binned_page.c -- spans, the page pool, the span registry and the per-class
+ * global lists (batched take/put under the class lock). See the invariants in
+ * binned_internal.h. */
+#include "binned_internal.h"
+
+#include <pthread.h>
+
+#include "../common/hh_error.h"
+
+hhi_bglobal hhi_bg = {
+    .pool_lock = { PTHREAD_MUTEX_INITIALIZER },
+    .large_lock = { PTHREAD_MUTEX_INITIALIZER },
+    .tc_lock = { PTHREAD_MUTEX_INITIALIZER },
+    .trim_lock = { PTHREAD_MUTEX_INITIALIZER },
+};
+
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Maps the registry and sets up the classes, once. Nothing here allocates
+   through malloc, so the shim can call it from inside malloc. */
+bool hhi_binned_init(void) {
+    if (hh_likely(atomic_load_explicit(&hhi_bg.ready, memory_order_acquire))) return true;
+    pthread_mutex_lock(&init_lock);
+    bool ok = atomic_load_explicit(&hhi_bg.ready, memory_order_relaxed) != 0;
+    if (!ok) {
+        void *reg = hhi_os_map(HHI_REGISTRY_LEN, 0);
+        if (reg != NULL) {
+            hhi_bg.registry = reg;
+            for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) hhi_lock_init(&hhi_bg.classes[c].lock);
+            hhi_tcache_compute_caps(HHI_DEFAULT_CACHE_LIMIT);
+            hh_track_pool_create(&hhi_bg, NULL);
+            atomic_store_explicit(&hhi_bg.ready, 1, memory_order_release);
+            ok = true;
+        }
+    }
+    pthread_mutex_unlock(&init_lock);
+    return ok;
+}
+
+/* ---------------------------------------------------------------------------
+   Page lists (doubly linked through next/prev)
+--------------------------------------------------------------------------- */
+static void list_push_front(hhi_bpage **head, hhi_bpage **tail, hhi_bpage *pg) {
+    pg->prev = NULL;
+    pg->next = *head;
+    if (*head) (*head)->prev = pg;
+    else if (tail) *tail = pg;
+    *head = pg;
+}
+
+static void list_push_back(hhi_bpage **head, hhi_bpage **tail, hhi_bpage *pg) {
+    pg->next = NULL;
+    pg->prev = *tail;
+    if (*tail) (*tail)->next = pg;
+    else *head = pg;
+    *tail = pg;
+}
+
+static void list_remove(hhi_bpage **head, hhi_bpage **tail, hhi_bpage *pg) {
+    if (pg->prev) pg->prev->next = pg->next;
+    else *head = pg->next;
+    if (pg->next) pg->next->prev = pg->prev;
+    else if (tail) *tail = pg->prev;
+    pg->next = pg->prev = NULL;
+}
+
+/* ---------------------------------------------------------------------------
+   Page pool (pool lock)
+--------------------------------------------------------------------------- */
+static void pool_insert(hhi_bpage *pg, unsigned which) {
+    pg->pool = (uint8_t)which;
+    if (which == HHI_POOL_DIRTY) {
+        list_push_front(&hhi_bg.dirty, NULL, pg);
+        hhi_bg.n_dirty++;
+    } else {
+        list_push_front(&hhi_bg.clean, NULL, pg);
+        hhi_bg.n_clean++;
+        if (which == HHI_POOL_DECOMMITTED) hhi_bg.n_decommitted++;
+    }
+    hhi_span_of((uintptr_t)pg)->free_pages++;
+}
+
+static void pool_remove(hhi_bpage *pg) {
+    if (pg->pool == HHI_POOL_DIRTY) {
+        list_remove(&hhi_bg.dirty, NULL, pg);
+        hhi_bg.n_dirty--;
+    } else {
+        list_remove(&hhi_bg.clean, NULL, pg);
+        hhi_bg.n_clean--;
+        if (pg->pool == HHI_POOL_DECOMMITTED) hhi_bg.n_decommitted--;
+    }
+    pg->pool = HHI_POOL_NONE;
+    hhi_span_of((uintptr_t)pg)->free_pages--;
+}
+
+/* Maps and registers a new span; its pages join the clean list. */
+static bool span_new(void) {
+    hhi_bspan *s = hhi_os_map(HHI_SPAN_SIZE, HHI_SPAN_SIZE);
+    if (s == NULL) return false;
+    s->magic = HHI_SPAN_MAGIC;
+    for (unsigned i = 0; i < HHI_PAGES_PER_SPAN; i++) {
+        hhi_bpage *pg = &s->pages[i];
+        pg->index = (uint8_t)i;
+        pg->cls = HHI_NO_CLASS;
+        if (i > 0) pool_insert(pg, HHI_POOL_CLEAN);
+    }
+    s->next = hhi_bg.spans;
+    if (s->next) s->next->prev = s;
+    hhi_bg.spans = s;
+    hhi_bg.n_spans++;
+    atomic_store_explicit(&hhi_bg.registry[(uintptr_t)s >> HHI_SPAN_SHIFT], HHI_REG_SPAN, memory_order_release);
+    return true;
+}
+
+/* A page for class c, set up; NULL if the OS refused a new span. */
+static hhi_bpage *pool_get(unsigned c) {
+    hhi_lock_acquire(&hhi_bg.pool_lock);
+    hhi_bpage *pg = hhi_bg.dirty ? hhi_bg.dirty : hhi_bg.clean;
+    if (pg == NULL && span_new()) pg = hhi_bg.clean;
+    if (pg != NULL) pool_remove(pg);
+    hhi_lock_release(&hhi_bg.pool_lock);
+    if (pg != NULL) hhi_page_setup_class(pg, c);
+    return pg;
+}
+
+/* Gives an empty page back to the pool (class lock held). */
+static void pool_put(hhi_bpage *pg) {
+    pg->cls = HHI_NO_CLASS;
+    pg->block_size = 0;
+    pg->capacity = 0;
+    pg->recip = 0;
+    pg->free = NULL;
+    pg->used = pg->carved = 0;
+    hhi_lock_acquire(&hhi_bg.pool_lock);
+    pool_insert(pg, HHI_POOL_DIRTY);
+    hhi_lock_release(&hhi_bg.pool_lock);
+}
+
+void hhi_page_setup_class(hhi_bpage *pg, unsigned c) {
+    uintptr_t base = hhi_page_base(pg);
+    uint32_t size = hhi_class_size[c], cap = hhi_class_capacity(c);
+    /* Whatever memcheck remembers of an earlier class is void now. */
+    hh_track_undefined((void *)base, HHI_PAGE_SIZE);
+    pg->block_size = size;
+    pg->capacity = cap;
+    pg->recip = (uint32_t)((((uint64_t)1) << 32) / size + 1);
+    pg->cls = (uint8_t)c;
+    pg->free = NULL;
+    pg->used = pg->carved = 0;
+    pg->in_partial = 0;
+    pg->state = hhi_class_tail_state(c) ? (_Atomic uint8_t *)(base + HHI_PAGE_SIZE - cap) : pg->inline_state;
+    memset((void *)pg->state, HHI_ST_NEVER, cap);
+}
+
+/* ---------------------------------------------------------------------------
+   Class lists
+--------------------------------------------------------------------------- */
+uint32_t hhi_class_take(unsigned c, hhi_bblock **out, uint32_t want) {
+    hhi_bclass *k = &hhi_bg.classes[c];
+    hhi_bblock *head = NULL, *tail = NULL;
+    uint32_t got = 0;
+    hhi_lock_acquire(&k->lock);
+    while (got < want) {
+        hhi_bpage *pg = k->head;
+        if (pg == NULL) {
+            pg = pool_get(c);
+            if (pg == NULL) break;
+            k->pages++;
+            k->empty++;
+            pg->in_partial = 1;
+            list_push_front(&k->head, &k->tail, pg);
+        }
+        if (pg->used == 0) k->empty--;
+        uint32_t n = 0;
+        while (got + n < want && pg->free != NULL) {
+            hhi_bblock *b = pg->free;
+            pg->free = hhi_block_next(b);
+            hhi_block_set_next(b, NULL);
+            if (tail) hhi_block_set_next(tail, b);
+            else head = b;
+            tail = b;
+            n++;
+        }
+        uintptr_t base = hhi_page_base(pg);
+        while (got + n < want && pg->carved < pg->capacity) {
+            hhi_bblock *b = (hhi_bblock *)(base + (uintptr_t)pg->carved * pg->block_size);
+            pg->carved++;
+            hhi_block_set_next(b, NULL);
+            if (tail) hhi_block_set_next(tail, b);
+            else head = b;
+            tail = b;
+            n++;
+        }
+        pg->used += n;
+        got += n;
+        if (pg->free == NULL && pg->carved == pg->capacity) {
+            list_remove(&k->head, &k->tail, pg);
+            pg->in_partial = 0;
+        }
+    }
+    hhi_lock_release(&k->lock);
+    *out = head;
+    return got;
+}
+
+void hhi_class_put(unsigned c, hhi_bblock *b, uint32_t n) {
+    hhi_bclass *k = &hhi_bg.classes[c];
+    hhi_lock_acquire(&k->lock);
+    while (n-- > 0 && b != NULL) {
+        hhi_bblock *next = hhi_block_next(b);
+        hhi_bpage *pg = hhi_page_of((uintptr_t)b);
+        hh_assert_internal(pg->cls == c && pg->used > 0);
+        hhi_block_set_next(b, pg->free);
+        pg->free = b;
+        pg->used--;
+        if (!pg->in_partial) {
+            pg->in_partial = 1;
+            list_push_front(&k->head, &k->tail, pg);
+        }
+        if (pg->used == 0) {
+            /* Empty: keep HHI_KEEP_EMPTY as spare at the tail, pool the rest. */
+            list_remove(&k->head, &k->tail, pg);
+            if (k->empty >= HHI_KEEP_EMPTY) {
+                pg->in_partial = 0;
+                k->pages--;
+                pool_put(pg);
+            } else {
+                k->empty++;
+                list_push_back(&k->head, &k->tail, pg);
+            }
+        }
+        b = next;
+    }
+    hhi_lock_release(&k->lock);
+}
+
+/* Gives every class's spare empty pages to the pool. */
+static void classes_release_empty(void) {
+    for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
+        hhi_bclass *k = &hhi_bg.classes[c];
+        hhi_lock_acquire(&k->lock);
+        while (k->empty > 0 && k->tail != NULL && k->tail->used == 0) {
+            hhi_bpage *pg = k->tail;
+            list_remove(&k->head, &k->tail, pg);
+            pg->in_partial = 0;
+            k->empty--;
+            k->pages--;
+            pool_put(pg);
+        }
+        hhi_lock_release(&k->lock);
+    }
+}
+
+/* Decommits dirty pool pages and unmaps wholly free spans until the deadline
+   (0: none). Returns bytes given back (pages never touched count as given
+   back when their span is unmapped: an upper bound of the RSS returned). */
+size_t hhi_pool_trim(uint64_t deadline_ns) {
+    size_t given = 0;
+    classes_release_empty();
+    hhi_lock_acquire(&hhi_bg.pool_lock);
+    while (hhi_bg.dirty != NULL) {
+        if (deadline_ns && hhi_now_ns() >= deadline_ns) break;
+        hhi_bpage *pg = hhi_bg.dirty;
+        void *base = (void *)hhi_page_base(pg);
+        if (!hhi_os_decommit(base, HHI_PAGE_SIZE)) break;
+        hh_track_undefined(base, HHI_PAGE_SIZE);
+        pool_remove(pg);
+        pool_insert(pg, HHI_POOL_DECOMMITTED);
+        given += HHI_PAGE_SIZE;
+    }
+    hhi_bspan *s = hhi_bg.spans;
+    while (s != NULL) {
+        hhi_bspan *next = s->next;
+        if (deadline_ns && hhi_now_ns() >= deadline_ns) break;
+        if (s->free_pages == HHI_PAGES_PER_SPAN - 1) {
+            for (unsigned i = 1; i < HHI_PAGES_PER_SPAN; i++) {
+                hhi_bpage *pg = &s->pages[i];
+                if (pg->pool != HHI_POOL_DECOMMITTED) given += HHI_PAGE_SIZE;
+                pool_remove(pg);
+            }
+            if (s->prev) s->prev->next = s->next;
+            else hhi_bg.spans = s->next;
+            if (s->next) s->next->prev = s->prev;
+            hhi_bg.n_spans--;
+            atomic_store_explicit(&hhi_bg.registry[(uintptr_t)s >> HHI_SPAN_SHIFT], HHI_REG_NONE,
+                                  memory_order_release);
+            hh_track_undefined(s, HHI_SPAN_SIZE);
+            hhi_os_unmap(s, HHI_SPAN_SIZE);
+            given += HHI_PAGE_SIZE;   /* the metadata page */
+        }
+        s = next;
+    }
+    hhi_lock_release(&hhi_bg.pool_lock);
+    return given;
+}
+
+/* ---------------------------------------------------------------------------
+   Locking everything (fork, check, walk)
+--------------------------------------------------------------------------- */
+void hhi_lock_all(void) {
+    for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) hhi_lock_acquire(&hhi_bg.classes[c].lock);
+    hhi_lock_acquire(&hhi_bg.pool_lock);
+    hhi_lock_acquire(&hhi_bg.large_lock);
+}
+
+void hhi_unlock_all(void) {
+    hhi_lock_release(&hhi_bg.large_lock);
+    hhi_lock_release(&hhi_bg.pool_lock);
+    for (unsigned c = HHI_CLASS_COUNT; c-- > 0;) hhi_lock_release(&hhi_bg.classes[c].lock);
+}

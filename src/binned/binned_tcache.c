@@ -1,0 +1,202 @@
+/* binned_tcache.c -- per-thread caches: creation on a thread's first slow
+ * path, batched refill/flush against the class lists, flush at thread exit
+ * (pthread key destructor), and the fork handlers.
+ *
+ * Cache structs come from 64 KiB slabs mapped from the OS and are recycled
+ * through g.tc_free; nothing here calls malloc, so the shim may run it from
+ * inside malloc. pthread_setspecific may allocate (for high key numbers): the
+ * thread is marked CREATING meanwhile so such a nested malloc takes the
+ * cacheless path instead of recursing. */
+#include "binned_internal.h"
+
+#include <pthread.h>
+
+#include "../common/hh_error.h"
+
+_Thread_local hhi_tcache *hhi_tc_self HHI_TLS_MODEL = NULL;
+
+enum { TC_NONE = 0, TC_ACTIVE, TC_CREATING, TC_DEAD };
+static _Thread_local unsigned char tc_state HHI_TLS_MODEL = TC_NONE;
+
+static pthread_key_t tc_key;
+static atomic_int tc_key_state = 0;     /* 0 none, 1 creating, 2 made, 3 failed */
+static atomic_int atfork_done = 0;
+#define TC_SLAB_SIZE ((size_t)65536)
+
+/* Thread-cache bin caps from a byte limit: about limit/64 bytes per class,
+   between 2 and HHI_BIN_MAX blocks, smallest classes first, never more than
+   the limit in total (invariant 5). */
+void hhi_tcache_compute_caps(size_t limit) {
+    size_t left = limit, per = limit / 64;
+    for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
+        size_t size = hhi_class_size[c];
+        size_t cap = per / size;
+        if (cap < 2) cap = 2;
+        if (cap > HHI_BIN_MAX) cap = HHI_BIN_MAX;
+        while (cap > 0 && cap * size > left) cap--;
+        left -= cap * size;
+        atomic_store_explicit(&hhi_bg.cap[c], (uint32_t)cap, memory_order_relaxed);
+    }
+    atomic_store(&hhi_bg.cache_limit, limit);
+}
+
+/* Moves all but `keep` blocks of bin c (the older ones, at the list's end)
+   back to the class. */
+void hhi_tcache_flush_bin(hhi_tcache *tc, unsigned c, uint32_t keep) {
+    hhi_tbin *bin = &tc->bins[c];
+    if (bin->count <= keep) return;
+    hhi_bblock *rest;
+    if (keep == 0) {
+        rest = bin->head;
+        bin->head = NULL;
+    } else {
+        hhi_bblock *b = bin->head;
+        for (uint32_t i = 1; i < keep; i++) b = hhi_block_next(b);
+        rest = hhi_block_next(b);
+        hhi_block_set_next(b, NULL);
+    }
+    uint32_t n = bin->count - keep;
+    bin->count = keep;
+    hhi_class_put(c, rest, n);
+}
+
+static void tcache_flush_all(hhi_tcache *tc) {
+    for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) hhi_tcache_flush_bin(tc, c, 0);
+}
+
+/* Thread exit: flush, fold the counters into the retired totals, recycle. */
+static void tcache_destructor(void *arg) {
+    hhi_tcache *tc = arg;
+    if (tc == NULL) return;
+    tcache_flush_all(tc);
+    hhi_tc_self = NULL;
+    tc_state = TC_DEAD;
+    hhi_lock_acquire(&hhi_bg.tc_lock);
+    for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
+        atomic_fetch_add(&hhi_bg.retired_hits[c], atomic_load(&tc->stat[c].hits));
+        atomic_fetch_add(&hhi_bg.retired_misses[c], atomic_load(&tc->stat[c].misses));
+        atomic_fetch_add(&hhi_bg.retired_frees[c], atomic_load(&tc->stat[c].frees));
+    }
+    if (tc->prev) tc->prev->next = tc->next;
+    else hhi_bg.tcaches = tc->next;
+    if (tc->next) tc->next->prev = tc->prev;
+    hhi_bg.n_tcaches--;
+    tc->next = hhi_bg.tc_free;
+    hhi_bg.tc_free = tc;
+    hhi_lock_release(&hhi_bg.tc_lock);
+}
+
+/* fork: hold every lock across the fork so the child never inherits one
+   taken by a thread that does not exist there. */
+static void fork_prepare(void) {
+    hhi_lock_acquire(&hhi_bg.trim_lock);
+    hhi_lock_acquire(&hhi_bg.tc_lock);
+    hhi_lock_all();
+}
+static void fork_parent(void) {
+    hhi_unlock_all();
+    hhi_lock_release(&hhi_bg.tc_lock);
+    hhi_lock_release(&hhi_bg.trim_lock);
+}
+static void fork_child(void) {
+    fork_parent();
+}
+
+static bool key_ready(void) {
+    int st = atomic_load_explicit(&tc_key_state, memory_order_acquire);
+    if (hh_likely(st == 2)) return true;
+    if (st == 0) {
+        int expect = 0;
+        if (atomic_compare_exchange_strong(&tc_key_state, &expect, 1)) {
+            int ok = pthread_key_create(&tc_key, tcache_destructor) == 0;
+            atomic_store_explicit(&tc_key_state, ok ? 2 : 3, memory_order_release);
+            /* pthread_atfork may allocate: done after the key, outside any lock. */
+            if (ok && atomic_exchange(&atfork_done, 1) == 0)
+                pthread_atfork(fork_prepare, fork_parent, fork_child);
+            return ok;
+        }
+    }
+    return false;   /* another thread is creating it: stay cacheless meanwhile */
+}
+
+static hhi_tcache *tcache_new(void) {
+    hhi_lock_acquire(&hhi_bg.tc_lock);
+    hhi_tcache *tc = hhi_bg.tc_free;
+    if (tc != NULL) {
+        hhi_bg.tc_free = tc->next;
+    } else {
+        if (hhi_bg.tc_slab_left < sizeof *tc) {
+            char *slab = hhi_os_map(TC_SLAB_SIZE, 0);
+            if (slab != NULL) {
+                hhi_bg.tc_slab = slab;
+                hhi_bg.tc_slab_left = TC_SLAB_SIZE;
+            }
+        }
+        if (hhi_bg.tc_slab_left >= sizeof *tc) {
+            tc = (hhi_tcache *)(void *)hhi_bg.tc_slab;
+            hhi_bg.tc_slab += hh_align_up(sizeof *tc, 64);
+            hhi_bg.tc_slab_left -= HH_MIN(hhi_bg.tc_slab_left, hh_align_up(sizeof *tc, 64));
+        }
+    }
+    if (tc != NULL) {
+        memset(tc, 0, sizeof *tc);
+        for (unsigned c = 0; c < HHI_CLASS_COUNT; c++)
+            tc->bins[c].cap = atomic_load_explicit(&hhi_bg.cap[c], memory_order_relaxed);
+        tc->next = hhi_bg.tcaches;
+        if (tc->next) tc->next->prev = tc;
+        hhi_bg.tcaches = tc;
+        hhi_bg.n_tcaches++;
+    }
+    hhi_lock_release(&hhi_bg.tc_lock);
+    return tc;
+}
+
+hhi_tcache *hhi_tcache_get(void) {
+    if (hhi_tc_self != NULL) return hhi_tc_self;
+    if (tc_state != TC_NONE) return NULL;   /* creating (nested call) or thread exiting */
+    if (!hhi_binned_init() || !key_ready()) return NULL;
+    tc_state = TC_CREATING;
+    hhi_tcache *tc = tcache_new();
+    if (tc == NULL) {
+        tc_state = TC_NONE;    /* out of memory: try again on a later slow path */
+        return NULL;
+    }
+    if (pthread_setspecific(tc_key, tc) != 0) {
+        tc_state = TC_NONE;
+        tcache_destructor(tc);
+        tc_state = TC_NONE;
+        return NULL;
+    }
+    hhi_tc_self = tc;
+    tc_state = TC_ACTIVE;
+    return tc;
+}
+
+void hh_binned_thread_flush(void) {
+    hhi_tcache *tc = hhi_tc_self;
+    if (tc != NULL) tcache_flush_all(tc);
+}
+
+hh_status hh_binned_set_thread_cache_limit(size_t bytes) {
+    if (bytes > HHI_MAX_CACHE_LIMIT)
+        return hhi_error(HH_E_INVALID_ARG, "hh_binned_set_thread_cache_limit: %zu bytes is above the 64 MiB maximum",
+                         bytes);
+    if (!hhi_binned_init()) return hhi_error(HH_E_NO_MEMORY, "hh_binned_set_thread_cache_limit: init failed");
+    hhi_lock_acquire(&hhi_bg.tc_lock);
+    hhi_tcache_compute_caps(bytes);
+    hhi_lock_release(&hhi_bg.tc_lock);
+    /* The caller's own bins adapt now; other threads' at their next refill or
+       full-bin free (each thread writes only its own cache). */
+    hhi_tcache *self = hhi_tc_self;
+    if (self != NULL)
+        for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
+            self->bins[c].cap = atomic_load_explicit(&hhi_bg.cap[c], memory_order_relaxed);
+            hhi_tcache_flush_bin(self, c, self->bins[c].cap);
+        }
+    return HH_OK;
+}
+
+size_t hh_binned_thread_cache_limit(void) {
+    hhi_binned_init();
+    return atomic_load(&hhi_bg.cache_limit);
+}

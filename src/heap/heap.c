@@ -1,0 +1,812 @@
+/* heap.c -- the relocatable heap: life cycle, allocation, free, resize, pin,
+ * and the move mechanism the defrag service drives (model and invariants in
+ * heap_internal.h).
+ *
+ * Every public function validates its arguments, takes the heap lock when the
+ * heap is HH_HEAP_THREADSAFE, and reports failures through hhi_error() without
+ * touching any block. Moving a block is one function pair (slide_down /
+ * move_into) that ends in move_record(): slot update, journal, counters,
+ * on_move, debug poison and the memcheck mempool notification.
+ */
+#include "heap_internal.h"
+
+#include <stddef.h>
+
+#include "../common/hh_error.h"
+#include "../common/hh_meta.h"
+#include "../common/hh_track.h"
+
+_Static_assert(offsetof(struct hh_heap, handles) == 0, "hh_deref_inline reads the table at the heap's address");
+
+#define hhi_def(v, d) ((v) == 0 ? (d) : (v))
+
+enum { HEAP_KNOWN_FLAGS = HH_HEAP_THREADSAFE | HH_HEAP_DEBUG | HH_HEAP_STRESS_MOVES | HH_HEAP_NO_AUTO_COMPACT };
+
+/* ---------------------------------------------------------------------------
+   Forward declarations
+--------------------------------------------------------------------------- */
+static hhi_block *free_block_make(hh_heap *h, size_t off, size_t size);
+static hhi_block *region_release(hh_heap *h, size_t off, size_t size, bool prev_is_free);
+static void       lead_absorb(hh_heap *h, size_t foff, size_t lead);
+
+/* ---------------------------------------------------------------------------
+   Small helpers
+--------------------------------------------------------------------------- */
+static inline void hdr_write(hhi_block *b, uint64_t word) {
+    hh_track_defined(b, HHI_HDR);
+    b->word = word;
+}
+
+static inline uint64_t live_word(size_t size, size_t align, unsigned slack, unsigned pins, bool prev_free) {
+    return (uint64_t)size | ((uint64_t)align_code(align) << BLK_ALIGN_SHIFT) | ((uint64_t)slack << BLK_SLACK_SHIFT) |
+           ((uint64_t)pins << BLK_PINS_SHIFT) | (prev_free ? BLK_PREV_FREE : 0);
+}
+
+static inline hh_handle slot_handle(const hh_heap *h, uint32_t slot) {
+    return (hh_handle){ (h->handles.slots[slot].key << HH_HANDLE_INDEX_BITS) | slot };
+}
+
+/* The live block behind h, or NULL (nothing reported). */
+static hhi_block *block_of(const hh_heap *heap, hh_handle h) {
+    void *p = hh_handle_lookup(&heap->handles, h);
+    return p ? blk_from_payload(p) : NULL;
+}
+
+/* Guard bytes stay no-access for memcheck (so it reports an overrun at the
+   faulting instruction); the library opens them only to write or check them. */
+static void guard_fill(const hh_heap *h, hhi_block *b) {
+    if (!h->debug) return;
+    char *g = (char *)blk_payload(b) + blk_usable(h, b);
+    hh_track_undefined(g, HHI_GUARD);
+    memset(g, HH_FILL_GUARD, HHI_GUARD);
+    hh_track_noaccess(g, HHI_GUARD);
+}
+
+static bool guard_intact(const hh_heap *h, const hhi_block *b) {
+    if (!h->debug) return true;
+    const unsigned char *g = (const unsigned char *)blk_payload(b) + blk_usable(h, b);
+    hh_track_defined(g, HHI_GUARD);
+    bool ok = true;
+    for (unsigned i = 0; i < HHI_GUARD; i++) ok &= g[i] == HH_FILL_GUARD;
+    hh_track_noaccess(g, HHI_GUARD);
+    return ok;
+}
+
+/* ---------------------------------------------------------------------------
+   Free blocks
+--------------------------------------------------------------------------- */
+/* Makes [off, off+size) one free block (no coalescing: the caller guarantees
+   both neighbours are live or absent), inserts it and flags the next block. */
+static hhi_block *free_block_make(hh_heap *h, size_t off, size_t size) {
+    hhi_block *b = blk_at(h, off);
+    hdr_write(b, (uint64_t)size | BLK_FREE);
+    uint64_t *foot = (uint64_t *)(void *)(h->base + off + size - 8);
+    hh_track_defined(foot, 8);
+    *foot = size;
+    hhi_bitmap_set(&h->starts, off_granule(off));
+    hhi_freelist_insert(h, b);
+    hhi_block *n = blk_next(h, b);
+    if (n) n->word |= BLK_PREV_FREE;
+    return b;
+}
+
+/* [off, off+size) stops being a live block: coalesce with free neighbours and
+   insert. The caller guarantees a block starts at off (start bit set) and
+   passes whether the block before it is free. */
+static hhi_block *region_release(hh_heap *h, size_t off, size_t size, bool prev_is_free) {
+    if (prev_is_free) {
+        hhi_block *p = blk_prev_free_block(blk_at(h, off));
+        hhi_freelist_remove(h, p);
+        hhi_bitmap_clear(&h->starts, off_granule(off));
+        size_t poff = blk_offset(h, p);
+        size += off - poff;
+        off = poff;
+    }
+    size_t end = off + size;
+    if (end < h->managed) {
+        hhi_block *n = blk_at(h, end);
+        if (blk_is_free(n)) {
+            hhi_freelist_remove(h, n);
+            hhi_bitmap_clear(&h->starts, off_granule(end));
+            size += blk_size(n);
+        }
+    }
+    return free_block_make(h, off, size);
+}
+
+/* A lead gap of `lead` (< HHI_MIN_BLOCK) bytes at foff joins the block before it
+   as slack (checked possible by hhi_heap_fits). */
+static void lead_absorb(hh_heap *h, size_t foff, size_t lead) {
+    hhi_block *p = hhi_heap_block_before(h, blk_at(h, foff));
+    hh_assert(p != NULL && !blk_is_free(p));
+    unsigned slack = blk_slack(p) + (unsigned)(lead / HHI_GRANULE);
+    hh_assert(slack <= HHI_MAX_SLACK);
+    p->word = (p->word & ~((uint64_t)0xF << BLK_SLACK_SHIFT) & ~BLK_SIZE_MASK) | (uint64_t)(blk_size(p) + lead) |
+              ((uint64_t)slack << BLK_SLACK_SHIFT);
+    h->used_bytes += lead;
+    if (blk_pins(p)) h->pinned_bytes += lead;
+    hhi_bitmap_clear(&h->starts, off_granule(foff));
+}
+
+/* ---------------------------------------------------------------------------
+   Placement
+--------------------------------------------------------------------------- */
+bool hhi_heap_fits(const hh_heap *h, const hhi_block *f, size_t bs, size_t align, size_t *dst_off) {
+    size_t foff = blk_offset(h, f), fsize = blk_size(f);
+    size_t dst = hh_align_up(foff, align), lead = dst - foff;
+    if (lead > 0 && lead < HHI_MIN_BLOCK) {
+        const hhi_block *p = foff ? hhi_heap_block_before(h, f) : NULL;
+        if (p == NULL || blk_slack(p) + lead / HHI_GRANULE > HHI_MAX_SLACK) {
+            dst += align;             /* leave a lead that can stand as a free block */
+            lead += align;
+        }
+    }
+    if (dst_off) *dst_off = dst;
+    return lead <= fsize && bs <= fsize - lead;
+}
+
+/* Takes a block of bs bytes at alignment align out of free block f (which must
+   fit it). The new block's header has size, alignment and slack set, no pins;
+   slot and tag are the caller's. Split remainders >= HHI_MIN_BLOCK stay free;
+   smaller ones become slack (tail) or join the previous block (lead). */
+static hhi_block *carve(hh_heap *h, hhi_block *f, size_t bs, size_t align) {
+    size_t foff = blk_offset(h, f), fsize = blk_size(f), dst = 0;
+    bool ok = hhi_heap_fits(h, f, bs, align, &dst);
+    hh_assert(ok);
+    (void)ok;
+    size_t lead = dst - foff, tail = fsize - lead - bs;
+    unsigned slack = 0;
+    if (tail < HHI_MIN_BLOCK) {
+        bs += tail;
+        slack = (unsigned)(tail / HHI_GRANULE);
+        tail = 0;
+    }
+    hhi_freelist_remove(h, f);
+    if (lead > 0) hhi_bitmap_clear(&h->starts, off_granule(foff));
+
+    hhi_block *b = blk_at(h, dst);
+    hdr_write(b, live_word(bs, align, slack, 0, lead >= HHI_MIN_BLOCK));
+    hhi_bitmap_set(&h->starts, off_granule(dst));
+    if (lead >= HHI_MIN_BLOCK) free_block_make(h, foff, lead);
+    else if (lead > 0) lead_absorb(h, foff, lead);
+    if (tail) free_block_make(h, dst + bs, tail);
+    else {
+        hhi_block *n = blk_next(h, b);
+        if (n) n->word &= ~BLK_PREV_FREE;
+    }
+    return b;
+}
+
+/* ---------------------------------------------------------------------------
+   Moving blocks (mechanism; policy lives in src/defrag)
+--------------------------------------------------------------------------- */
+static void journal_push(hh_heap *h, hh_handle hd, size_t src, size_t dst, size_t size) {
+    hhi_journal *j = &h->journal;
+    if (j->count == j->cap) {
+        size_t cap = j->cap ? j->cap * 2 : 64;
+        hh_move_record *r = hhi_meta_alloc(cap * sizeof *r);
+        if (r == NULL) {            /* the move itself stands; only its record is lost */
+            j->overflow = true;
+            return;
+        }
+        if (j->count) memcpy(r, j->rec, j->count * sizeof *r);
+        hhi_meta_free(j->rec);
+        j->rec = r;
+        j->cap = cap;
+    }
+    j->rec[j->count++] = (hh_move_record){ hd, src, dst, size };
+}
+
+/* Everything that follows a relocation of the block in `slot` from old payload
+   `op` (block offset src) to `nb` (already written, payload copied). */
+static void move_record(hh_heap *h, hhi_block *nb, uint32_t slot, void *op, size_t src, size_t usable) {
+    void *np = blk_payload(nb);
+    size_t dst = blk_offset(h, nb);
+    h->handles.slots[slot].ptr = np;
+    hh_track_move(h, op, np, usable);
+    hh_handle hd = slot_handle(h, slot);
+    journal_push(h, hd, src, dst, blk_size(nb));
+    h->total_moves++;
+    h->total_bytes_moved += usable;
+    if (h->desc.on_move) h->desc.on_move(hd, op, np, usable, h->desc.user);
+}
+
+/* Debug poison + no-access for the bytes of [op, op+len) that the new payload
+   [np, np+len) does not cover. */
+static void vacate(const hh_heap *h, char *op, char *np, size_t len) {
+    char *lo = op, *hi = op + len;
+    if (np <= op && np + len > op) lo = np + len;          /* moved down, overlapping */
+    else if (np > op && np < op + len) hi = np;            /* moved up, overlapping */
+    if (hi <= lo) return;
+    if (h->debug) {
+        hh_track_undefined(lo, (size_t)(hi - lo));
+        memset(lo, HH_FILL_MOVED, (size_t)(hi - lo));
+    }
+    hh_track_noaccess(lo, (size_t)(hi - lo));
+}
+
+hhi_block *hhi_heap_slide_down(hh_heap *h, hhi_block *f, hhi_block *b) {
+    size_t foff = blk_offset(h, f), fsize = blk_size(f), boff = foff + fsize;
+    hh_assert(blk_is_free(f) && (char *)b == (char *)f + fsize && !blk_is_free(b) && blk_pins(b) == 0);
+    size_t bfull = blk_size(b), align = blk_align(b), usable = blk_usable(h, b);
+    size_t bs = bfull - (size_t)blk_slack(b) * HHI_GRANULE;
+    uint32_t slot = b->u.live.slot, tag = b->u.live.tag;
+    size_t dst = hh_align_up(foff, align), lead = dst - foff;
+    if (lead > 0 && lead < HHI_MIN_BLOCK) {
+        const hhi_block *p = foff ? hhi_heap_block_before(h, f) : NULL;
+        if (p == NULL || blk_slack(p) + lead / HHI_GRANULE > HHI_MAX_SLACK) {
+            dst += align;
+            lead += align;
+        }
+    }
+    if (dst >= boff) return NULL;               /* alignment leaves no room to go down */
+
+    size_t end = boff + bfull, tail = end - dst - bs;
+    unsigned slack = 0;
+    if (tail < HHI_MIN_BLOCK) {
+        bs += tail;
+        slack = (unsigned)(tail / HHI_GRANULE);
+        tail = 0;
+    }
+    void *op = blk_payload(b);
+    hhi_freelist_remove(h, f);
+    hhi_bitmap_clear(&h->starts, off_granule(boff));
+    if (lead > 0) hhi_bitmap_clear(&h->starts, off_granule(foff));
+    h->used_bytes = h->used_bytes - bfull + bs;
+
+    hh_track_undefined(h->base + dst, boff - dst);    /* the hole becomes the destination */
+    hhi_block *nb = blk_at(h, dst);
+    char *np = (char *)blk_payload(nb);
+    memmove(np, op, usable);                          /* overlapping: payload goes down */
+    hdr_write(nb, live_word(bs, align, slack, 0, lead >= HHI_MIN_BLOCK));
+    nb->u.live.slot = slot;
+    nb->u.live.tag = tag;
+    hhi_bitmap_set(&h->starts, off_granule(dst));
+    guard_fill(h, nb);
+    vacate(h, op, np, usable + h->guard);
+
+    if (lead >= HHI_MIN_BLOCK) free_block_make(h, foff, lead);
+    else if (lead > 0) lead_absorb(h, foff, lead);
+    if (tail) {
+        hhi_bitmap_set(&h->starts, off_granule(dst + bs));
+        region_release(h, dst + bs, tail, false);
+    } else {
+        hhi_block *n = blk_next(h, nb);
+        if (n) n->word &= ~BLK_PREV_FREE;
+    }
+    move_record(h, nb, slot, op, boff, usable);
+    return nb;
+}
+
+hhi_block *hhi_heap_move_into(hh_heap *h, hhi_block *b, hhi_block *f) {
+    hh_assert(blk_is_free(f) && !blk_is_free(b) && blk_pins(b) == 0);
+    size_t boff = blk_offset(h, b), align = blk_align(b), usable = blk_usable(h, b);
+    size_t bs = blk_size(b) - (size_t)blk_slack(b) * HHI_GRANULE;
+    uint32_t slot = b->u.live.slot, tag = b->u.live.tag;
+    void *op = blk_payload(b);
+    hhi_block *nb = carve(h, f, bs, align);           /* may flip b's PREV_FREE or grow its slack */
+    size_t bfull = blk_size(b);
+    h->used_bytes += blk_size(nb);
+    nb->u.live.slot = slot;
+    nb->u.live.tag = tag;
+    char *np = (char *)blk_payload(nb);
+    hh_track_undefined(np, usable);
+    memcpy(np, op, usable);                           /* disjoint: nb lies inside the old hole */
+    guard_fill(h, nb);
+    vacate(h, op, np, usable + h->guard);
+    bool prev_free = blk_prev_free(b);
+    h->used_bytes -= bfull;
+    region_release(h, boff, bfull, prev_free);
+    move_record(h, nb, slot, op, boff, usable);
+    return nb;
+}
+
+void hhi_heap_journal_reset(hh_heap *h) {
+    h->journal.count = 0;
+    h->journal.overflow = false;
+}
+
+/* ---------------------------------------------------------------------------
+   Address-ordered queries (bitmaps)
+--------------------------------------------------------------------------- */
+hhi_block *hhi_heap_lowest_free(const hh_heap *h) { return hhi_heap_free_at_or_after(h, 0); }
+
+hhi_block *hhi_heap_free_at_or_after(const hh_heap *h, size_t off) {
+    size_t g = hhi_bitmap_next(&h->frees, off / HHI_GRANULE);
+    return g == HHI_BM_NONE ? NULL : blk_at(h, granule_off((uint32_t)g));
+}
+
+hhi_block *hhi_heap_free_at_or_before(const hh_heap *h, size_t off) {
+    size_t g = hhi_bitmap_prev(&h->frees, off / HHI_GRANULE);
+    return g == HHI_BM_NONE ? NULL : blk_at(h, granule_off((uint32_t)g));
+}
+
+hhi_block *hhi_heap_block_before(const hh_heap *h, const hhi_block *b) {
+    size_t off = blk_offset(h, b);
+    if (off == 0) return NULL;
+    if (blk_prev_free(b)) return blk_prev_free_block(b);
+    size_t g = hhi_bitmap_prev(&h->starts, off / HHI_GRANULE - 1);
+    return g == HHI_BM_NONE ? NULL : blk_at(h, granule_off((uint32_t)g));
+}
+
+hhi_block *hhi_heap_top_free(const hh_heap *h) {
+    size_t g = hhi_bitmap_prev(&h->frees, h->managed / HHI_GRANULE - 1);
+    if (g == HHI_BM_NONE) return NULL;
+    hhi_block *f = blk_at(h, granule_off((uint32_t)g));
+    return blk_offset(h, f) + blk_size(f) == h->managed ? f : NULL;
+}
+
+/* ---------------------------------------------------------------------------
+   Compaction for a failed allocation
+--------------------------------------------------------------------------- */
+hhi_block *hhi_heap_compact_for(hh_heap *h, size_t size, size_t align) {
+    hhi_block *f = hhi_heap_lowest_free(h);
+    while (f) {
+        if (hhi_heap_fits(h, f, size, align, NULL)) return f;
+        hhi_block *n = blk_next(h, f);
+        if (n == NULL) return NULL;                   /* f is the top region and still too small */
+        hhi_block *moved = blk_pins(n) ? NULL : hhi_heap_slide_down(h, f, n);
+        if (moved == NULL) {                          /* pinned or stuck: continue above it */
+            f = hhi_heap_free_at_or_after(h, blk_offset(h, n) + blk_size(n));
+            continue;
+        }
+        hhi_block *after = blk_next(h, moved);
+        f = (after && blk_is_free(after)) ? after : hhi_heap_free_at_or_after(h, blk_offset(h, moved));
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------
+   Life cycle
+--------------------------------------------------------------------------- */
+/* Resolves defaults into out; HH_OK or the reason the desc is bad (reported). */
+static hh_status heap_desc_defaults(const hh_heap_desc *desc, hh_heap_desc *out) {
+    if (desc == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_heap_create: desc is NULL");
+    if (desc->capacity < HH_HEAP_MIN_CAPACITY)
+        return hhi_error(HH_E_INVALID_ARG, "hh_heap_create: capacity %zu below the minimum %u", desc->capacity,
+                         (unsigned)HH_HEAP_MIN_CAPACITY);
+    if (desc->capacity > HHI_MAX_MANAGED)
+        return hhi_error(HH_E_INVALID_ARG, "hh_heap_create: capacity %zu above the maximum %zu", desc->capacity,
+                         (size_t)HHI_MAX_MANAGED);
+    if (desc->memory && ((uintptr_t)desc->memory & (HHI_GRANULE - 1)))
+        return hhi_error(HH_E_INVALID_ARG, "hh_heap_create: memory %p is not 16-byte aligned", desc->memory);
+    if (desc->flags & ~(uint32_t)HEAP_KNOWN_FLAGS)
+        return hhi_error(HH_E_INVALID_ARG, "hh_heap_create: unknown flags %#x", desc->flags & ~(unsigned)HEAP_KNOWN_FLAGS);
+    if (desc->max_handles > HH_HANDLE_MAX_SLOTS)
+        return hhi_error(HH_E_INVALID_ARG, "hh_heap_create: max_handles %u above %u", desc->max_handles,
+                         (unsigned)HH_HANDLE_MAX_SLOTS);
+    *out = *desc;
+    size_t dflt = desc->capacity / 64;
+    if (dflt < 16) dflt = 16;
+    if (dflt > HH_HANDLE_MAX_SLOTS) dflt = HH_HANDLE_MAX_SLOTS;
+    out->max_handles = hhi_def(desc->max_handles, (uint32_t)dflt);
+    return HH_OK;
+}
+
+static void heap_release(hh_heap *h) {
+    if (h->defrag && h->defrag_free) h->defrag_free(h->defrag);
+    hhi_meta_free(h->journal.rec);
+    hhi_bitmap_fini(&h->starts);
+    hhi_bitmap_fini(&h->frees);
+    hh_handle_table_fini(&h->handles);
+    if (h->mapping) hhi_os_unmap(h->mapping, h->mapping_bytes);
+    hhi_meta_free(h);
+}
+
+hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
+    if (out == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_heap_create: out is NULL");
+    *out = NULL;
+    hh_heap_desc d;
+    hh_status s = heap_desc_defaults(desc, &d);
+    if (s != HH_OK) return s;
+
+    char *base;
+    size_t managed;
+    void *mapping = NULL;
+    size_t mapping_bytes = 0;
+    if (d.memory) {
+        uintptr_t m = (uintptr_t)d.memory;
+        base = (char *)(hh_align_up_ptr(m + HHI_HDR, HHI_BASE_ALIGN) - HHI_HDR);
+        size_t skip = (size_t)((uintptr_t)base - m);
+        managed = skip < d.capacity ? (d.capacity - skip) & ~(size_t)(HHI_GRANULE - 1) : 0;
+        if (managed < HH_HEAP_MIN_CAPACITY / 2)
+            return hhi_error(HH_E_INVALID_ARG, "hh_heap_create: %zu-byte buffer leaves %zu bytes after alignment",
+                             d.capacity, managed);
+    } else {
+        managed = d.capacity & ~(size_t)(HHI_GRANULE - 1);
+        mapping_bytes = managed + HHI_BASE_ALIGN;
+        mapping = hhi_os_map(mapping_bytes, HHI_BASE_ALIGN);
+        if (mapping == NULL)
+            return hhi_error(HH_E_NO_MEMORY, "hh_heap_create: cannot map %zu bytes", mapping_bytes);
+        base = (char *)mapping + HHI_BASE_ALIGN - HHI_HDR;
+    }
+
+    hh_heap *h = hhi_meta_alloc(sizeof *h);
+    if (h == NULL) {
+        if (mapping) hhi_os_unmap(mapping, mapping_bytes);
+        return hhi_error(HH_E_NO_MEMORY, "hh_heap_create: cannot allocate the heap object");
+    }
+    h->mapping = mapping;
+    h->mapping_bytes = mapping_bytes;
+    s = hh_handle_table_init(&h->handles, &(hh_handle_table_desc){ .capacity = d.max_handles });
+    if (s != HH_OK) {
+        heap_release(h);
+        return s;
+    }
+    if (!hhi_bitmap_init(&h->starts, managed / HHI_GRANULE) || !hhi_bitmap_init(&h->frees, managed / HHI_GRANULE)) {
+        heap_release(h);
+        return hhi_error(HH_E_NO_MEMORY, "hh_heap_create: cannot allocate the address bitmaps");
+    }
+    h->base = base;
+    h->managed = managed;
+    h->desc = d;
+    h->flags = d.flags;
+    h->debug = (d.flags & HH_HEAP_DEBUG) != 0;
+    h->guard = h->debug ? HHI_GUARD : 0;
+    h->policy = HH_DEFRAG_AUTO;
+    while ((managed >> h->sq_shift) >= ((size_t)1 << 31)) h->sq_shift++;   /* keeps the sum of squares < 2^63 */
+    hhi_lock_init(&h->lock);
+    hhi_freelist_init(h);
+    hh_track_pool_create(h, base);
+    hh_track_noaccess(base, managed);
+    free_block_make(h, 0, managed);
+    *out = h;
+    return HH_OK;
+}
+
+void hh_heap_destroy(hh_heap *h) {
+    if (h == NULL) return;
+    hh_track_pool_destroy(h);
+    if (h->mapping == NULL) hh_track_undefined(h->base, h->managed);   /* hand the caller's buffer back usable */
+    hhi_lock_destroy(&h->lock);
+    heap_release(h);
+}
+
+void hh_heap_desc_get(const hh_heap *h, hh_heap_desc *out) {
+    if (h == NULL || out == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_heap_desc_get: NULL argument");
+        return;
+    }
+    *out = h->desc;
+}
+
+/* ---------------------------------------------------------------------------
+   Allocation
+--------------------------------------------------------------------------- */
+/* Validates size/align; HH_OK or the reported reason. */
+static hh_status alloc_args(const hh_heap *h, size_t size, size_t align, const char *who) {
+    if (hh_unlikely(h == NULL)) return hhi_error(HH_E_INVALID_ARG, "%s: heap is NULL", who);
+    if (hh_unlikely(size == 0)) return hhi_error(HH_E_INVALID_ARG, "%s: size 0", who);
+    if (hh_unlikely(!hh_is_pow2(align) || align > HH_HEAP_MAX_ALIGN))
+        return hhi_error(HH_E_INVALID_ARG, "%s: align %zu is not a power of two in 1..%u", who, align,
+                         (unsigned)HH_HEAP_MAX_ALIGN);
+    if (hh_unlikely(size > h->managed))
+        return hhi_error(HH_E_NO_MEMORY, "%s: %zu bytes exceed the heap's %zu managed bytes", who, size, h->managed);
+    return HH_OK;
+}
+
+/* The slow path of allocation: no free block fits. Compacts when enough free
+   bytes exist (unless the heap forbids it). NULL when the bytes are not there. */
+HH_NOINLINE HH_COLD static hhi_block *alloc_find_slow(hh_heap *h, size_t bs, size_t align) {
+    hhi_block *f = hhi_freelist_find(h, bs + 2 * align);     /* worst-case lead for aligned blocks */
+    if (f && hhi_heap_fits(h, f, bs, align, NULL)) return f;
+    if (h->free_bytes < bs || (h->flags & HH_HEAP_NO_AUTO_COMPACT)) return NULL;
+    f = hhi_heap_compact_for(h, bs, align);
+    if (f) h->compactions++;
+    return f;
+}
+
+static inline hhi_block *alloc_find(hh_heap *h, size_t bs, size_t align) {
+    hhi_block *f = hhi_freelist_find(h, align <= HHI_GRANULE ? bs : bs + align);
+    if (hh_likely(f != NULL) && (align <= HHI_GRANULE || hhi_heap_fits(h, f, bs, align, NULL))) return f;
+    return alloc_find_slow(h, bs, align);
+}
+
+static bool table_full(const hh_handle_table *t) { return t->free_count == 0 && t->hwm >= t->capacity; }
+
+static hh_handle heap_alloc(hh_heap *h, size_t size, size_t align, uint32_t tag, const char *who) {
+    if (align < HHI_GRANULE) align = HHI_GRANULE;
+    size_t bs = blk_min_size(h, size);
+    heap_lock(h);
+    if (hh_unlikely(table_full(&h->handles))) {
+        heap_unlock(h);
+        hhi_error(HH_E_NO_MEMORY, "%s: handle table full (%u handles live)", who, h->handles.live_count);
+        return HH_NULL;
+    }
+    hhi_block *f = alloc_find(h, bs, align);
+    if (hh_unlikely(f == NULL)) {
+        size_t free_bytes = h->free_bytes, largest = hhi_freelist_largest(h);
+        heap_unlock(h);
+        hhi_error(HH_E_NO_MEMORY, "%s: no room for %zu bytes (align %zu): %zu bytes free, largest hole %zu", who, size,
+                  align, free_bytes, largest);
+        return HH_NULL;
+    }
+    hhi_block *b = carve(h, f, bs, align);
+    void *p = blk_payload(b);
+    hh_handle hd = hh_handle_alloc(&h->handles, p);     /* cannot fail: checked table_full */
+    b->u.live.slot = hh_handle_index(hd);
+    b->u.live.tag = tag;
+    h->used_bytes += blk_size(b);
+    h->live_blocks++;
+    size_t usable = blk_usable(h, b);
+    hh_track_alloc(h, p, usable);
+    if (h->debug) memset(p, HH_FILL_ALLOC, usable);
+    guard_fill(h, b);
+    heap_unlock(h);
+    return hd;
+}
+
+hh_handle hh_alloc(hh_heap *heap, size_t size) {
+    if (alloc_args(heap, size, HHI_GRANULE, "hh_alloc") != HH_OK) return HH_NULL;
+    return heap_alloc(heap, size, HHI_GRANULE, 0, "hh_alloc");
+}
+
+hh_handle hh_alloc_ex(hh_heap *heap, size_t size, size_t align, uint32_t tag) {
+    if (alloc_args(heap, size, align, "hh_alloc_ex") != HH_OK) return HH_NULL;
+    return heap_alloc(heap, size, align, tag, "hh_alloc_ex");
+}
+
+/* ---------------------------------------------------------------------------
+   Free
+--------------------------------------------------------------------------- */
+/* Live, consistent block of h or NULL after reporting (lock held). */
+static hhi_block *block_checked(const hh_heap *heap, hh_handle h, const char *who) {
+    hhi_block *b = block_of(heap, h);
+    if (hh_unlikely(b == NULL)) {
+        hh_handle_check(&heap->handles, h, who);
+        return NULL;
+    }
+    if (HH_NEVER(blk_is_free(b) || b->u.live.slot != hh_handle_index(h))) {
+        hhi_error(HH_E_CORRUPT, "%s: block of handle %#llx has a broken header", who, (unsigned long long)h.id);
+        return NULL;
+    }
+    return b;
+}
+
+hh_status hh_free(hh_heap *heap, hh_handle h) {
+    if (hh_unlikely(heap == NULL)) return hhi_error(HH_E_INVALID_ARG, "hh_free: heap is NULL");
+    if (hh_is_null(h)) return HH_OK;
+    heap_lock(heap);
+    hhi_block *b = block_checked(heap, h, "hh_free");
+    if (b == NULL) {
+        heap_unlock(heap);
+        return hh_last_error();
+    }
+    if (blk_pins(b)) {
+        heap_unlock(heap);
+        return hhi_error(HH_E_PINNED, "hh_free: handle %#llx is pinned (%u pins)", (unsigned long long)h.id, blk_pins(b));
+    }
+    bool guard_ok = guard_intact(heap, b);
+    size_t off = blk_offset(heap, b), size = blk_size(b), usable = blk_usable(heap, b);
+    void *p = blk_payload(b);
+    hh_handle_release(&heap->handles, h);
+    heap->used_bytes -= size;
+    heap->live_blocks--;
+    if (heap->debug) memset(p, HH_FILL_FREED, usable);
+    hh_track_free(heap, p, usable);
+    region_release(heap, off, size, blk_prev_free(b));
+    heap_unlock(heap);
+    if (!guard_ok)
+        return hhi_error(HH_E_CORRUPT, "hh_free: guard bytes after handle %#llx (%zu usable bytes) were overwritten; block freed",
+                         (unsigned long long)h.id, usable);
+    return HH_OK;
+}
+
+/* ---------------------------------------------------------------------------
+   Resize
+--------------------------------------------------------------------------- */
+/* Shrinks or grows b in place to minimal size nbs when possible; true on success. */
+static bool resize_in_place(hh_heap *h, hhi_block *b, size_t nbs) {
+    size_t off = blk_offset(h, b), cur = blk_size(b);
+    hhi_block *n = blk_next(h, b);
+    size_t avail = cur + ((n && blk_is_free(n)) ? blk_size(n) : 0);
+    if (nbs > avail) return false;
+    size_t old_usable = blk_usable(h, b);
+    if (n && blk_is_free(n)) {                        /* take the free neighbour in whole, give back the rest */
+        hhi_freelist_remove(h, n);
+        hhi_bitmap_clear(&h->starts, off_granule(off + cur));
+    }
+    size_t rest = avail - nbs, size = nbs;
+    unsigned slack = 0;
+    if (rest < HHI_MIN_BLOCK) {
+        size += rest;
+        slack = (unsigned)(rest / HHI_GRANULE);
+        rest = 0;
+    }
+    unsigned pins = blk_pins(b);
+    b->word = live_word(size, blk_align(b), slack, pins, blk_prev_free(b));
+    h->used_bytes = h->used_bytes - cur + size;
+    if (pins) h->pinned_bytes = h->pinned_bytes - cur + size;
+    size_t usable = blk_usable(h, b);
+    if (usable > old_usable) {
+        hh_track_undefined((char *)blk_payload(b) + old_usable, usable - old_usable);
+        hh_track_move(h, blk_payload(b), blk_payload(b), usable);
+        if (h->debug) memset((char *)blk_payload(b) + old_usable, HH_FILL_ALLOC, usable - old_usable);
+    } else if (usable < old_usable) {
+        hh_track_move(h, blk_payload(b), blk_payload(b), usable);
+    }
+    guard_fill(h, b);
+    if (rest) {
+        char *r = h->base + off + size;
+        if (h->debug) {
+            hh_track_undefined(r, rest);
+            memset(r, HH_FILL_FREED, rest);
+        }
+        hh_track_noaccess(r, rest);
+        hhi_bitmap_set(&h->starts, off_granule(off + size));
+        region_release(h, off + size, rest, false);
+    } else if ((n = blk_next(h, b)) != NULL) {
+        n->word &= ~BLK_PREV_FREE;
+    }
+    return true;
+}
+
+/* Moves b to a new place of minimal size nbs (any free block, compacting if
+   needed), copying min(old, new) usable bytes. NULL if there is no room. */
+static hhi_block *resize_move(hh_heap *h, hhi_block *b, size_t nbs) {
+    size_t align = blk_align(b);
+    uint32_t slot = b->u.live.slot;
+    hhi_block *f = hhi_freelist_find(h, align <= HHI_GRANULE ? nbs : nbs + align);
+    if (f == NULL || !hhi_heap_fits(h, f, nbs, align, NULL)) {
+        if (h->free_bytes < nbs || (h->flags & HH_HEAP_NO_AUTO_COMPACT)) return NULL;
+        f = hhi_heap_compact_for(h, nbs, align);    /* may move b itself: find it again through its slot */
+        if (f == NULL) return NULL;
+        h->compactions++;
+        b = blk_from_payload(h->handles.slots[slot].ptr);
+    }
+    size_t boff = blk_offset(h, b), old_usable = blk_usable(h, b);
+    uint32_t tag = b->u.live.tag;
+    void *op = blk_payload(b);
+    hhi_block *nb = carve(h, f, nbs, align);
+    size_t bfull = blk_size(b);                       /* after carve: it may have grown b's slack */
+    nb->u.live.slot = slot;
+    nb->u.live.tag = tag;
+    h->used_bytes += blk_size(nb);
+    size_t usable = blk_usable(h, nb), keep = HH_MIN(usable, old_usable);
+    char *np = blk_payload(nb);
+    hh_track_undefined(np, usable);
+    memcpy(np, op, keep);
+    if (h->debug && usable > keep) memset(np + keep, HH_FILL_ALLOC, usable - keep);
+    guard_fill(h, nb);
+    vacate(h, op, np, old_usable + h->guard);
+    bool prev_free = blk_prev_free(b);
+    h->used_bytes -= bfull;
+    region_release(h, boff, bfull, prev_free);
+    h->handles.slots[slot].ptr = np;
+    hh_track_move(h, op, np, usable);
+    hh_handle hd = slot_handle(h, slot);
+    journal_push(h, hd, boff, blk_offset(h, nb), blk_size(nb));
+    if (h->desc.on_move) h->desc.on_move(hd, op, np, keep, h->desc.user);
+    return nb;
+}
+
+hh_status hh_resize(hh_heap *heap, hh_handle h, size_t new_size) {
+    if (heap == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_resize: heap is NULL");
+    if (new_size == 0) return hhi_error(HH_E_INVALID_ARG, "hh_resize: size 0 (use hh_free)");
+    if (new_size > heap->managed)
+        return hhi_error(HH_E_NO_MEMORY, "hh_resize: %zu bytes exceed the heap's %zu managed bytes", new_size, heap->managed);
+    heap_lock(heap);
+    hhi_block *b = block_checked(heap, h, "hh_resize");
+    if (b == NULL) {
+        heap_unlock(heap);
+        return hh_last_error();
+    }
+    size_t nbs = blk_min_size(heap, new_size);
+    if (resize_in_place(heap, b, nbs)) {
+        heap_unlock(heap);
+        return HH_OK;
+    }
+    if (blk_pins(b)) {
+        heap_unlock(heap);
+        return hhi_error(HH_E_PINNED, "hh_resize: handle %#llx is pinned and cannot grow in place to %zu bytes",
+                         (unsigned long long)h.id, new_size);
+    }
+    hhi_block *nb = resize_move(heap, b, nbs);
+    if (nb == NULL) {
+        size_t free_bytes = heap->free_bytes;
+        heap_unlock(heap);
+        return hhi_error(HH_E_NO_MEMORY, "hh_resize: no room for %zu bytes (%zu bytes free); block unchanged", new_size,
+                         free_bytes);
+    }
+    heap_unlock(heap);
+    return HH_OK;
+}
+
+/* ---------------------------------------------------------------------------
+   Queries, pins
+--------------------------------------------------------------------------- */
+void *hh_deref_fail(const hh_heap *heap, hh_handle h) {
+    if (heap == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_deref: heap is NULL");
+        return NULL;
+    }
+    if (hh_is_null(h)) return NULL;
+    hh_handle_check(&heap->handles, h, "hh_deref");
+    return NULL;
+}
+
+#undef hh_deref
+void *hh_deref(const hh_heap *heap, hh_handle h) { return hh_deref_inline(heap, h); }
+
+size_t hh_size(const hh_heap *heap, hh_handle h) {
+    if (heap == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_size: heap is NULL");
+        return 0;
+    }
+    heap_lock(heap);
+    hhi_block *b = block_checked(heap, h, "hh_size");
+    size_t n = b ? blk_usable(heap, b) : 0;
+    heap_unlock(heap);
+    return n;
+}
+
+uint32_t hh_tag(const hh_heap *heap, hh_handle h) {
+    if (heap == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_tag: heap is NULL");
+        return 0;
+    }
+    heap_lock(heap);
+    hhi_block *b = block_checked(heap, h, "hh_tag");
+    uint32_t t = b ? b->u.live.tag : 0;
+    heap_unlock(heap);
+    return t;
+}
+
+void *hh_pin(hh_heap *heap, hh_handle h) {
+    if (heap == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_pin: heap is NULL");
+        return NULL;
+    }
+    heap_lock(heap);
+    hhi_block *b = block_checked(heap, h, "hh_pin");
+    if (b == NULL) {
+        heap_unlock(heap);
+        return NULL;
+    }
+    unsigned pins = blk_pins(b);
+    if (pins == HHI_MAX_PINS) {
+        heap_unlock(heap);
+        hhi_error(HH_E_INVALID_ARG, "hh_pin: handle %#llx already has the maximum of %u pins", (unsigned long long)h.id,
+                  (unsigned)HHI_MAX_PINS);
+        return NULL;
+    }
+    b->word += (uint64_t)1 << BLK_PINS_SHIFT;
+    if (pins == 0) {
+        heap->pinned_blocks++;
+        heap->pinned_bytes += blk_size(b);
+    }
+    void *p = blk_payload(b);
+    heap_unlock(heap);
+    return p;
+}
+
+hh_status hh_unpin(hh_heap *heap, hh_handle h) {
+    if (heap == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_unpin: heap is NULL");
+    heap_lock(heap);
+    hhi_block *b = block_checked(heap, h, "hh_unpin");
+    if (b == NULL) {
+        heap_unlock(heap);
+        return hh_last_error();
+    }
+    unsigned pins = blk_pins(b);
+    if (pins == 0) {
+        heap_unlock(heap);
+        return hhi_error(HH_E_INVALID_ARG, "hh_unpin: handle %#llx is not pinned", (unsigned long long)h.id);
+    }
+    b->word -= (uint64_t)1 << BLK_PINS_SHIFT;
+    if (pins == 1) {
+        heap->pinned_blocks--;
+        heap->pinned_bytes -= blk_size(b);
+    }
+    heap_unlock(heap);
+    return HH_OK;
+}
+
+void *hh_heap_base(const hh_heap *heap) { return heap ? heap->base : NULL; }
+size_t hh_heap_managed_bytes(const hh_heap *heap) { return heap ? heap->managed : 0; }
+
+size_t hh_heap_overhead_bytes(const hh_heap *heap) {
+    if (heap == NULL) return 0;
+    return sizeof *heap + heap->starts.bytes + heap->frees.bytes + (size_t)heap->handles.hwm * sizeof(hh_handle_slot) +
+           heap->journal.cap * sizeof(hh_move_record);
+}

@@ -1,0 +1,187 @@
+/* heap_check.c -- hh_heap_check, hh_heap_walk, hh_heap_stats_get.
+ *
+ * The checker walks every block once and verifies invariants I1..I10 of
+ * heap_internal.h, naming the first one broken. It is public API (tools and
+ * tests call it) and backs hh_assert_expensive through hhi_heap_is_valid.
+ */
+#include "heap_internal.h"
+
+#include "../common/hh_error.h"
+#include "../common/hh_track.h"
+
+/* ---------------------------------------------------------------------------
+   Checker
+--------------------------------------------------------------------------- */
+#define FAIL(...) return (report ? hhi_error(HH_E_CORRUPT, __VA_ARGS__) : HH_E_CORRUPT)
+
+/* Every free list well linked, in its own class, bitmaps exact (I4). Counts blocks. */
+static hh_status check_lists(const hh_heap *h, bool report, uint32_t *listed) {
+    *listed = 0;
+    for (unsigned f = 0; f < HHI_FL_COUNT; f++) {
+        bool row = false;
+        for (unsigned s = 0; s < HHI_SL_COUNT; s++) {
+            uint32_t g = h->fl.head[f][s], prev = HHI_NONE;
+            bool marked = (h->fl.sl_bitmap[f] >> s) & 1;
+            if ((g != HHI_NONE) != marked) FAIL("I4: list (%u,%u) and its bitmap bit disagree", f, s);
+            row |= marked;
+            while (g != HHI_NONE) {
+                size_t off = granule_off(g);
+                if (off >= h->managed) FAIL("I4: list (%u,%u) links outside the heap (offset %zu)", f, s, off);
+                const hhi_block *b = blk_at(h, off);
+                if (!blk_is_free(b)) FAIL("I4: live block at offset %zu is in free list (%u,%u)", off, f, s);
+                unsigned bf, bsl;
+                hhi_freelist_mapping(blk_size(b), &bf, &bsl);
+                if (bf != f || bsl != s) FAIL("I4: free block at offset %zu (size %zu) is in the wrong list", off, blk_size(b));
+                if (b->u.free.prev != prev) FAIL("I4: broken back link at offset %zu", off);
+                if (++*listed > h->free_blocks + 1u) FAIL("I4: free list (%u,%u) has a cycle", f, s);
+                prev = g;
+                g = b->u.free.next;
+            }
+        }
+        if (row != (bool)((h->fl.fl_bitmap >> f) & 1)) FAIL("I4: first-level bitmap bit %u is wrong", f);
+    }
+    return HH_OK;
+}
+
+typedef struct walk_count {
+    size_t used, free_bytes, pinned_bytes;
+    uint32_t live, free_blocks, pinned;
+    uint64_t sumsq;
+} walk_count;
+
+/* One block's own invariants (I1, I3, I5, I6, I9). */
+static hh_status check_block(const hh_heap *h, const hhi_block *b, bool prev_free, bool report, walk_count *c) {
+    size_t off = blk_offset(h, b), size = blk_size(b);
+    if (size < HHI_MIN_BLOCK || size % HHI_GRANULE || size > h->managed - off)
+        FAIL("I1: block at offset %zu has bad size %zu", off, size);
+    if (blk_prev_free(b) != prev_free) FAIL("I3: PREV_FREE flag wrong on block at offset %zu", off);
+    if (!hhi_bitmap_test(&h->starts, off / HHI_GRANULE)) FAIL("I5: start bit missing at offset %zu", off);
+    if (hhi_bitmap_test(&h->frees, off / HHI_GRANULE) != blk_is_free(b)) FAIL("I5: free bit wrong at offset %zu", off);
+    if (hhi_bitmap_next(&h->starts, off / HHI_GRANULE + 1) < (off + size) / HHI_GRANULE)
+        FAIL("I5: stray start bit inside block at offset %zu", off);
+    if (blk_is_free(b)) {
+        if (prev_free) FAIL("I2: adjacent free blocks at offset %zu", off);
+        const uint64_t *foot = (const uint64_t *)(const void *)((const char *)b + size - 8);
+        if (*foot != size) FAIL("I3: footer of free block at offset %zu says %llu", off, (unsigned long long)*foot);
+        c->free_bytes += size;
+        c->free_blocks++;
+        uint64_t u = size >> h->sq_shift;
+        c->sumsq += u * u;
+        return HH_OK;
+    }
+    uint32_t slot = b->u.live.slot;
+    if (slot == 0 || slot >= h->handles.capacity) FAIL("I6: block at offset %zu has slot %u out of range", off, slot);
+    const hh_handle_slot *s = &h->handles.slots[slot];
+    if (s->key & HH_HANDLE_KEY_FREE) FAIL("I6: block at offset %zu has a dead slot %u", off, slot);
+    if (s->ptr != blk_payload(b)) FAIL("I6: slot %u does not point at its block (offset %zu)", slot, off);
+    if (!off_aligned(off, blk_align(b))) FAIL("I6: block at offset %zu breaks its alignment %zu", off, blk_align(b));
+    if ((size_t)blk_slack(b) * HHI_GRANULE + HHI_HDR + h->guard + HHI_GRANULE > size)
+        FAIL("I6: block at offset %zu has slack larger than its size allows", off);
+    if (h->debug) {
+        const unsigned char *g = (const unsigned char *)blk_payload(b) + blk_usable(h, b);
+        bool ok = true;
+        hh_track_defined(g, HHI_GUARD);            /* guards are no-access to everyone else */
+        for (unsigned i = 0; i < HHI_GUARD; i++) ok &= g[i] == HH_FILL_GUARD;
+        hh_track_noaccess(g, HHI_GUARD);
+        if (!ok) FAIL("I9: guard bytes of block at offset %zu (slot %u) overwritten", off, slot);
+    }
+    c->used += size;
+    c->live++;
+    if (blk_pins(b)) {
+        c->pinned++;
+        c->pinned_bytes += size;
+    }
+    return HH_OK;
+}
+
+static hh_status check_impl(const hh_heap *h, bool report) {
+    walk_count c = {0};
+    size_t off = 0;
+    bool prev_free = false;
+    while (off < h->managed) {
+        const hhi_block *b = blk_at(h, off);
+        hh_status s = check_block(h, b, prev_free, report, &c);
+        if (s != HH_OK) return s;
+        prev_free = blk_is_free(b);
+        off += blk_size(b);
+    }
+    if (off != h->managed) FAIL("I1: blocks end at %zu, not at %zu", off, h->managed);
+    uint32_t listed;
+    hh_status s = check_lists(h, report, &listed);
+    if (s != HH_OK) return s;
+    if (listed != c.free_blocks) FAIL("I4: %u blocks in free lists, %u free blocks in the heap", listed, c.free_blocks);
+    if (h->handles.live_count != c.live) FAIL("I7: %u live handles, %u live blocks", h->handles.live_count, c.live);
+    if (c.used != h->used_bytes || c.free_bytes != h->free_bytes || c.live != h->live_blocks ||
+        c.free_blocks != h->free_blocks || c.pinned != h->pinned_blocks || c.pinned_bytes != h->pinned_bytes ||
+        c.sumsq != h->free_sumsq)
+        FAIL("I8: counters drifted (used %zu/%zu free %zu/%zu live %u/%u holes %u/%u pinned %u/%u)", h->used_bytes, c.used,
+             h->free_bytes, c.free_bytes, h->live_blocks, c.live, h->free_blocks, c.free_blocks, h->pinned_blocks, c.pinned);
+    for (size_t i = 0; i < h->journal.count; i++) {
+        const hh_move_record *r = &h->journal.rec[i];
+        if (r->src_offset >= h->managed || r->dst_offset >= h->managed || r->size > h->managed)
+            FAIL("I10: journal record %zu lies outside the heap", i);
+    }
+    return HH_OK;
+}
+
+bool hhi_heap_is_valid(const hh_heap *h) { return check_impl(h, false) == HH_OK; }
+
+hh_status hh_heap_check(const hh_heap *heap) {
+    if (heap == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_heap_check: heap is NULL");
+    heap_lock(heap);
+    hh_status s = check_impl(heap, true);
+    heap_unlock(heap);
+    return s;
+}
+
+/* ---------------------------------------------------------------------------
+   Walk
+--------------------------------------------------------------------------- */
+void hh_heap_walk(const hh_heap *heap, hh_walk_fn fn, void *user) {
+    if (heap == NULL || fn == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_heap_walk: NULL %s", heap == NULL ? "heap" : "callback");
+        return;
+    }
+    heap_lock(heap);
+    for (size_t off = 0; off < heap->managed;) {
+        const hhi_block *b = blk_at(heap, off);
+        hh_block_info info = { .offset = off, .size = blk_size(b), .handle = HH_NULL, .tag = 0, .state = HH_BLOCK_FREE };
+        if (!blk_is_free(b)) {
+            uint32_t slot = b->u.live.slot;
+            info.handle = (hh_handle){ (heap->handles.slots[slot].key << HH_HANDLE_INDEX_BITS) | slot };
+            info.tag = b->u.live.tag;
+            info.state = blk_pins(b) ? HH_BLOCK_PINNED : HH_BLOCK_LIVE;
+        }
+        fn(&info, user);
+        if (info.size == 0) break;   /* corrupt header: never loop forever */
+        off += info.size;
+    }
+    heap_unlock(heap);
+}
+
+/* ---------------------------------------------------------------------------
+   Statistics
+--------------------------------------------------------------------------- */
+void hh_heap_stats_get(const hh_heap *heap, hh_heap_stats *out) {
+    if (out == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_heap_stats_get: out is NULL");
+        return;
+    }
+    *out = (hh_heap_stats){0};
+    if (heap == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_heap_stats_get: heap is NULL");
+        return;
+    }
+    heap_lock(heap);
+    out->capacity = heap->managed;
+    out->used_bytes = heap->used_bytes;
+    out->free_bytes = heap->free_bytes;
+    out->largest_free = hhi_freelist_largest(heap);
+    out->live_blocks = heap->live_blocks;
+    out->free_blocks = heap->free_blocks;
+    out->pinned_blocks = heap->pinned_blocks;
+    out->fragmentation = heap->free_bytes ? 1.0 - (double)out->largest_free / (double)heap->free_bytes : 0.0;
+    out->total_moves = heap->total_moves;
+    out->total_bytes_moved = heap->total_bytes_moved;
+    heap_unlock(heap);
+}

@@ -1,0 +1,283 @@
+/* heap_internal.h -- the relocatable heap's data structures and mechanism.
+ *
+ * Model
+ *   The managed range [base, base + managed) is tiled by blocks in address order.
+ *   Every block starts with a 16-byte header; block sizes and offsets are
+ *   multiples of 16 (a granule). base + 16 is 4096-aligned, so the payload of a
+ *   block at offset 0 satisfies any alignment up to HH_HEAP_MAX_ALIGN.
+ *
+ *   live block : [hdr: word | slot | tag][payload ... ][guard (HH_HEAP_DEBUG)]
+ *   free block : [hdr: word | next | prev][unused ... ][footer: size]
+ *
+ *   hdr.word  bits 0..3   flags (BLK_FREE, BLK_PREV_FREE)
+ *             bits 4..47  block size in bytes (multiple of 16)
+ *             bits 48..51 log2(alignment) - 4
+ *             bits 52..55 slack granules: bytes beyond the block's minimal size
+ *                         (absorbed split remainders); never visible to the user
+ *             bits 56..63 pin count
+ *   A free block keeps its free-list links (granule offsets) in the header and
+ *   its size in its last 8 bytes, so the block after it can find it (O(1)
+ *   coalescing; TLSF's boundary tag, folded into the free block itself).
+ *
+ *   Free blocks sit in TLSF segregated lists (first level: power of two,
+ *   second level: 16 linear steps) with bitmaps, so allocation never searches.
+ *   Two hierarchical bitmaps over granules mark block starts and free-block
+ *   starts; they give the lowest hole, the next hole and the block before a
+ *   given one in O(log64 n) for the defrag service.
+ *
+ * Invariants (numbered; hh_heap_check verifies each and names it on failure)
+ *   I1  blocks tile [0, managed): each size is a multiple of 16, >= HHI_MIN_BLOCK,
+ *       and the sizes add up to managed.
+ *   I2  no two free blocks are adjacent (free always coalesces).
+ *   I3  BLK_PREV_FREE is set exactly on blocks whose predecessor is free; a
+ *       free block's footer equals its size.
+ *   I4  every free block is in exactly the TLSF list of its size, the lists are
+ *       well linked, and the two-level bitmaps mark exactly the non-empty lists.
+ *   I5  the start bitmap marks exactly the block starts; the free bitmap exactly
+ *       the free-block starts.
+ *   I6  a live block's slot is live and points at its payload; the payload is
+ *       aligned to the block's alignment; slack <= size - minimal.
+ *   I7  the handle table's live count equals the number of live blocks.
+ *   I8  the counters (used/free bytes, live/free/pinned blocks, sum of squares)
+ *       equal what a walk finds.
+ *   I9  (HH_HEAP_DEBUG) every live block's guard bytes are intact.
+ *   I10 the relocation journal's records lie inside the managed range.
+ */
+#ifndef HH_HEAP_INTERNAL_H
+#define HH_HEAP_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "hheap/defrag.h"
+#include "hheap/heap.h"
+#include "../common/hh_assert.h"
+#include "../common/hh_compiler.h"
+#include "../common/hh_config.h"
+#include "../common/hh_platform.h"
+
+/* ---------------------------------------------------------------------------
+   Layout constants
+--------------------------------------------------------------------------- */
+enum {
+    HHI_GRANULE      = 16,
+    HHI_HDR          = 16,                 /* header bytes */
+    HHI_MIN_BLOCK    = 32,                 /* header + 16: holds a free block's footer */
+    HHI_GUARD        = 16,                 /* guard bytes after the payload in HH_HEAP_DEBUG */
+    HHI_BASE_ALIGN   = 4096,               /* base + HHI_HDR is aligned to this */
+    HHI_MAX_PINS     = 255,
+    HHI_MAX_SLACK    = 15,                 /* granules */
+};
+#define HHI_NONE UINT32_MAX                /* "no block" in granule links */
+_Static_assert((int)HHI_HDR == (int)HH_HEAP_HEADER_BYTES && (int)HHI_GRANULE == (int)HH_HEAP_GRANULE, "public layout constants");
+_Static_assert((int)HHI_BASE_ALIGN == (int)HH_HEAP_MAX_ALIGN, "offset 0 must satisfy every alignment");
+_Static_assert(HHI_MIN_BLOCK >= HHI_HDR + 8, "a free block must hold its footer");
+
+#define HHI_MAX_MANAGED ((size_t)HHI_NONE * HHI_GRANULE)   /* granule links are 32-bit */
+
+/* Header word fields. */
+#define BLK_FREE       ((uint64_t)1)
+#define BLK_PREV_FREE  ((uint64_t)2)
+#define BLK_FLAGS      ((uint64_t)0xF)
+#define BLK_SIZE_MASK  ((uint64_t)0x0000FFFFFFFFFFF0)
+#define BLK_ALIGN_SHIFT 48
+#define BLK_SLACK_SHIFT 52
+#define BLK_PINS_SHIFT  56
+
+typedef struct hhi_block {
+    uint64_t word;                 /* flags | size | align | slack | pins (see above) */
+    union {
+        struct { uint32_t slot, tag; } live;   /* handle slot index, user tag */
+        struct { uint32_t next, prev; } free;  /* free-list links, granule offsets (HHI_NONE: end) */
+    } u;
+} hhi_block;
+_Static_assert(sizeof(hhi_block) == HHI_HDR, "block header is 16 bytes");
+
+/* ---------------------------------------------------------------------------
+   TLSF free lists
+--------------------------------------------------------------------------- */
+enum {
+    HHI_SL_LOG2   = 4,                                /* 16 second-level lists per power of two */
+    HHI_SL_COUNT  = 1 << HHI_SL_LOG2,
+    HHI_FL_SHIFT  = HHI_SL_LOG2 + 4,                  /* sizes < 256 use linear 16-byte classes */
+    HHI_FL_MAX    = 36,                               /* up to 64 GiB blocks */
+    HHI_FL_COUNT  = HHI_FL_MAX - HHI_FL_SHIFT + 1,
+    HHI_SMALL_BLOCK = 1 << HHI_FL_SHIFT,
+};
+_Static_assert(HHI_FL_COUNT <= 32, "first-level bitmap is 32 bits");
+_Static_assert(HHI_SL_COUNT <= 32, "second-level bitmaps are 32 bits");
+
+typedef struct hhi_freelists {
+    uint32_t fl_bitmap;                              /* bit f: some list in row f is non-empty */
+    uint32_t sl_bitmap[HHI_FL_COUNT];                /* bit s of row f: list (f,s) non-empty */
+    uint32_t head[HHI_FL_COUNT][HHI_SL_COUNT];       /* granule offset of the first block, HHI_NONE */
+} hhi_freelists;
+
+/* ---------------------------------------------------------------------------
+   Hierarchical bitmap over granules: level 0 has one bit per granule, level
+   k+1 one bit per non-zero word of level k; the top level is one word.
+--------------------------------------------------------------------------- */
+enum { HHI_BM_MAX_LEVELS = 6 };
+typedef struct hhi_bitmap {
+    uint64_t *level[HHI_BM_MAX_LEVELS];   /* level[0] = leaf bits */
+    size_t    words[HHI_BM_MAX_LEVELS];   /* words per level */
+    uint32_t  nlevels;
+    size_t    nbits;                      /* leaf bits */
+    size_t    bytes;                      /* total bytes of all levels (one allocation) */
+} hhi_bitmap;
+#define HHI_BM_NONE SIZE_MAX
+
+HH_INTERNAL bool   hhi_bitmap_init(hhi_bitmap *bm, size_t nbits);
+HH_INTERNAL void   hhi_bitmap_fini(hhi_bitmap *bm);
+HH_INTERNAL void   hhi_bitmap_set(hhi_bitmap *bm, size_t i);
+HH_INTERNAL void   hhi_bitmap_clear(hhi_bitmap *bm, size_t i);
+HH_INTERNAL bool   hhi_bitmap_test(const hhi_bitmap *bm, size_t i);
+/* Smallest set index >= i, or HHI_BM_NONE. */
+HH_INTERNAL size_t hhi_bitmap_next(const hhi_bitmap *bm, size_t i);
+/* Largest set index <= i, or HHI_BM_NONE. */
+HH_INTERNAL size_t hhi_bitmap_prev(const hhi_bitmap *bm, size_t i);
+
+/* ---------------------------------------------------------------------------
+   The heap object
+--------------------------------------------------------------------------- */
+struct hhi_defrag;   /* owned by src/defrag (defrag_internal.h) */
+
+typedef struct hhi_journal {
+    hh_move_record *rec;          /* moves since the last defrag step began */
+    size_t          count, cap;   /* records used / allocated */
+    bool            overflow;     /* a record could not be stored (metadata allocation failed) */
+} hhi_journal;
+
+struct hh_heap {
+    hh_handle_table handles;      /* MUST stay first: hh_deref_inline reads it through the heap pointer */
+    char       *base;             /* managed start; base + HHI_HDR is HHI_BASE_ALIGN-aligned */
+    size_t      managed;          /* managed bytes (multiple of 16) */
+    void       *mapping;          /* our own mapping (NULL when the caller gave memory) */
+    size_t      mapping_bytes;
+    hh_heap_desc desc;            /* resolved desc (defaults applied) */
+    uint32_t    flags;            /* desc.flags */
+    bool        debug;            /* HH_HEAP_DEBUG: fills and guards */
+    size_t      guard;            /* HHI_GUARD in debug, else 0 */
+    hhi_lock    lock;             /* taken when flags & HH_HEAP_THREADSAFE */
+
+    hhi_freelists fl;             /* TLSF lists of free blocks */
+    hhi_bitmap  starts;           /* bit per granule: a block starts here */
+    hhi_bitmap  frees;            /* bit per granule: a free block starts here */
+
+    /* counters, always exact (I8) */
+    size_t      used_bytes;       /* whole live + pinned blocks */
+    size_t      free_bytes;       /* whole free blocks */
+    uint32_t    live_blocks;      /* allocated blocks, pinned included */
+    uint32_t    free_blocks;
+    uint32_t    pinned_blocks;
+    size_t      pinned_bytes;     /* whole pinned blocks */
+    uint64_t    free_sumsq;       /* sum over free blocks of (size >> sq_shift)^2, exact */
+    unsigned    sq_shift;         /* chosen so the sum cannot overflow */
+    uint64_t    total_moves, total_bytes_moved;
+    uint64_t    compactions;      /* allocations that had to compact */
+
+    hhi_journal journal;          /* relocation journal */
+    hh_defrag_policy policy;      /* set by hh_defrag_set_policy */
+    struct hhi_defrag *defrag;    /* defrag module state, created on first use (may be NULL) */
+    void      (*defrag_free)(struct hhi_defrag *d);   /* frees it at heap destroy */
+};
+
+/* ---------------------------------------------------------------------------
+   Block accessors
+--------------------------------------------------------------------------- */
+static inline size_t   blk_size(const hhi_block *b) { return (size_t)(b->word & BLK_SIZE_MASK); }
+static inline bool     blk_is_free(const hhi_block *b) { return (b->word & BLK_FREE) != 0; }
+static inline bool     blk_prev_free(const hhi_block *b) { return (b->word & BLK_PREV_FREE) != 0; }
+static inline unsigned blk_pins(const hhi_block *b) { return (unsigned)(b->word >> BLK_PINS_SHIFT); }
+static inline unsigned blk_slack(const hhi_block *b) { return (unsigned)((b->word >> BLK_SLACK_SHIFT) & 0xF); }
+static inline size_t   blk_align(const hhi_block *b) { return (size_t)16 << ((b->word >> BLK_ALIGN_SHIFT) & 0xF); }
+static inline void    *blk_payload(const hhi_block *b) { return (char *)b + HHI_HDR; }
+static inline hhi_block *blk_from_payload(const void *p) { return (hhi_block *)(void *)((char *)p - HHI_HDR); }
+
+static inline size_t blk_offset(const hh_heap *h, const hhi_block *b) { return (size_t)((const char *)b - h->base); }
+static inline hhi_block *blk_at(const hh_heap *h, size_t off) { return (hhi_block *)(void *)(h->base + off); }
+static inline uint32_t off_granule(size_t off) { return (uint32_t)(off / HHI_GRANULE); }
+static inline size_t granule_off(uint32_t g) { return (size_t)g * HHI_GRANULE; }
+
+/* The block after b, or NULL at the end of the range. */
+static inline hhi_block *blk_next(const hh_heap *h, const hhi_block *b) {
+    size_t end = blk_offset(h, b) + blk_size(b);
+    return end < h->managed ? blk_at(h, end) : NULL;
+}
+/* The free block before b (valid only if blk_prev_free(b)). */
+static inline hhi_block *blk_prev_free_block(const hhi_block *b) {
+    uint64_t psize = ((const uint64_t *)(const void *)b)[-1];
+    return (hhi_block *)(void *)((char *)b - psize);
+}
+/* Minimal whole-block size for a payload of n bytes (n already validated). */
+static inline size_t blk_min_size(const hh_heap *h, size_t n) {
+    size_t s = HHI_HDR + hh_align_up(n, HHI_GRANULE) + h->guard;
+    return s < HHI_MIN_BLOCK ? HHI_MIN_BLOCK : s;
+}
+/* Usable payload bytes of a live block (constant across moves). */
+static inline size_t blk_usable(const hh_heap *h, const hhi_block *b) {
+    return blk_size(b) - (size_t)blk_slack(b) * HHI_GRANULE - HHI_HDR - h->guard;
+}
+/* base + 16 is 4096-aligned, so a block at offset o has an a-aligned payload iff o % a == 0. */
+static inline bool off_aligned(size_t off, size_t align) { return (off & (align - 1)) == 0; }
+static inline unsigned align_code(size_t align) { return align <= 16 ? 0u : hh_fls64(align) - 4u; }
+
+/* ---------------------------------------------------------------------------
+   Locking
+--------------------------------------------------------------------------- */
+static inline void heap_lock(const hh_heap *h) {
+    if (h->flags & HH_HEAP_THREADSAFE) hhi_lock_acquire((hhi_lock *)&h->lock);
+}
+static inline void heap_unlock(const hh_heap *h) {
+    if (h->flags & HH_HEAP_THREADSAFE) hhi_lock_release((hhi_lock *)&h->lock);
+}
+
+/* ---------------------------------------------------------------------------
+   Free lists (heap_freelist.c). Caller holds the lock.
+--------------------------------------------------------------------------- */
+HH_INTERNAL void hhi_freelist_init(hh_heap *h);
+/* Inserts free block b (header already says free + size): lists, bitmaps, counters. */
+HH_INTERNAL void hhi_freelist_insert(hh_heap *h, hhi_block *b);
+/* Removes free block b from lists, bitmaps, counters (header untouched). */
+HH_INTERNAL void hhi_freelist_remove(hh_heap *h, hhi_block *b);
+/* A free block of at least `size` bytes from a list that guarantees it (good fit), or NULL. */
+HH_INTERNAL hhi_block *hhi_freelist_find(const hh_heap *h, size_t size);
+/* The largest free block's size (exact; scans the highest non-empty list). */
+HH_INTERNAL size_t hhi_freelist_largest(const hh_heap *h);
+/* TLSF list index of a free block size (for the checker). */
+HH_INTERNAL void hhi_freelist_mapping(size_t size, unsigned *fl, unsigned *sl);
+
+/* ---------------------------------------------------------------------------
+   Mechanism (heap.c), used by the defrag service. Caller holds the lock.
+--------------------------------------------------------------------------- */
+/* Lowest free block (a hole or the top region), or NULL if none. O(log n). */
+HH_INTERNAL hhi_block *hhi_heap_lowest_free(const hh_heap *h);
+/* Lowest free block at offset >= off, or NULL. O(log n). */
+HH_INTERNAL hhi_block *hhi_heap_free_at_or_after(const hh_heap *h, size_t off);
+/* Highest free block at offset <= off, or NULL. O(log n). */
+HH_INTERNAL hhi_block *hhi_heap_free_at_or_before(const hh_heap *h, size_t off);
+/* The block that starts before b (any state), or NULL at offset 0. O(log n). */
+HH_INTERNAL hhi_block *hhi_heap_block_before(const hh_heap *h, const hhi_block *b);
+/* The top free region (free block ending at managed), or NULL. O(1). */
+HH_INTERNAL hhi_block *hhi_heap_top_free(const hh_heap *h);
+/* true if live block b (size bs, alignment a) could be placed in free block f
+   (f not adjacent above b); *dst_off gets the offset it would take. */
+HH_INTERNAL bool hhi_heap_fits(const hh_heap *h, const hhi_block *f, size_t bs, size_t align, size_t *dst_off);
+/* Slides live, unpinned block b down into the free block f directly below it.
+   Returns the moved block. Records the move (journal, stats, on_move, tools). */
+HH_INTERNAL hhi_block *hhi_heap_slide_down(hh_heap *h, hhi_block *f, hhi_block *b);
+/* Moves live, unpinned block b into free block f (not adjacent below b; caller
+   checked hhi_heap_fits). Returns the moved block. Records the move. */
+HH_INTERNAL hhi_block *hhi_heap_move_into(hh_heap *h, hhi_block *b, hhi_block *f);
+/* Clears the journal (start of a defrag step). */
+HH_INTERNAL void hhi_heap_journal_reset(hh_heap *h);
+/* Default compaction used by allocation: slides blocks down from the lowest
+   hole until a free block of `size` bytes at alignment `align` exists or no
+   block can move. Returns a fitting free block or NULL. */
+HH_INTERNAL hhi_block *hhi_heap_compact_for(hh_heap *h, size_t size, size_t align);
+/* Walk-based validity check for hh_assert_expensive (no reporting). */
+HH_INTERNAL bool hhi_heap_is_valid(const hh_heap *h);
+
+#endif /* HH_HEAP_INTERNAL_H */

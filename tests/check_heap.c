@@ -1,0 +1,509 @@
+/* check_heap.c -- relocatable heap (include/hheap/heap.h): life cycle, every
+ * edge case of DESIGN.md, resize, pins, alignment, accounting, debug guards,
+ * fault injection and a threaded smoke test. */
+#include "hheap/heap.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hheap/defrag.h"
+#include "test_util.h"
+
+static hh_heap *heap;
+
+static void setup(void) {
+    hh_test_capture_errors();
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 20 }, &heap), HH_OK);
+}
+static void teardown(void) {
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+    hh_heap_destroy(heap);
+    hh_set_error_handler(NULL, NULL);
+}
+
+typedef struct walk_sum { size_t bytes, live, free_blocks, pinned; size_t next_off; bool ordered; } walk_sum;
+static void sum_block(const hh_block_info *b, void *user) {
+    walk_sum *w = user;
+    if (b->offset != w->next_off) w->ordered = false;
+    w->next_off = b->offset + b->size;
+    w->bytes += b->size;
+    if (b->state == HH_BLOCK_FREE) w->free_blocks++;
+    else w->live++;
+    if (b->state == HH_BLOCK_PINNED) w->pinned++;
+}
+
+/* ---------------------------------------------------------------------------
+   Life cycle and bad input
+--------------------------------------------------------------------------- */
+START_TEST(create_rejects_bad_desc) {
+    hh_heap *h = (hh_heap *)1;
+    ck_assert_int_eq(hh_heap_create(NULL, &h), HH_E_INVALID_ARG);
+    ck_assert_ptr_null(h);
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 100 }, &h), HH_E_INVALID_ARG);
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 20, .flags = 1u << 30 }, &h), HH_E_INVALID_ARG);
+    char buf[64];
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 20, .memory = buf + 1 }, &h), HH_E_INVALID_ARG);
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 20 }, NULL), HH_E_INVALID_ARG);
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_INVALID_ARG);
+    ck_assert_ptr_null(h);
+}
+END_TEST
+
+START_TEST(caller_memory_is_used_and_given_back) {
+    size_t cap = 256u << 10;
+    unsigned char *mem = aligned_alloc(16, cap);
+    hh_heap *h;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = cap, .memory = mem }, &h), HH_OK);
+    unsigned char *base = hh_heap_base(h);
+    ck_assert(base >= mem && base < mem + 4096);
+    ck_assert(base + hh_heap_managed_bytes(h) <= mem + cap);
+    hh_handle x = hh_alloc_ex(h, 100, 4096, 3);
+    unsigned char *p = hh_deref(h, x);
+    ck_assert(p >= mem && p + 100 <= mem + cap);
+    ck_assert_uint_eq((uintptr_t)p % 4096, 0);
+    ck_assert_int_eq(hh_heap_check(h), HH_OK);
+    hh_heap_destroy(h);
+    memset(mem, 0, cap);      /* the buffer is the caller's again */
+    free(mem);
+}
+END_TEST
+
+START_TEST(desc_defaults_resolved) {
+    hh_heap_desc d;
+    hh_heap_desc_get(heap, &d);
+    ck_assert_uint_eq(d.max_handles, (1u << 20) / 64);
+    ck_assert_uint_eq(d.capacity, 1u << 20);
+    hh_heap_stats st;
+    hh_heap_stats_get(heap, &st);
+    ck_assert_uint_eq(st.capacity, 1u << 20);
+    ck_assert_uint_eq(st.free_bytes, st.capacity);
+    ck_assert_uint_eq(st.free_blocks, 1);
+    ck_assert(st.fragmentation == 0.0);
+}
+END_TEST
+
+START_TEST(alloc_zero_is_invalid) {
+    ck_assert(hh_is_null(hh_alloc(heap, 0)));
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_INVALID_ARG);
+    ck_assert_int_eq(hh_last_error(), HH_E_INVALID_ARG);
+    ck_assert(hh_is_null(hh_alloc(NULL, 16)));
+    ck_assert(hh_is_null(hh_alloc_ex(heap, 16, 3, 0)));
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_INVALID_ARG);
+    ck_assert(hh_is_null(hh_alloc_ex(heap, 16, 8192, 0)));
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_INVALID_ARG);
+}
+END_TEST
+
+START_TEST(huge_sizes_fail_cleanly) {
+    size_t sizes[] = { SIZE_MAX, SIZE_MAX - 15, SIZE_MAX / 2 + 1, (1u << 20) + 1 };
+    for (size_t i = 0; i < HH_ARRAY_LEN_T(sizes); i++) {
+        hh_test_reset_captured();
+        ck_assert(hh_is_null(hh_alloc(heap, sizes[i])));
+        ck_assert_int_eq(hh_test_last_captured(), HH_E_NO_MEMORY);
+        ck_assert_uint_eq(hh_test_captured_count(), 1);
+    }
+    hh_handle h = hh_alloc(heap, 64);
+    ck_assert_int_eq(hh_resize(heap, h, SIZE_MAX), HH_E_NO_MEMORY);
+    ck_assert_uint_ge(hh_size(heap, h), 64);
+}
+END_TEST
+
+START_TEST(free_null_is_noop) {
+    ck_assert_int_eq(hh_free(heap, HH_NULL), HH_OK);
+    ck_assert_uint_eq(hh_test_captured_count(), 0);
+}
+END_TEST
+
+START_TEST(double_free_is_stale_and_harmless) {
+    hh_handle a = hh_alloc(heap, 40), b = hh_alloc(heap, 40);
+    hh_test_fill(hh_deref(heap, b), 40, 7);
+    ck_assert_int_eq(hh_free(heap, a), HH_OK);
+    ck_assert_int_eq(hh_free(heap, a), HH_E_STALE_HANDLE);
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_STALE_HANDLE);
+    ck_assert_int_eq(hh_test_verify(hh_deref(heap, b), 40, 7), -1);
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+}
+END_TEST
+
+START_TEST(stale_deref_is_null_with_error) {
+    hh_handle a = hh_alloc(heap, 40);
+    ck_assert_int_eq(hh_free(heap, a), HH_OK);
+    hh_test_reset_captured();
+    ck_assert_ptr_null(hh_deref(heap, a));
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_STALE_HANDLE);
+    ck_assert_ptr_null((hh_deref)(heap, a));
+    ck_assert_uint_eq(hh_size(heap, a), 0);
+    ck_assert_ptr_null(hh_pin(heap, a));
+    ck_assert_int_eq(hh_unpin(heap, a), HH_E_STALE_HANDLE);
+    ck_assert_int_eq(hh_resize(heap, a, 10), HH_E_STALE_HANDLE);
+    hh_test_reset_captured();
+    ck_assert_ptr_null(hh_deref(heap, HH_NULL));           /* null is not an error */
+    ck_assert_uint_eq(hh_test_captured_count(), 0);
+}
+END_TEST
+
+START_TEST(forged_handle_touches_nothing) {
+    hh_handle a = hh_alloc(heap, 48);
+    hh_test_fill(hh_deref(heap, a), 48, 1);
+    hh_handle forged[] = { { a.id ^ ((uint64_t)1 << 40) }, { a.id + 1 }, { a.id | 0xFFFFFF }, { 0xFFFFFFFFFFFFFFFFull } };
+    for (size_t i = 0; i < HH_ARRAY_LEN_T(forged); i++) {
+        ck_assert_int_eq(hh_free(heap, forged[i]), HH_E_STALE_HANDLE);
+        ck_assert_ptr_null(hh_deref(heap, forged[i]));
+    }
+    ck_assert_int_eq(hh_test_verify(hh_deref(heap, a), 48, 1), -1);
+    hh_heap_stats st;
+    hh_heap_stats_get(heap, &st);
+    ck_assert_uint_eq(st.live_blocks, 1);
+}
+END_TEST
+
+START_TEST(handle_of_another_heap_rejected) {
+    hh_heap *other;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 20 }, &other), HH_OK);
+    hh_handle mine = hh_alloc(heap, 32), theirs = hh_alloc(other, 32);
+    ck_assert_uint_eq(hh_handle_index(mine), hh_handle_index(theirs));
+    ck_assert_ptr_null(hh_deref(heap, theirs));
+    ck_assert_int_eq(hh_free(heap, theirs), HH_E_STALE_HANDLE);
+    ck_assert_ptr_nonnull(hh_deref(other, theirs));
+    ck_assert_ptr_nonnull(hh_deref(heap, mine));
+    ck_assert_int_eq(hh_heap_check(other), HH_OK);
+    hh_heap_destroy(other);
+}
+END_TEST
+
+START_TEST(exhaustion_reports_no_memory) {
+    hh_handle hs[1024];
+    size_t n = 0;
+    for (; n < HH_ARRAY_LEN_T(hs); n++) {
+        hs[n] = hh_alloc(heap, 4000);
+        if (hh_is_null(hs[n])) break;
+    }
+    ck_assert_uint_gt(n, 200);
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_NO_MEMORY);
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+    for (size_t i = 0; i < n; i++) ck_assert_int_eq(hh_free(heap, hs[i]), HH_OK);
+    hh_heap_stats st;
+    hh_heap_stats_get(heap, &st);
+    ck_assert_uint_eq(st.free_blocks, 1);
+    ck_assert_uint_eq(st.free_bytes, st.capacity);
+}
+END_TEST
+
+START_TEST(full_handle_table_reports_no_memory) {
+    hh_heap *h;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 20, .max_handles = 8 }, &h), HH_OK);
+    for (int i = 0; i < 8; i++) ck_assert(!hh_is_null(hh_alloc(h, 16)));
+    ck_assert(hh_is_null(hh_alloc(h, 16)));
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_NO_MEMORY);
+    ck_assert_ptr_nonnull(strstr(hh_test_last_message(), "handle table full"));
+    ck_assert_int_eq(hh_heap_check(h), HH_OK);
+    hh_heap_destroy(h);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------
+   Alignment, tags, sizes
+--------------------------------------------------------------------------- */
+START_TEST(alignment_up_to_4096) {
+    hh_handle hs[26];
+    int n = 0;
+    for (size_t a = 1; a <= 4096; a *= 2) {
+        hs[n] = hh_alloc_ex(heap, 24 + a % 7, a, (uint32_t)a);
+        ck_assert(!hh_is_null(hs[n]));
+        ck_assert_uint_eq((uintptr_t)hh_deref(heap, hs[n]) % (a < 16 ? 16 : a), 0);
+        ck_assert_uint_eq(hh_tag(heap, hs[n]), a);
+        hh_alloc(heap, 48);                                       /* interleave odd blocks */
+        n++;
+    }
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+}
+END_TEST
+
+START_TEST(size_is_usable_and_rounded) {
+    for (size_t s = 1; s < 300; s += 7) {
+        hh_handle h = hh_alloc(heap, s);
+        size_t u = hh_size(heap, h);
+        ck_assert_uint_ge(u, s);
+        ck_assert_uint_lt(u, s + 16);
+        memset(hh_deref(heap, h), 0x5A, u);                     /* every usable byte is writable */
+    }
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+}
+END_TEST
+
+START_TEST(accounting_matches_walk) {
+    hh_rng r = hh_rng_make(5);
+    hh_handle hs[300];
+    for (int i = 0; i < 300; i++) hs[i] = hh_alloc(heap, 1 + hh_rng_below(&r, 700));
+    for (int i = 0; i < 300; i += 3) hh_free(heap, hs[i]);
+    hh_pin(heap, hs[1]);
+    hh_pin(heap, hs[1]);
+    hh_pin(heap, hs[4]);
+    walk_sum w = { .ordered = true };
+    hh_heap_walk(heap, sum_block, &w);
+    hh_heap_stats st;
+    hh_heap_stats_get(heap, &st);
+    ck_assert(w.ordered);
+    ck_assert_uint_eq(w.bytes, st.capacity);
+    ck_assert_uint_eq(st.used_bytes + st.free_bytes, st.capacity);
+    ck_assert_uint_eq(w.live, st.live_blocks);
+    ck_assert_uint_eq(w.free_blocks, st.free_blocks);
+    ck_assert_uint_eq(w.pinned, 2);
+    ck_assert_uint_eq(st.pinned_blocks, 2);
+    ck_assert(st.fragmentation > 0.0 && st.fragmentation < 1.0);
+    ck_assert_uint_le(st.largest_free, st.free_bytes);
+    hh_unpin(heap, hs[1]);
+    hh_unpin(heap, hs[1]);
+    hh_unpin(heap, hs[4]);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------
+   Resize
+--------------------------------------------------------------------------- */
+START_TEST(resize_grows_in_place_into_free_neighbour) {
+    hh_handle a = hh_alloc(heap, 100), b = hh_alloc(heap, 400), c = hh_alloc(heap, 100);
+    hh_test_fill(hh_deref(heap, a), 100, 11);
+    void *pa = hh_deref(heap, a);
+    hh_free(heap, b);
+    ck_assert_int_eq(hh_resize(heap, a, 450), HH_OK);
+    ck_assert_ptr_eq(hh_deref(heap, a), pa);                  /* in place */
+    ck_assert_uint_ge(hh_size(heap, a), 450);
+    ck_assert_int_eq(hh_test_verify(pa, 100, 11), -1);
+    ck_assert_int_eq(hh_resize(heap, a, 20), HH_OK);          /* shrink in place */
+    ck_assert_ptr_eq(hh_deref(heap, a), pa);
+    ck_assert_uint_lt(hh_size(heap, a), 40);
+    ck_assert_int_eq(hh_test_verify(pa, 20, 11), -1);
+    ck_assert_ptr_nonnull(hh_deref(heap, c));
+}
+END_TEST
+
+START_TEST(resize_moves_keeping_handle_and_contents) {
+    hh_handle a = hh_alloc_ex(heap, 100, 256, 9), b = hh_alloc(heap, 100);
+    hh_test_fill(hh_deref(heap, a), 100, 21);
+    void *pa = hh_deref(heap, a);
+    ck_assert_int_eq(hh_resize(heap, a, 5000), HH_OK);
+    void *na = hh_deref(heap, a);
+    ck_assert_ptr_ne(na, pa);
+    ck_assert_uint_eq((uintptr_t)na % 256, 0);
+    ck_assert_uint_eq(hh_tag(heap, a), 9);
+    ck_assert_int_eq(hh_test_verify(na, 100, 21), -1);
+    ck_assert_ptr_nonnull(hh_deref(heap, b));
+    const hh_move_record *rec;
+    ck_assert_uint_eq(hh_defrag_journal(heap, &rec), 1);
+    ck_assert(hh_handle_eq(rec[0].handle, a));
+}
+END_TEST
+
+START_TEST(failed_resize_leaves_block_as_it_was) {
+    hh_handle a = hh_alloc(heap, 100);
+    hh_handle big = hh_alloc(heap, 900u << 10);
+    ck_assert(!hh_is_null(big));
+    hh_test_fill(hh_deref(heap, a), 100, 31);
+    void *pa = hh_deref(heap, a);
+    size_t before = hh_size(heap, a);
+    ck_assert_int_eq(hh_resize(heap, a, 200u << 10), HH_E_NO_MEMORY);
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_NO_MEMORY);
+    ck_assert_ptr_eq(hh_deref(heap, a), pa);
+    ck_assert_uint_eq(hh_size(heap, a), before);
+    ck_assert_int_eq(hh_test_verify(pa, 100, 31), -1);
+    ck_assert_int_eq(hh_resize(heap, a, 0), HH_E_INVALID_ARG);
+    ck_assert_int_eq(hh_test_verify(pa, 100, 31), -1);
+}
+END_TEST
+
+START_TEST(pinned_resize_only_in_place) {
+    hh_handle a = hh_alloc(heap, 64), b = hh_alloc(heap, 64);
+    void *pa = hh_pin(heap, a);
+    ck_assert_int_eq(hh_resize(heap, a, 4000), HH_E_PINNED);
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_PINNED);
+    ck_assert_ptr_eq(hh_deref(heap, a), pa);
+    ck_assert_int_eq(hh_resize(heap, a, 32), HH_OK);           /* shrinking never moves */
+    ck_assert_ptr_eq(hh_deref(heap, a), pa);
+    hh_free(heap, b);
+    ck_assert_int_eq(hh_resize(heap, a, 120), HH_OK);          /* grows into the freed neighbour */
+    ck_assert_ptr_eq(hh_deref(heap, a), pa);
+    ck_assert_int_eq(hh_unpin(heap, a), HH_OK);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------
+   Pins
+--------------------------------------------------------------------------- */
+START_TEST(pins_are_counted) {
+    hh_handle a = hh_alloc(heap, 64);
+    void *p1 = hh_pin(heap, a), *p2 = hh_pin(heap, a);
+    ck_assert_ptr_eq(p1, p2);
+    ck_assert_int_eq(hh_free(heap, a), HH_E_PINNED);
+    ck_assert_int_eq(hh_unpin(heap, a), HH_OK);
+    ck_assert_int_eq(hh_free(heap, a), HH_E_PINNED);
+    ck_assert_int_eq(hh_unpin(heap, a), HH_OK);
+    ck_assert_int_eq(hh_unpin(heap, a), HH_E_INVALID_ARG);
+    ck_assert_int_eq(hh_free(heap, a), HH_OK);
+}
+END_TEST
+
+START_TEST(pin_count_overflow_is_refused) {
+    hh_handle a = hh_alloc(heap, 64);
+    int n = 0;
+    while (hh_pin(heap, a) != NULL) n++;
+    ck_assert_int_eq(n, 255);
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_INVALID_ARG);
+    while (n--) ck_assert_int_eq(hh_unpin(heap, a), HH_OK);
+    ck_assert_int_eq(hh_free(heap, a), HH_OK);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------
+   Debug heap: fills and guards
+--------------------------------------------------------------------------- */
+START_TEST(debug_fills_and_catches_overrun) {
+    hh_heap *h;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 20, .flags = HH_HEAP_DEBUG }, &h), HH_OK);
+    hh_handle a = hh_alloc(h, 40);
+    unsigned char *p = hh_deref(h, a);
+    ck_assert_uint_eq(p[0], 0xA5);
+    ck_assert_uint_eq(p[47], 0xA5);                            /* usable is 48 */
+    size_t u = hh_size(h, a);
+    ck_assert_uint_eq(u, 48);
+    if (getenv("HH_TEST_UNDER_VALGRIND")) {                    /* memcheck reports the overrun itself */
+        ck_assert_int_eq(hh_free(h, a), HH_OK);
+        hh_heap_destroy(h);
+        return;
+    }
+    p[u] = 0;                                                  /* one byte past the end */
+    ck_assert_int_eq(hh_heap_check(h), HH_E_CORRUPT);
+    ck_assert_ptr_nonnull(strstr(hh_test_last_message(), "I9"));
+    ck_assert_int_eq(hh_free(h, a), HH_E_CORRUPT);             /* reported, and the block is still freed */
+    ck_assert_int_eq(hh_heap_check(h), HH_OK);
+    hh_heap_destroy(h);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------
+   Fault injection: creation fails cleanly at every metadata/OS call.
+--------------------------------------------------------------------------- */
+START_TEST(create_survives_every_injected_fault) {
+    unsigned failures = 0;
+    for (long n = 0;; n++) {
+        hh_heap *h = NULL;
+        hh_test_fail_after(n);
+        hh_status s = hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 20 }, &h);
+        unsigned fired = hh_test_fail_count();
+        hh_test_fail_after(-1);
+        if (s == HH_OK) {
+            ck_assert_uint_eq(fired, 0);
+            ck_assert_int_eq(hh_heap_check(h), HH_OK);
+            hh_heap_destroy(h);
+            break;
+        }
+        failures++;
+        ck_assert_int_eq(s, HH_E_NO_MEMORY);
+        ck_assert_ptr_null(h);
+        ck_assert_int_lt(n, 20);
+    }
+    ck_assert_uint_ge(failures, 4);   /* mapping, object, slots, two bitmaps */
+}
+END_TEST
+
+START_TEST(journal_fault_loses_record_not_block) {
+    hh_handle hs[40];
+    for (int i = 0; i < 40; i++) {
+        hs[i] = hh_alloc(heap, 100);
+        hh_test_fill(hh_deref(heap, hs[i]), 100, (uint64_t)i);
+    }
+    for (int i = 0; i < 40; i += 2) hh_free(heap, hs[i]);
+    hh_test_fail_after(0);                                    /* the journal cannot grow */
+    hh_defrag_report r = hh_defrag_full(heap);
+    hh_test_fail_after(-1);
+    ck_assert_uint_gt(r.moves, 0);
+    for (int i = 1; i < 40; i += 2) ck_assert_int_eq(hh_test_verify(hh_deref(heap, hs[i]), 100, (uint64_t)i), -1);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------
+   Thread-safe heap: concurrent alloc/free/deref from several threads.
+--------------------------------------------------------------------------- */
+enum { MT_THREADS = 4 };
+static void *mt_worker(void *arg) {
+    hh_heap *h = arg;
+    hh_rng r = hh_rng_make((uint64_t)(uintptr_t)&r);
+    hh_handle own[64] = {0};
+    size_t sz[64] = {0};
+    unsigned ops = hh_test_scaled(20000, 2000);
+    for (unsigned i = 0; i < ops; i++) {
+        unsigned k = hh_rng_below(&r, 64);
+        if (hh_is_null(own[k])) {
+            sz[k] = 1 + hh_rng_below(&r, 300);
+            own[k] = hh_alloc(h, sz[k]);
+            if (!hh_is_null(own[k])) memset(hh_deref(h, own[k]), (int)k, sz[k]);
+        } else {
+            unsigned char *p = hh_deref(h, own[k]);
+            if (p == NULL || p[0] != k || p[sz[k] - 1] != k) return (void *)1;
+            if (hh_free(h, own[k]) != HH_OK) return (void *)1;
+            own[k] = HH_NULL;
+        }
+    }
+    for (int k = 0; k < 64; k++) hh_free(h, own[k]);
+    return NULL;
+}
+
+START_TEST(threadsafe_heap_concurrent_use) {
+    hh_heap *h;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 8u << 20, .flags = HH_HEAP_THREADSAFE }, &h), HH_OK);
+    pthread_t t[MT_THREADS];
+    for (int i = 0; i < MT_THREADS; i++) ck_assert_int_eq(pthread_create(&t[i], NULL, mt_worker, h), 0);
+    for (int i = 0; i < MT_THREADS; i++) {
+        void *res;
+        pthread_join(t[i], &res);
+        ck_assert_ptr_null(res);
+    }
+    hh_heap_stats st;
+    hh_heap_stats_get(h, &st);
+    ck_assert_uint_eq(st.live_blocks, 0);
+    ck_assert_int_eq(hh_heap_check(h), HH_OK);
+    hh_heap_destroy(h);
+}
+END_TEST
+
+Suite *hh_test_heap_suite(void) {
+    Suite *s = suite_create("heap");
+    TCase *tc = tcase_create("lifecycle");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, create_rejects_bad_desc);
+    tcase_add_test(tc, caller_memory_is_used_and_given_back);
+    tcase_add_test(tc, desc_defaults_resolved);
+    tcase_add_test(tc, alloc_zero_is_invalid);
+    tcase_add_test(tc, huge_sizes_fail_cleanly);
+    tcase_add_test(tc, free_null_is_noop);
+    tcase_add_test(tc, double_free_is_stale_and_harmless);
+    tcase_add_test(tc, stale_deref_is_null_with_error);
+    tcase_add_test(tc, forged_handle_touches_nothing);
+    tcase_add_test(tc, handle_of_another_heap_rejected);
+    tcase_add_test(tc, exhaustion_reports_no_memory);
+    tcase_add_test(tc, full_handle_table_reports_no_memory);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("blocks");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, alignment_up_to_4096);
+    tcase_add_test(tc, size_is_usable_and_rounded);
+    tcase_add_test(tc, accounting_matches_walk);
+    tcase_add_test(tc, resize_grows_in_place_into_free_neighbour);
+    tcase_add_test(tc, resize_moves_keeping_handle_and_contents);
+    tcase_add_test(tc, failed_resize_leaves_block_as_it_was);
+    tcase_add_test(tc, pinned_resize_only_in_place);
+    tcase_add_test(tc, pins_are_counted);
+    tcase_add_test(tc, pin_count_overflow_is_refused);
+    tcase_add_test(tc, debug_fills_and_catches_overrun);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("faults");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, create_survives_every_injected_fault);
+    tcase_add_test(tc, journal_fault_loses_record_not_block);
+    tcase_add_test(tc, threadsafe_heap_concurrent_use);
+    suite_add_tcase(s, tc);
+    return s;
+}
