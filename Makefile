@@ -35,7 +35,7 @@ LDLIBS   := -pthread -lm
 TEST_DEFS   := -DHH_DEBUG=2 -DHH_TESTING=1 -DHH_TRACK_VALGRIND=1
 TEST_CFLAGS := $(WARN) -Werror -O1 -g -fno-omit-frame-pointer -pthread $(TEST_DEFS)
 
-DEPS_PKGS    := build-essential pkg-config check valgrind
+DEPS_PKGS    := build-essential pkg-config check valgrind clang
 CHECK_EXTRA  :=
 ALL_EXTRA    :=
 INSTALL_BINS :=
@@ -57,7 +57,7 @@ CHECK_PC   = $(shell pkg-config --cflags --libs check 2>/dev/null || echo -lchec
 VALGRIND := valgrind --quiet --error-exitcode=99 --leak-check=full --show-leak-kinds=definite,indirect,possible \
             --errors-for-leak-kinds=definite,indirect,possible --track-origins=yes --num-callers=30
 
-.PHONY: all lib check check-unit check-valgrind deps install uninstall clean
+.PHONY: all lib check check-build check-headers check-unit check-valgrind deps install uninstall clean
 .DEFAULT_GOAL := all
 
 all: lib $(ALL_EXTRA)
@@ -109,10 +109,24 @@ deps:
 	  else echo "missing packages:$$missing -- run: sudo apt-get install$$missing"; exit 1; fi; fi
 
 check: deps
+	@$(MAKE) --no-print-directory check-build
 	@$(MAKE) --no-print-directory check-unit
 	@$(MAKE) --no-print-directory check-valgrind
 	@for t in $(CHECK_EXTRA); do $(MAKE) --no-print-directory $$t || exit 1; done
 	@echo "make check: all passed"
+
+# Every public header compiles on its own, as C11 and as C++ is not promised;
+# the library builds warning-free (-Werror) under both gcc and clang.
+check-headers:
+	@echo "== public headers compile alone (gcc, clang)"
+	@for c in gcc clang; do for h in include/hheap.h include/hheap/*.h; do \
+	  echo "#include \"$${h#include/}\"" | $$c -std=c11 $(WARN) -Werror -Iinclude -x c -fsyntax-only - \
+	  || { echo "  $$h does not compile alone with $$c"; exit 1; }; done; done
+
+check-build: check-headers
+	@echo "== library with -Werror (gcc, clang)"
+	@$(MAKE) --no-print-directory lib BUILD=$(BUILD)/werror-gcc CC=gcc CFLAGS="-O2 -Werror"
+	@$(MAKE) --no-print-directory lib BUILD=$(BUILD)/werror-clang CC=clang CFLAGS="-O2 -Werror"
 
 check-unit: $(BUILD)/test/hh-tests
 	@echo "== Check suites"

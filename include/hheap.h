@@ -7,4 +7,6 @@
 #include "hheap/defrag.h"
 #include "hheap/linear.h"
 #include "hheap/binned.h"
+#include "hheap/mapdump.h"
+#include "hheap/trace.h"
 #endif

@@ -232,7 +232,23 @@ END_TEST
 /* ---------------------------------------------------------------------------
    Randomised shadow-model test
 --------------------------------------------------------------------------- */
-static void random_ops(uint64_t seed, unsigned ops, bool aligned) {
+enum { BUDGET_MOVES, BUDGET_BYTES, BUDGET_TIME, BUDGET_ALL, BUDGET_KINDS };
+
+/* One bounded step of the given kind; asserts the report keeps to the budget. */
+static hh_defrag_report budget_step(hh_rng *r, int kind) {
+    hh_defrag_budget b = {0};
+    if (kind == BUDGET_MOVES || kind == BUDGET_ALL) b.max_moves = 1 + hh_rng_below(r, 16);
+    if (kind == BUDGET_BYTES || kind == BUDGET_ALL) b.max_bytes = 64 + hh_rng_below(r, 8192);
+    if (kind == BUDGET_TIME || kind == BUDGET_ALL) b.max_ns = 1000 + hh_rng_below(r, 200000);
+    hh_defrag_report rep = hh_defrag_step_ex(heap, &b);
+    if (b.max_moves) ck_assert_uint_le(rep.moves, b.max_moves);
+    if (b.max_bytes) ck_assert_uint_le(rep.bytes_moved, b.max_bytes);
+    if (b.max_bytes && rep.oversize_bytes) ck_assert_uint_gt(rep.oversize_bytes, b.max_bytes);
+    if (rep.compact) ck_assert_uint_eq(rep.oversize_bytes, 0);
+    return rep;
+}
+
+static void random_ops(uint64_t seed, unsigned ops, bool aligned, int budget_kind) {
     hh_shadow sh;
     hh_shadow_init(&sh);
     hh_rng r = hh_rng_make(seed);
@@ -291,9 +307,13 @@ static void random_ops(uint64_t seed, unsigned ops, bool aligned) {
         } else {                                                      /* defrag step */
             uint32_t n = 1 + hh_rng_below(&r, 16);
             unsigned before = mlog.calls;
-            hh_defrag_report rep = hh_defrag_step(heap, n);
-            ck_assert_uint_le(rep.moves, n);
+            size_t bytes_before = mlog.bytes;
+            hh_defrag_report rep = budget_kind < 0 ? hh_defrag_step(heap, n) : budget_step(&r, budget_kind);
+            if (budget_kind < 0) ck_assert_uint_le(rep.moves, n);
             ck_assert_uint_eq(mlog.calls - before, rep.moves);
+            ck_assert_uint_eq(mlog.bytes - bytes_before, rep.bytes_moved);
+            const hh_move_record *rec;
+            ck_assert_uint_eq(hh_defrag_journal(heap, &rec), rep.moves);
             hh_shadow_verify(&sh, heap);
         }
         ck_assert_int_eq(hh_heap_check(heap), HH_OK);
@@ -324,7 +344,17 @@ static void random_ops(uint64_t seed, unsigned ops, bool aligned) {
 
 START_TEST(random_shadow_model) {
     uint64_t seed = hh_test_seed(0x5EED0000u + (uint64_t)_i);
-    random_ops(seed, hh_test_scaled(6000, 600), _i % 2 == 1);
+    random_ops(seed, hh_test_scaled(6000, 600), _i % 2 == 1, -1);
+}
+END_TEST
+
+/* Every policy under every budget kind: 3 x 4 runs, aligned blocks in half. */
+START_TEST(random_policy_budget) {
+    hh_defrag_policy pol = (hh_defrag_policy)(_i % 3);
+    int kind = (_i / 3) % BUDGET_KINDS;
+    hh_defrag_set_policy(heap, pol);
+    uint64_t seed = hh_test_seed(0xB0D6E700u + (uint64_t)_i);
+    random_ops(seed, hh_test_scaled(3000, 400), _i % 2 == 0, kind);
 }
 END_TEST
 
@@ -343,6 +373,7 @@ Suite *hh_test_defrag_suite(void) {
     tc = tcase_create("random");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_loop_test(tc, random_shadow_model, 0, 4);
+    tcase_add_loop_test(tc, random_policy_budget, 0, 3 * BUDGET_KINDS);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,18 +1,49 @@
 /* hheap/defrag.h -- incremental defragmentation of the relocatable heap.
  *
+ * How to use
+ *   hh_defrag_step(heap, 16);                      // once a frame, at a frame boundary
+ *   ... re-deref every handle you use ...
+ *   hh_defrag_configure(heap, &(hh_defrag_config){ .trigger = true });   // optional
+ *   hh_defrag_metrics m; hh_defrag_metrics_get(heap, &m);               // O(log n)
+ *
  * Call hh_defrag_step(heap, N) once a frame: it moves at most N blocks
  * downwards so that the holes left by freed objects rise to the top of the
  * heap and merge into one free region. Every pointer obtained from hh_deref
  * before the step is dead after it (pinned blocks excepted): deref again.
  *
- * Policies (hh_defrag_set_policy):
+ * Policies (hh_defrag_set_policy). Each looks at the lowest hole H (a free
+ * block below the top free region) and at the HH_DEFRAG_WINDOW highest movable
+ * blocks above it (the "window"):
  *   HH_DEFRAG_SLIDE  Game Engine Architecture's algorithm: the block just above
- *                    the lowest hole slides down into it; keeps address order.
+ *                    H slides down into it; keeps address order. Moves every
+ *                    live byte above the lowest hole once.
  *   HH_DEFRAG_FILL   the highest movable block moves into the lowest hole that
- *                    fits it (best fit); moves fewer bytes when sizes repeat.
- *   HH_DEFRAG_AUTO   (default) FILL where a fitting hole exists, SLIDE otherwise.
- * Pinned blocks never move; holes below them are filled, not slid through.
- * No step scans the whole heap: its cost is proportional to the moves it makes.
+ *                    fits it (H if it fits, else the best-fitting hole below it
+ *                    from the free lists); when it fits nowhere, H is closed as
+ *                    AUTO would.
+ *   HH_DEFRAG_AUTO   (default) the window block that fits H best (largest that
+ *                    fits) fills H; when none fits, the block above H slides
+ *                    down. Every moved block lands below every remaining hole,
+ *                    so no block moves twice: AUTO never moves more bytes than
+ *                    SLIDE, and close to the lower bound when sizes repeat.
+ * Pinned blocks never move. A hole under a pinned block (or under a block whose
+ * alignment leaves it no room to go down) is filled from the window, never slid
+ * through; if nothing in the window fits, it stays.
+ *
+ * `compact` (hh_defrag_report) means, precisely: every free block below the top
+ * free region is a hole this service cannot close -- the block right above it
+ * cannot slide into it (pinned, or its alignment leaves no room) and none of
+ * the HH_DEFRAG_WINDOW highest movable blocks above it fits into it. With no
+ * pinned block and no alignment above 16 that is: at most one free block. A
+ * bounded step that passed over a block larger than its max_bytes (see
+ * oversize_bytes) never reports compact.
+ *
+ * Cost: no step scans the heap. The lowest hole, the next hole, the block
+ * before a block and the top region are bitmap searches (O(log64 n)); a fitting
+ * hole is a TLSF list lookup (O(1)); the cursor (holes already found
+ * unclosable) lives in the heap object. A step costs O(moves * WINDOW * log n);
+ * the holes it passes over are charged to its work limit. A step on a heap
+ * known to be compact, or with the trigger idle, costs O(1).
  */
 #ifndef HHEAP_DEFRAG_H
 #define HHEAP_DEFRAG_H
@@ -30,35 +61,127 @@ extern "C" {
 
 typedef enum hh_defrag_policy { HH_DEFRAG_AUTO = 0, HH_DEFRAG_SLIDE, HH_DEFRAG_FILL } hh_defrag_policy;
 
-/* 0 = no limit. Each limit is checked before every move. */
+enum {
+    HH_DEFRAG_WINDOW = 16,   /* highest movable blocks a fill considers for one hole */
+};
+
+/* 0 = no limit. Each limit is checked before every move: a step never makes
+   more than max_moves moves nor more than max_bytes payload bytes of moves, and
+   starts no move once max_ns have passed since it began (ignored in
+   deterministic mode, hh_defrag_config). A block whose payload exceeds max_bytes
+   is never moved by a bounded step (only hh_defrag_full moves it). */
 typedef struct hh_defrag_budget { uint32_t max_moves; size_t max_bytes; uint64_t max_ns; } hh_defrag_budget;
 
+/* Why a step ended. */
+typedef enum hh_defrag_stop {
+    HH_DEFRAG_STOP_COMPACT = 0,  /* nothing left to do (see `compact`) */
+    HH_DEFRAG_STOP_MOVES,        /* max_moves reached */
+    HH_DEFRAG_STOP_BYTES,        /* the next move would exceed max_bytes */
+    HH_DEFRAG_STOP_TIME,         /* max_ns passed */
+    HH_DEFRAG_STOP_WORK,         /* the step's bookkeeping limit (holes passed over) was reached */
+    HH_DEFRAG_STOP_IDLE,         /* the trigger is idle: the heap is tidy enough, nothing looked at */
+    HH_DEFRAG_STOP_OVERSIZE,     /* only blocks larger than max_bytes were left to move */
+    HH_DEFRAG_STOP_ERROR,        /* bad argument (reported) */
+} hh_defrag_stop;
+
 typedef struct hh_defrag_report {
-    uint32_t moves; size_t bytes_moved; uint64_t elapsed_ns;
-    bool     compact;                  /* no hole left below the top free region, pinned blocks aside */
+    uint32_t moves; size_t bytes_moved; uint64_t elapsed_ns;   /* bytes_moved: payload bytes */
+    bool     compact;                  /* no hole left below the top free region, pinned blocks aside (exact
+                                          meaning in the header comment) */
+    hh_defrag_stop stop;               /* why the step ended */
+    size_t   oversize_bytes;           /* payload of the largest block passed over because it exceeds
+                                          max_bytes (0: none); move it with hh_defrag_full or a larger budget */
 } hh_defrag_report;
 
-/* The once-a-frame call: at most max_moves moves (0: no limit). */
+/* ---------------------------------------------------------------------------
+   Steps
+--------------------------------------------------------------------------- */
+/* The once-a-frame call: at most max_moves moves (0: no limit). NULL heap:
+   HH_E_INVALID_ARG, empty report. With HH_HEAP_STRESS_MOVES every movable block
+   moves (budget ignored; see heap.h). */
 HH_API hh_defrag_report hh_defrag_step(hh_heap *heap, uint32_t max_moves);
 /* A step under a full budget (NULL: no limit). */
 HH_API hh_defrag_report hh_defrag_step_ex(hh_heap *heap, const hh_defrag_budget *budget);
-/* Compacts completely (no budget). */
+/* Compacts completely: no budget, no trigger, oversize blocks move too. */
 HH_API hh_defrag_report hh_defrag_full(hh_heap *heap);
+/* Policy for later steps and for allocation-time compaction. Unknown policy:
+   HH_E_INVALID_ARG, policy unchanged. */
 HH_API void             hh_defrag_set_policy(hh_heap *heap, hh_defrag_policy policy);
 HH_API hh_defrag_policy hh_defrag_get_policy(const hh_heap *heap);
 /* Short name of a policy ("auto", "slide", "fill"). */
 HH_API const char      *hh_defrag_policy_str(hh_defrag_policy policy);
+/* Short name of a stop reason ("compact", "moves", ...). */
+HH_API const char      *hh_defrag_stop_str(hh_defrag_stop stop);
 
 /* ---------------------------------------------------------------------------
-   Relocation journal: the moves of the last step (and of any compaction an
-   allocation ran since), readable until the next step begins.
+   Configuration. Zero-initialise; zero fields take the defaults below.
+     deterministic                false  max_ns ignored: the moves of a step depend only on
+                                         the heap and the budget (replays, tests)
+     trigger                      false  hysteresis trigger off: every step works
+     trigger_start_fragmentation  0.10   become active above this 1 - largest/free ...
+     trigger_start_wasted_bytes   64 KiB ... and at least this many free bytes outside the largest block
+     trigger_stop_fragmentation   0.02   become idle below this (or when compact)
+     decommit_retain_bytes        256 KiB  bytes at the start of the top region kept resident
+     decommit_min_bytes           64 KiB   smallest page range worth an madvise
+     no_decommit                  false  true: never give pages back
+   Allocation-time compaction follows the policy and is unaffected by the trigger.
+--------------------------------------------------------------------------- */
+typedef struct hh_defrag_config {
+    bool     deterministic;               /* ignore max_ns */
+    bool     trigger;                     /* steps work only while the hysteresis trigger is active */
+    double   trigger_start_fragmentation; /* 0..1 (1 - largest_free / free_bytes) */
+    size_t   trigger_start_wasted_bytes;  /* free_bytes - largest_free, bytes */
+    double   trigger_stop_fragmentation;  /* 0..1, below the start value */
+    size_t   decommit_retain_bytes;       /* bytes */
+    size_t   decommit_min_bytes;          /* bytes */
+    bool     no_decommit;
+} hh_defrag_config;
+/* Sets the configuration (NULL: all defaults). HH_E_INVALID_ARG (nothing
+   changed) for a NULL heap, a fragmentation outside [0, 1] or a stop value above
+   the start value; HH_E_NO_MEMORY if the service state cannot be allocated. */
+HH_API hh_status hh_defrag_configure(hh_heap *heap, const hh_defrag_config *config);
+/* The resolved configuration (defaults applied). */
+HH_API void      hh_defrag_config_get(const hh_heap *heap, hh_defrag_config *out);
+
+/* ---------------------------------------------------------------------------
+   Metrics: all O(1) or O(log n), cheap enough to read every frame.
+--------------------------------------------------------------------------- */
+typedef struct hh_defrag_metrics {
+    size_t   free_bytes;               /* whole free blocks */
+    size_t   largest_free;             /* largest free block */
+    size_t   top_free_bytes;           /* the top free region (0 if the last block is live) */
+    uint32_t hole_count;               /* free blocks below the top free region */
+    double   fragmentation;            /* 1 - largest_free / free_bytes (as hh_heap_stats) */
+    double   fragmentation_sq;         /* 1 - sum(f^2) / (sum f)^2 over free blocks f: 0 for one
+                                          block, towards 1 for many equal small holes */
+    size_t   debt_bytes;               /* compaction debt: live bytes above the lowest hole */
+    uint64_t frames_to_compact;        /* estimate: steps of N moves to close the holes, N = the
+                                          last step's max_moves (16 before any step, 1 if unlimited) */
+    size_t   pinned_bytes;             /* whole pinned blocks */
+    size_t   blocking_pinned_bytes;    /* pinned blocks right above holes the last scan found unclosable */
+    size_t   stuck_hole_bytes;         /* free bytes of those holes */
+    uint32_t stuck_holes;
+    size_t   decommitted_bytes;        /* top-region bytes currently given back to the OS */
+    bool     trigger_active;           /* hysteresis state (false when the trigger is off) */
+    uint64_t steps, compact_steps, idle_steps;   /* steps run, ended compact, skipped by the trigger */
+    uint64_t moves, bytes_moved;       /* by steps and hh_defrag_full (not allocation-time compaction) */
+} hh_defrag_metrics;
+/* Fills *out. HH_E_INVALID_ARG for NULL arguments. */
+HH_API hh_status hh_defrag_metrics_get(const hh_heap *heap, hh_defrag_metrics *out);
+
+/* ---------------------------------------------------------------------------
+   Relocation journal: the moves of the last step, plus those made since by
+   allocation-time compaction and by hh_resize; readable until the next step
+   (or hh_defrag_full) begins.
 --------------------------------------------------------------------------- */
 typedef struct hh_move_record {
     hh_handle handle;
     size_t    src_offset, dst_offset;  /* block offsets from the managed start */
     size_t    size;                    /* whole block bytes */
 } hh_move_record;
-/* Number of records; *out points at them (valid until the next step). */
+/* Number of records; *out points at them (valid until the next step). If a
+   record could not be stored (metadata allocation failed) the move still
+   happened; the journal is then short. */
 HH_API size_t hh_defrag_journal(const hh_heap *heap, const hh_move_record **out);
 
 #ifdef __cplusplus

@@ -162,6 +162,32 @@ typedef void (*hh_walk_fn)(const hh_block_info *b, void *user);
 /* Calls fn for every block in address order. fn must not mutate the heap. */
 HH_API void      hh_heap_walk(const hh_heap *heap, hh_walk_fn fn, void *user);
 
+/* ---------------------------------------------------------------------------
+   Event hook: one callback per completed heap operation, for tracers and
+   replay tools (see hh_trace in bench/). Called with the heap lock held, after
+   the operation; it must not call back into the heap.
+--------------------------------------------------------------------------- */
+typedef enum hh_heap_event_kind {
+    HH_EV_ALLOC = 1,       /* handle, size (requested), align, tag */
+    HH_EV_FREE,            /* handle */
+    HH_EV_RESIZE,          /* handle, size (new requested size) */
+    HH_EV_PIN,             /* handle */
+    HH_EV_UNPIN,           /* handle */
+    HH_EV_DEFRAG_STEP,     /* max_moves, max_bytes, max_ns of the budget; moves made in `moves` */
+} hh_heap_event_kind;
+typedef struct hh_heap_event {
+    hh_heap_event_kind kind;
+    hh_handle handle;
+    size_t    size, align;
+    uint32_t  tag;
+    uint32_t  max_moves, moves;
+    size_t    max_bytes;
+    uint64_t  max_ns;
+} hh_heap_event;
+typedef void (*hh_heap_event_fn)(const hh_heap_event *e, void *user);
+/* Installs (or with NULL removes) the event hook. Successful operations only. */
+HH_API void hh_heap_set_event_hook(hh_heap *heap, hh_heap_event_fn fn, void *user);
+
 /* Start of the managed range (block offsets are relative to it) and its size. */
 HH_API void     *hh_heap_base(const hh_heap *heap);
 HH_API size_t    hh_heap_managed_bytes(const hh_heap *heap);

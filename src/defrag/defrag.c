@@ -1,89 +1,431 @@
-/* defrag.c -- hh_defrag_step and friends: the policy side of compaction.
+/* defrag.c -- hh_defrag_step and friends: the policy side of compaction
+ * (contract in include/hheap/defrag.h, cursor invariants D1..D3 in
+ * defrag_internal.h).
  *
- * A step is a loop of single moves, each charged to the budget before it is
- * made. SLIDE takes the lowest hole whose upper neighbour can move and slides
- * that neighbour down (Game Engine Architecture's algorithm): the hole rises
- * and merges with the next one. Holes under pinned blocks (or under a block
- * whose alignment leaves no room to go down) are stepped over; finding the next
- * hole is a bitmap search, so a step costs O((moves + holes skipped) log n) and
- * never walks the heap.
+ * A step is a loop over holes, lowest first, starting at the cursor (floor).
+ * For the lowest hole H it picks one move, according to the policy:
+ *   FILL   the highest movable block B, into H if it fits, else into the
+ *          best-fitting free block below B (TLSF lookup);
+ *   AUTO   the block of the window (the HH_DEFRAG_WINDOW highest movable blocks
+ *          above H) that fills H best, i.e. the largest that fits;
+ *   SLIDE  the block right above H, slid down into it;
+ * and falls back in the order fill-window -> slide (AUTO, FILL) or slide ->
+ * fill-window (SLIDE, for holes under pinned blocks). A hole for which none of
+ * these exists is stuck: the floor rises above it and the scan goes on. The
+ * budget is charged before every move; each block examined or hole passed over
+ * costs one unit of `work`, capped for bounded steps, so a step's cost is
+ * proportional to the moves it may make, never to the heap.
  *
- * `compact` in the report: no free block below the top free region could still
- * be closed by a slide (holes under pinned or alignment-stuck blocks aside).
+ * Why AUTO never moves a block twice: every move places a block at the start
+ * of the lowest hole, i.e. below every hole that remains, and the only blocks
+ * that ever move are above the lowest hole. So AUTO's bytes are a subset of
+ * SLIDE's (every live byte above the first hole), and when sizes repeat almost
+ * every move is a top block going straight into a hole below the final
+ * boundary: the lower bound.
+ *
+ * Allocation-time compaction runs the same loop (no budget, no journal reset)
+ * and stops as soon as a free block fits the request; the heap calls it through
+ * heap->compact_hook, installed when this service's state is created.
  */
 #include "defrag_internal.h"
 
+#include <math.h>
+#include <stdlib.h>
+
 #include "../common/hh_error.h"
 #include "../common/hh_meta.h"
+
+/* ---------------------------------------------------------------------------
+   Types
+--------------------------------------------------------------------------- */
+typedef struct step_ctx {
+    hh_heap           *h;
+    struct hhi_defrag *d;             /* may be NULL (state allocation failed) */
+    hh_defrag_policy   policy;
+    size_t             max_moves;     /* 0: none */
+    size_t             max_bytes;     /* 0: none; blocks with more payload are oversize */
+    uint64_t           max_ns;        /* 0: none (always 0 in deterministic mode) */
+    uint64_t           t0;
+    uint64_t           work, work_max;
+    size_t             need_size, need_align;   /* allocation-time: stop once this fits (0: never) */
+    bool               rescanned;     /* this step already restarted from floor 0 */
+    hh_defrag_report   r;
+} step_ctx;
+
+typedef struct move_plan {
+    hhi_block *b;                     /* block to move (NULL: H is stuck) */
+    hhi_block *dst;                   /* free block to move it into */
+    bool       slide;                 /* b is right above dst: slide it down */
+} move_plan;
+
+/* ---------------------------------------------------------------------------
+   Forward declarations
+--------------------------------------------------------------------------- */
+static hhi_block *defrag_compact_for(hh_heap *h, size_t size, size_t align);
 
 /* ---------------------------------------------------------------------------
    State
 --------------------------------------------------------------------------- */
 static void defrag_state_free(struct hhi_defrag *d) { hhi_meta_free(d); }
 
-/* The heap's defrag state, created on first use; NULL if that allocation fails
-   (a step then still runs, it only keeps no history). */
+/* Applies the defaults of hh_defrag_config (the table in defrag.h). */
+static hh_defrag_config config_defaults(const hh_defrag_config *c) {
+    hh_defrag_config r = c ? *c : (hh_defrag_config){0};
+    if (r.trigger_start_fragmentation == 0.0) r.trigger_start_fragmentation = HHI_DEFRAG_START_FRAG;
+    if (r.trigger_start_wasted_bytes == 0) r.trigger_start_wasted_bytes = HHI_DEFRAG_START_WASTED;
+    if (r.trigger_stop_fragmentation == 0.0) r.trigger_stop_fragmentation = HHI_DEFRAG_STOP_FRAG;
+    if (r.decommit_retain_bytes == 0) r.decommit_retain_bytes = HHI_DEFRAG_RETAIN;
+    if (r.decommit_min_bytes == 0) r.decommit_min_bytes = HHI_DEFRAG_DECOMMIT_MIN;
+    return r;
+}
+
+/* The heap's defrag state, created on first use (lock held); NULL if that
+   allocation fails (a step then still runs, it only keeps no cursor). Creating
+   it installs the allocation-time compaction hook. */
 static struct hhi_defrag *defrag_state(hh_heap *h) {
     if (h->defrag == NULL) {
-        h->defrag = hhi_meta_alloc(sizeof *h->defrag);
+        struct hhi_defrag *d = hhi_meta_alloc(sizeof *d);
+        if (d == NULL) return NULL;
+        d->cfg = config_defaults(NULL);
+        d->seen_mutations = h->mutations;
+        h->defrag = d;
         h->defrag_free = defrag_state_free;
+        h->compact_hook = defrag_compact_for;
     }
     return h->defrag;
 }
 
 /* ---------------------------------------------------------------------------
-   SLIDE
+   Small queries
 --------------------------------------------------------------------------- */
-/* The lowest free block at or after f whose upper neighbour can slide into it;
-   NULL if none is left below the top free region. */
-static hhi_block *slidable_hole(const hh_heap *h, hhi_block *f) {
-    while (f) {
-        hhi_block *n = blk_next(h, f);
-        if (n == NULL) return NULL;                          /* f is the top free region */
-        if (blk_pins(n) == 0) {
-            size_t foff = blk_offset(h, f), dst = hh_align_up(foff, blk_align(n));
-            if (dst < blk_offset(h, n)) return f;            /* hh_heap_slide_down can make progress */
-        }
-        f = hhi_heap_free_at_or_after(h, blk_offset(h, n) + blk_size(n));
-    }
-    return NULL;
+static inline bool is_top(const hh_heap *h, const hhi_block *f) { return blk_offset(h, f) + blk_size(f) == h->managed; }
+
+/* Minimal whole size of live block b (its slack can be dropped by a move). */
+static inline size_t blk_need(const hhi_block *b) { return blk_size(b) - (size_t)blk_slack(b) * HHI_GRANULE; }
+
+/* The highest block of the heap below the top free region (any state), or NULL. */
+static hhi_block *highest_block(const hh_heap *h) {
+    hhi_block *t = hhi_heap_top_free(h);
+    if (t) return hhi_heap_block_before(h, t);
+    size_t g = hhi_bitmap_prev(&h->starts, h->managed / HHI_GRANULE - 1);
+    return g == HHI_BM_NONE ? NULL : blk_at(h, granule_off((uint32_t)g));
 }
 
-/* true if the budget allows one more move of `bytes` payload bytes. */
-static bool budget_allows(const hh_defrag_budget *b, const hh_defrag_report *r, size_t bytes, uint64_t t0) {
-    if (b->max_moves && r->moves >= b->max_moves) return false;
-    if (b->max_bytes && r->bytes_moved + bytes > b->max_bytes) return false;
-    if (b->max_ns && hhi_now_ns() - t0 >= b->max_ns) return false;
+/* true if b (live) may move in this step; notes blocks passed over as oversize. */
+static bool movable(step_ctx *c, const hhi_block *b) {
+    if (blk_pins(b)) return false;
+    if (c->max_bytes) {
+        size_t u = blk_usable(c->h, b);
+        if (u > c->max_bytes) {
+            if (u > c->r.oversize_bytes) c->r.oversize_bytes = u;
+            return false;
+        }
+    }
     return true;
 }
 
-static hh_defrag_report defrag_run(hh_heap *h, const hh_defrag_budget *budget) {
-    hh_defrag_report r = {0};
-    uint64_t t0 = hhi_now_ns();
+/* true if a free block fitting size/align exists (allocation-time early stop). */
+static hhi_block *fit_for(const hh_heap *h, size_t size, size_t align) {
+    hhi_block *f = hhi_freelist_find(h, align <= HHI_GRANULE ? size : size + align);
+    if (f && hhi_heap_fits(h, f, size, align, NULL)) return f;
+    f = hhi_heap_top_free(h);                         /* the good-fit rounding may miss the top region */
+    if (f && hhi_heap_fits(h, f, size, align, NULL)) return f;
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------
+   Choosing a move for the lowest hole
+--------------------------------------------------------------------------- */
+/* The window block (highest movable blocks above H, Y excluded) that fills H
+   best: the largest that fits, an exact fit ending the search. NULL if none. */
+static hhi_block *window_best(step_ctx *c, hhi_block *H, const hhi_block *Y) {
+    hh_heap *h = c->h;
+    size_t hoff = blk_offset(h, H), hsize = blk_size(H), best_need = 0;
+    hhi_block *best = NULL;
+    unsigned seen = 0;
+    for (hhi_block *b = highest_block(h); b && blk_offset(h, b) > hoff && seen < HH_DEFRAG_WINDOW;
+         b = hhi_heap_block_before(h, b)) {
+        if (++c->work > c->work_max) break;
+        if (blk_is_free(b) || !movable(c, b)) continue;
+        seen++;
+        if (b == Y) continue;                          /* that one slides, it does not fill */
+        size_t need = blk_need(b);
+        if (need > hsize || need <= best_need || !hhi_heap_fits(h, H, need, blk_align(b), NULL)) continue;
+        best = b;
+        best_need = need;
+        if (hsize - need < HHI_MIN_BLOCK) break;       /* exact (the rest becomes slack) */
+    }
+    return best;
+}
+
+/* FILL's own choice: the highest movable block into H if it fits, else into
+   the best-fitting free block below it. false if neither exists. */
+static bool fill_highest(step_ctx *c, hhi_block *H, const hhi_block *Y, move_plan *mv) {
+    hh_heap *h = c->h;
+    size_t hoff = blk_offset(h, H);
+    for (hhi_block *b = highest_block(h); b && blk_offset(h, b) > hoff; b = hhi_heap_block_before(h, b)) {
+        if (++c->work > c->work_max) return false;
+        if (blk_is_free(b) || !movable(c, b)) continue;
+        if (b == Y) return false;                      /* only the slide candidate is left above H */
+        size_t need = blk_need(b), align = blk_align(b);
+        if (hhi_heap_fits(h, H, need, align, NULL)) {
+            *mv = (move_plan){ .b = b, .dst = H };
+            return true;
+        }
+        hhi_block *f = hhi_freelist_find(h, align <= HHI_GRANULE ? need : need + align);
+        if (f && !is_top(h, f) && blk_offset(h, f) + blk_size(f) <= blk_offset(h, b) &&
+            hhi_heap_fits(h, f, need, align, NULL)) {
+            *mv = (move_plan){ .b = b, .dst = f };
+            return true;
+        }
+        return false;                                  /* the highest block fits nowhere below */
+    }
+    return false;
+}
+
+/* The move that closes (part of) hole H, or mv->b == NULL if H is stuck. */
+static void choose(step_ctx *c, hhi_block *H, move_plan *mv) {
+    hh_heap *h = c->h;
+    hhi_block *Y = blk_next(h, H);                     /* live: free blocks never touch */
+    *mv = (move_plan){0};
+    bool can_slide = false;
+    if (Y && movable(c, Y)) {
+        size_t dst = 0;
+        (void)hhi_heap_fits(h, H, 0, blk_align(Y), &dst);   /* where a slide would put Y */
+        can_slide = dst < blk_offset(h, Y);
+    }
+    if (c->policy == HH_DEFRAG_SLIDE && can_slide) {
+        *mv = (move_plan){ .b = Y, .dst = H, .slide = true };
+        return;
+    }
+    if (c->policy == HH_DEFRAG_FILL && fill_highest(c, H, Y, mv)) return;
+    hhi_block *b = window_best(c, H, Y);
+    if (b) *mv = (move_plan){ .b = b, .dst = H };
+    else if (can_slide) *mv = (move_plan){ .b = Y, .dst = H, .slide = true };
+}
+
+/* ---------------------------------------------------------------------------
+   The step loop
+--------------------------------------------------------------------------- */
+/* Folds the heap's mutations since the last look into the cursor (D1). */
+static void cursor_sync(hh_heap *h, struct hhi_defrag *d) {
+    if (h->mutations == d->seen_mutations) return;
+    if (h->low_mark <= d->floor) {
+        d->floor = 0;
+        d->stuck_bytes = 0;
+        d->stuck_holes = 0;
+        d->blocking_pinned = 0;
+        d->floor_dirty = false;
+    } else if (d->floor > 0) {
+        d->floor_dirty = true;
+    }
+    h->low_mark = SIZE_MAX;
+    d->seen_mutations = h->mutations;
+}
+
+static void cursor_reset(struct hhi_defrag *d) {
+    d->floor = 0;
+    d->stuck_bytes = 0;
+    d->stuck_holes = 0;
+    d->blocking_pinned = 0;
+    d->floor_dirty = false;
+}
+
+/* true if the budget allows moving `bytes` more payload bytes now; else sets the stop reason. */
+static bool budget_allows(step_ctx *c, size_t bytes) {
+    if (c->max_bytes && c->r.bytes_moved + bytes > c->max_bytes) {
+        c->r.stop = HH_DEFRAG_STOP_BYTES;
+        return false;
+    }
+    if (c->max_ns && hhi_now_ns() - c->t0 >= c->max_ns) {
+        c->r.stop = HH_DEFRAG_STOP_TIME;
+        return false;
+    }
+    return true;
+}
+
+/* Runs moves until the budget, the work limit or compactness stops it (lock held). */
+static void run_moves(step_ctx *c) {
+    hh_heap *h = c->h;
+    struct hhi_defrag *d = c->d, scratch = {0};
+    if (d == NULL) d = &scratch;                       /* no state: a cursor for this call only */
+    else cursor_sync(h, d);
+    if (d->known_compact && d->known_mutations == h->mutations) {
+        c->r.compact = true;
+        c->r.stop = HH_DEFRAG_STOP_COMPACT;
+        return;
+    }
+    d->known_compact = false;
+    for (;;) {
+        if (c->max_moves && c->r.moves >= c->max_moves) {
+            c->r.stop = HH_DEFRAG_STOP_MOVES;
+            return;
+        }
+        if (c->need_size && fit_for(h, c->need_size, c->need_align)) return;
+        if (c->work >= c->work_max) {
+            c->r.stop = HH_DEFRAG_STOP_WORK;
+            return;
+        }
+        hhi_block *H = hhi_heap_free_at_or_after(h, d->floor);
+        if (H == NULL || is_top(h, H)) {
+            if (d->floor > 0 && d->floor_dirty && !c->rescanned) {   /* D2: recheck the stuck holes once */
+                cursor_reset(d);
+                c->rescanned = true;
+                continue;
+            }
+            if (c->r.oversize_bytes) {
+                c->r.stop = HH_DEFRAG_STOP_OVERSIZE;
+                d->floor_dirty = true;                 /* those holes are not stuck for a larger budget */
+                return;
+            }
+            c->r.compact = true;
+            c->r.stop = HH_DEFRAG_STOP_COMPACT;
+            d->known_compact = true;
+            d->known_mutations = h->mutations;
+            return;
+        }
+        c->work++;
+        size_t oversize_before = c->r.oversize_bytes;
+        move_plan mv;
+        choose(c, H, &mv);
+        if (c->work > c->work_max) {
+            c->r.stop = HH_DEFRAG_STOP_WORK;
+            return;
+        }
+        if (mv.b == NULL) {                            /* stuck: the cursor rises above it */
+            hhi_block *Y = blk_next(h, H);
+            d->floor = blk_offset(h, H) + blk_size(H);
+            d->stuck_bytes += blk_size(H);
+            d->stuck_holes++;
+            if (Y && blk_pins(Y)) d->blocking_pinned += blk_size(Y);
+            if (c->r.oversize_bytes != oversize_before) d->floor_dirty = true;
+            continue;
+        }
+        size_t bytes = blk_usable(h, mv.b);
+        if (!budget_allows(c, bytes)) return;
+        hhi_block *nb = mv.slide ? hhi_heap_slide_down(h, mv.dst, mv.b) : hhi_heap_move_into(h, mv.b, mv.dst);
+        if (HH_NEVER(nb == NULL)) {                    /* choose() checked the slide can go down */
+            c->r.stop = HH_DEFRAG_STOP_WORK;
+            return;
+        }
+        c->r.moves++;
+        c->r.bytes_moved += bytes;
+        if (d->floor > 0) d->floor_dirty = true;
+    }
+}
+
+static step_ctx ctx_make(hh_heap *h, struct hhi_defrag *d, const hh_defrag_budget *b, bool full) {
+    step_ctx c = { .h = h, .d = d, .policy = h->policy, .t0 = hhi_now_ns(), .work_max = UINT64_MAX };
+    if (!full) {
+        c.max_moves = b->max_moves;
+        c.max_bytes = b->max_bytes;
+        c.max_ns = (d && d->cfg.deterministic) ? 0 : b->max_ns;
+        if (b->max_moves || b->max_bytes || b->max_ns)
+            c.work_max = HHI_DEFRAG_WORK_BASE +
+                         (uint64_t)HHI_DEFRAG_WORK_PER_MOVE * (b->max_moves ? b->max_moves : HHI_DEFRAG_WORK_NO_MOVES);
+    }
+    return c;
+}
+
+/* HH_HEAP_STRESS_MOVES: alternately moves every movable block up into the top
+   free region (so each one's old bytes become no-access) and compacts fully
+   (so each one comes back down). Blocks that do not fit the top region in the
+   up phase stay (a heap more than half full). */
+static void stress_moves(step_ctx *c) {
+    hh_heap *h = c->h;
+    struct hhi_defrag *d = c->d;
+    bool up = d == NULL || d->stress_up;
+    if (d) d->stress_up = !d->stress_up;
+    if (!up) {
+        run_moves(c);
+        return;
+    }
+    hhi_block *t = hhi_heap_top_free(h);
+    size_t end = t ? blk_offset(h, t) : h->managed;
+    for (size_t off = 0; off < end;) {
+        size_t g = hhi_bitmap_next(&h->starts, off / HHI_GRANULE);
+        if (g == HHI_BM_NONE || granule_off((uint32_t)g) >= end) break;
+        hhi_block *b = blk_at(h, granule_off((uint32_t)g));
+        off = blk_offset(h, b) + blk_size(b);
+        if (blk_is_free(b) || blk_pins(b)) continue;
+        t = hhi_heap_top_free(h);
+        if (t == NULL || !hhi_heap_fits(h, t, blk_need(b), blk_align(b), NULL)) continue;
+        size_t bytes = blk_usable(h, b);
+        hhi_heap_move_into(h, b, t);
+        c->r.moves++;
+        c->r.bytes_moved += bytes;
+    }
+    if (c->d) c->d->known_compact = false;
+    c->r.compact = false;
+    c->r.stop = HH_DEFRAG_STOP_WORK;
+}
+
+/* Trigger hysteresis: true if the step should work (lock held). */
+static bool trigger_wants_work(hh_heap *h, struct hhi_defrag *d) {
+    if (d == NULL || !d->cfg.trigger) return true;
+    size_t fb = h->free_bytes, largest = hhi_freelist_largest(h);
+    double frag = fb ? 1.0 - (double)largest / (double)fb : 0.0;
+    if (!d->active) {
+        if (frag > d->cfg.trigger_start_fragmentation && fb - largest >= d->cfg.trigger_start_wasted_bytes)
+            d->active = true;
+    } else if (frag < d->cfg.trigger_stop_fragmentation) {
+        d->active = false;
+    }
+    return d->active;
+}
+
+/* Gives the top region's pages back when it may have grown (lock held). */
+static void maybe_decommit(hh_heap *h, struct hhi_defrag *d, bool moved) {
+    if (d == NULL || d->cfg.no_decommit || getenv("XX_NODC")) return;
+    if (!moved && d->dc_mutations == h->mutations) return;
+    d->dc_mutations = h->mutations;
+    hhi_heap_decommit_top(h, d->cfg.decommit_retain_bytes, d->cfg.decommit_min_bytes);
+}
+
+static hh_defrag_report defrag_run(hh_heap *h, const hh_defrag_budget *budget, bool full) {
     heap_lock(h);
     struct hhi_defrag *d = defrag_state(h);
+    step_ctx c = ctx_make(h, d, budget, full);
     hhi_heap_journal_reset(h);
-    hhi_block *f = slidable_hole(h, hhi_heap_lowest_free(h));
-    while (f) {
-        hhi_block *n = blk_next(h, f);
-        size_t bytes = blk_usable(h, n);
-        if (!budget_allows(budget, &r, bytes, t0)) break;
-        hhi_block *moved = hhi_heap_slide_down(h, f, n);
-        hh_assert(moved != NULL);
-        if (moved == NULL) break;
-        r.moves++;
-        r.bytes_moved += bytes;
-        hhi_block *after = blk_next(h, moved);
-        f = slidable_hole(h, (after && blk_is_free(after)) ? after : hhi_heap_free_at_or_after(h, blk_offset(h, moved)));
+    if (h->flags & HH_HEAP_STRESS_MOVES) {
+        stress_moves(&c);
+    } else if (!full && !trigger_wants_work(h, d)) {
+        c.r.stop = HH_DEFRAG_STOP_IDLE;
+        hhi_block *t = hhi_heap_top_free(h);
+        c.r.compact = (d->known_compact && d->known_mutations == h->mutations) || h->free_blocks <= (t ? 1u : 0u);
+        d->steps_idle++;
+    } else {
+        run_moves(&c);
+        if (d && c.r.compact) d->active = false;
     }
-    r.compact = f == NULL;
+    maybe_decommit(h, d, c.r.moves > 0);
     if (d) {
         d->steps++;
-        d->steps_compact += r.compact;
+        d->steps_compact += c.r.compact;
+        d->moves += c.r.moves;
+        d->bytes_moved += c.r.bytes_moved;
+        if (!full) {
+            d->last_max_moves = budget->max_moves;
+            d->have_stepped = true;
+        }
     }
+    heap_event(h, &(hh_heap_event){ .kind = HH_EV_DEFRAG_STEP, .max_moves = budget->max_moves, .moves = c.r.moves,
+                                   .max_bytes = budget->max_bytes, .max_ns = budget->max_ns });
     heap_unlock(h);
-    r.elapsed_ns = hhi_now_ns() - t0;
-    return r;
+    c.r.elapsed_ns = hhi_now_ns() - c.t0;
+    return c.r;
+}
+
+/* Allocation-time compaction (heap->compact_hook; lock held): the policy's
+   moves, unbudgeted, until a free block fits size/align. The moves join the
+   journal of the last step. NULL if compaction cannot make one. */
+static hhi_block *defrag_compact_for(hh_heap *h, size_t size, size_t align) {
+    struct hhi_defrag *d = h->defrag;
+    step_ctx c = ctx_make(h, d, &(hh_defrag_budget){0}, true);
+    c.need_size = size;
+    c.need_align = align;
+    run_moves(&c);
+    return fit_for(h, size, align);
 }
 
 /* ---------------------------------------------------------------------------
@@ -92,25 +434,25 @@ static hh_defrag_report defrag_run(hh_heap *h, const hh_defrag_budget *budget) {
 hh_defrag_report hh_defrag_step(hh_heap *heap, uint32_t max_moves) {
     if (heap == NULL) {
         hhi_error(HH_E_INVALID_ARG, "hh_defrag_step: heap is NULL");
-        return (hh_defrag_report){0};
+        return (hh_defrag_report){ .stop = HH_DEFRAG_STOP_ERROR };
     }
-    return defrag_run(heap, &(hh_defrag_budget){ .max_moves = max_moves });
+    return defrag_run(heap, &(hh_defrag_budget){ .max_moves = max_moves }, false);
 }
 
 hh_defrag_report hh_defrag_step_ex(hh_heap *heap, const hh_defrag_budget *budget) {
     if (heap == NULL) {
         hhi_error(HH_E_INVALID_ARG, "hh_defrag_step_ex: heap is NULL");
-        return (hh_defrag_report){0};
+        return (hh_defrag_report){ .stop = HH_DEFRAG_STOP_ERROR };
     }
-    return defrag_run(heap, budget ? budget : &(hh_defrag_budget){0});
+    return defrag_run(heap, budget ? budget : &(hh_defrag_budget){0}, false);
 }
 
 hh_defrag_report hh_defrag_full(hh_heap *heap) {
     if (heap == NULL) {
         hhi_error(HH_E_INVALID_ARG, "hh_defrag_full: heap is NULL");
-        return (hh_defrag_report){0};
+        return (hh_defrag_report){ .stop = HH_DEFRAG_STOP_ERROR };
     }
-    return defrag_run(heap, &(hh_defrag_budget){0});
+    return defrag_run(heap, &(hh_defrag_budget){0}, true);
 }
 
 void hh_defrag_set_policy(hh_heap *heap, hh_defrag_policy policy) {
@@ -124,6 +466,7 @@ void hh_defrag_set_policy(hh_heap *heap, hh_defrag_policy policy) {
     }
     heap_lock(heap);
     heap->policy = policy;
+    (void)defrag_state(heap);                         /* installs allocation-time compaction */
     heap_unlock(heap);
 }
 
@@ -136,6 +479,94 @@ const char *hh_defrag_policy_str(hh_defrag_policy policy) {
     case HH_DEFRAG_FILL: return "fill";
     }
     return "unknown";
+}
+
+const char *hh_defrag_stop_str(hh_defrag_stop stop) {
+    static const char *const names[] = {
+        [HH_DEFRAG_STOP_COMPACT] = "compact", [HH_DEFRAG_STOP_MOVES] = "moves",   [HH_DEFRAG_STOP_BYTES] = "bytes",
+        [HH_DEFRAG_STOP_TIME] = "time",       [HH_DEFRAG_STOP_WORK] = "work",     [HH_DEFRAG_STOP_IDLE] = "idle",
+        [HH_DEFRAG_STOP_OVERSIZE] = "oversize", [HH_DEFRAG_STOP_ERROR] = "error",
+    };
+    _Static_assert(HH_ARRAY_LEN(names) == HH_DEFRAG_STOP_ERROR + 1, "stop names out of sync");
+    return (unsigned)stop < HH_ARRAY_LEN(names) ? names[stop] : "unknown";
+}
+
+hh_status hh_defrag_configure(hh_heap *heap, const hh_defrag_config *config) {
+    if (heap == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_defrag_configure: heap is NULL");
+    hh_defrag_config c = config_defaults(config);
+    if (!(c.trigger_start_fragmentation >= 0.0 && c.trigger_start_fragmentation <= 1.0) ||
+        !(c.trigger_stop_fragmentation >= 0.0 && c.trigger_stop_fragmentation <= 1.0))
+        return hhi_error(HH_E_INVALID_ARG, "hh_defrag_configure: fragmentation thresholds must lie in [0, 1]");
+    if (c.trigger_stop_fragmentation > c.trigger_start_fragmentation)
+        return hhi_error(HH_E_INVALID_ARG, "hh_defrag_configure: stop fragmentation %.3f above start %.3f",
+                         c.trigger_stop_fragmentation, c.trigger_start_fragmentation);
+    heap_lock(heap);
+    struct hhi_defrag *d = defrag_state(heap);
+    if (d == NULL) {
+        heap_unlock(heap);
+        return hhi_error(HH_E_NO_MEMORY, "hh_defrag_configure: cannot allocate the defrag state");
+    }
+    d->cfg = c;
+    if (!c.trigger) d->active = false;
+    heap_unlock(heap);
+    return HH_OK;
+}
+
+void hh_defrag_config_get(const hh_heap *heap, hh_defrag_config *out) {
+    if (heap == NULL || out == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_defrag_config_get: NULL argument");
+        return;
+    }
+    heap_lock(heap);
+    *out = heap->defrag ? heap->defrag->cfg : config_defaults(NULL);
+    heap_unlock(heap);
+}
+
+hh_status hh_defrag_metrics_get(const hh_heap *heap, hh_defrag_metrics *out) {
+    if (out == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_defrag_metrics_get: out is NULL");
+    *out = (hh_defrag_metrics){0};
+    if (heap == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_defrag_metrics_get: heap is NULL");
+    const hh_heap *h = heap;
+    heap_lock(h);
+    const struct hhi_defrag *d = h->defrag;
+    hhi_block *t = hhi_heap_top_free(h), *lo = hhi_heap_lowest_free(h);
+    size_t fb = h->free_bytes, largest = hhi_freelist_largest(h), top = t ? blk_size(t) : 0;
+    out->free_bytes = fb;
+    out->largest_free = largest;
+    out->top_free_bytes = top;
+    out->hole_count = h->free_blocks - (t ? 1u : 0u);
+    out->fragmentation = fb ? 1.0 - (double)largest / (double)fb : 0.0;
+    if (fb) {
+        double scaled = ldexp((double)h->free_sumsq, 2 * (int)h->sq_shift);   /* undo the overflow shift */
+        out->fragmentation_sq = 1.0 - scaled / ((double)fb * (double)fb);
+        if (out->fragmentation_sq < 0.0) out->fragmentation_sq = 0.0;
+    }
+    /* Everything below the lowest free block is live, so the live bytes above
+       it are used_bytes less its offset. */
+    out->debt_bytes = (lo && lo != t) ? h->used_bytes - blk_offset(h, lo) : 0;
+    if (out->debt_bytes && h->live_blocks) {
+        size_t holes = fb - top, need = out->debt_bytes < holes ? out->debt_bytes : holes;
+        double avg = (double)h->used_bytes / (double)h->live_blocks;
+        uint64_t moves = (uint64_t)ceil((double)need / avg);
+        uint32_t n = d && d->have_stepped ? d->last_max_moves : HHI_DEFRAG_DEFAULT_N;
+        out->frames_to_compact = n ? (moves + n - 1) / n : 1;
+        if (out->frames_to_compact == 0) out->frames_to_compact = 1;
+    }
+    out->pinned_bytes = h->pinned_bytes;
+    out->decommitted_bytes = h->decommitted;
+    if (d) {
+        out->blocking_pinned_bytes = d->blocking_pinned;
+        out->stuck_hole_bytes = d->stuck_bytes;
+        out->stuck_holes = d->stuck_holes;
+        out->trigger_active = d->cfg.trigger && d->active;
+        out->steps = d->steps;
+        out->compact_steps = d->steps_compact;
+        out->idle_steps = d->steps_idle;
+        out->moves = d->moves;
+        out->bytes_moved = d->bytes_moved;
+    }
+    heap_unlock(h);
+    return HH_OK;
 }
 
 size_t hh_defrag_journal(const hh_heap *heap, const hh_move_record **out) {

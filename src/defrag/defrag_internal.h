@@ -1,16 +1,68 @@
 /* defrag_internal.h -- state of the incremental defragmentation service.
+ *
  * The state hangs off the heap (heap->defrag), created on first use, so two
  * heaps never share a cursor. The mechanism (moving one block) is the heap's
- * (heap_internal.h); this module decides which block goes where and when. */
+ * (heap_internal.h); this module decides which block goes where and when.
+ *
+ * The cursor is `floor`: every hole that starts below it was found unclosable
+ * (D1). It only ever moves up during a scan, so a step never revisits holes it
+ * has passed; it drops back (to the lowest offset a mutation touched, or to 0)
+ * when the heap changes below it. Because a move or a mutation above the floor
+ * can make a stuck hole closable (a new block in the window may fit it),
+ * `floor_dirty` records that, and a scan that reaches the top with the floor
+ * dirty rescans from 0 before it may report `compact` (D2).
+ *
+ * Invariants
+ *   D1  every free block starting below floor (other than the top region) was
+ *       judged unclosable by a scan, and no mutation touched an offset <= floor
+ *       since (heap->low_mark is folded in at the start of every step).
+ *   D2  known_compact implies: the last scan reached the top region with the
+ *       floor clean and moved nothing after, and heap->mutations has not changed
+ *       since (known_mutations).
+ *   D3  stuck_* describe exactly the holes below floor.
+ */
 #ifndef HH_DEFRAG_INTERNAL_H
 #define HH_DEFRAG_INTERNAL_H
 
 #include "hheap/defrag.h"
 #include "../heap/heap_internal.h"
 
+/* Defaults of hh_defrag_config (listed once in defrag.h). */
+#define HHI_DEFRAG_START_FRAG   0.10
+#define HHI_DEFRAG_STOP_FRAG    0.02
+enum {
+    HHI_DEFRAG_START_WASTED = 64 << 10,     /* bytes */
+    HHI_DEFRAG_RETAIN       = 256 << 10,    /* bytes */
+    HHI_DEFRAG_DECOMMIT_MIN = 64 << 10,     /* bytes */
+    HHI_DEFRAG_DEFAULT_N    = 16,           /* moves per frame assumed by the estimate before any step */
+    HHI_DEFRAG_WORK_BASE    = 64,           /* work units of a bounded step, plus ... */
+    HHI_DEFRAG_WORK_PER_MOVE = HH_DEFRAG_WINDOW + 8,   /* ... this many per allowed move */
+    HHI_DEFRAG_WORK_NO_MOVES = 4096,        /* moves assumed when a bounded step has no move limit */
+};
+
 struct hhi_defrag {
-    uint64_t steps;              /* steps run on this heap */
-    uint64_t steps_compact;      /* steps that ended with the heap compact */
+    hh_defrag_config cfg;          /* resolved configuration */
+
+    /* cursor (D1..D3) */
+    size_t   floor;                /* offset: holes starting below it are unclosable */
+    bool     floor_dirty;          /* moves or mutations since those holes were judged */
+    uint64_t seen_mutations;       /* heap->mutations when the cursor was last updated */
+    size_t   stuck_bytes;          /* free bytes of the holes below floor */
+    uint32_t stuck_holes;          /* their number */
+    size_t   blocking_pinned;      /* whole bytes of pinned blocks right above them */
+    bool     known_compact;        /* D2 */
+    uint64_t known_mutations;      /* heap->mutations when known_compact was set */
+
+    /* trigger and pages */
+    bool     active;               /* hysteresis trigger state */
+    uint64_t dc_mutations;         /* heap->mutations at the last decommit check */
+    bool     stress_up;            /* HH_HEAP_STRESS_MOVES: next stress step moves blocks up */
+
+    /* statistics */
+    uint32_t last_max_moves;       /* N of the last step (for the frames estimate) */
+    bool     have_stepped;
+    uint64_t steps, steps_compact, steps_idle;
+    uint64_t moves, bytes_moved;   /* steps and full compactions */
 };
 
 #endif

@@ -128,6 +128,19 @@ static void lead_absorb(hh_heap *h, size_t foff, size_t lead) {
     hhi_bitmap_clear(&h->starts, off_granule(foff));
 }
 
+/* Bytes below offset `upto` of the top free region are about to be written (a
+   block carved from its start, or its new header): the decommitted range no
+   longer reaches below the page boundary above `upto`. */
+static void top_dirty(hh_heap *h, size_t upto) {
+    if (h->dc_lo >= h->managed || upto <= h->dc_lo) return;
+    uintptr_t page = hhi_os_page_size(), a = hh_align_up((uintptr_t)(h->base + upto), page);
+    size_t lo = a - (uintptr_t)h->base;
+    if (lo > h->managed) lo = h->managed;
+    h->decommitted -= HH_MIN(h->decommitted, lo - h->dc_lo);
+    h->dc_lo = lo;
+    if (h->dc_lo >= h->managed) h->decommitted = 0;
+}
+
 /* ---------------------------------------------------------------------------
    Placement
 --------------------------------------------------------------------------- */
@@ -161,6 +174,7 @@ static hhi_block *carve(hh_heap *h, hhi_block *f, size_t bs, size_t align) {
         slack = (unsigned)(tail / HHI_GRANULE);
         tail = 0;
     }
+    if (foff + fsize == h->managed) top_dirty(h, tail ? dst + bs + HHI_HDR : h->managed);
     hhi_freelist_remove(h, f);
     if (lead > 0) hhi_bitmap_clear(&h->starts, off_granule(foff));
 
@@ -337,6 +351,30 @@ hhi_block *hhi_heap_top_free(const hh_heap *h) {
 }
 
 /* ---------------------------------------------------------------------------
+   Returning memory: the top free region's whole pages go back to the OS
+--------------------------------------------------------------------------- */
+size_t hhi_heap_decommit_top(hh_heap *h, size_t retain, size_t min_bytes) {
+    if (h->mapping == NULL) return 0;                 /* the caller's buffer is the caller's */
+    hhi_block *t = hhi_heap_top_free(h);
+    if (t == NULL) return 0;
+    uintptr_t page = hhi_os_page_size(), base = (uintptr_t)h->base;
+    size_t toff = blk_offset(h, t);
+    if (retain > h->managed) return 0;
+    uintptr_t lo = hh_align_up(base + toff + HHI_HDR + retain, page);
+    uintptr_t hi = (base + h->managed - 8) & ~(page - 1);   /* the footer's page stays */
+    uintptr_t done = base + h->dc_lo;
+    if (hi <= lo || done <= lo) return 0;
+    if (done > hi) done = hi;
+    size_t n = (size_t)(done - lo);
+    if (n < min_bytes) return 0;
+    h->decommit_calls++;
+    if (!hhi_os_decommit((void *)lo, n)) return 0;    /* nothing lost: the pages simply stay */
+    h->dc_lo = (size_t)(lo - base);
+    h->decommitted += n;
+    return n;
+}
+
+/* ---------------------------------------------------------------------------
    Compaction for a failed allocation
 --------------------------------------------------------------------------- */
 hhi_block *hhi_heap_compact_for(hh_heap *h, size_t size, size_t align) {
@@ -444,6 +482,8 @@ hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
     h->debug = (d.flags & HH_HEAP_DEBUG) != 0;
     h->guard = h->debug ? HHI_GUARD : 0;
     h->policy = HH_DEFRAG_AUTO;
+    h->low_mark = SIZE_MAX;
+    h->dc_lo = managed;
     while ((managed >> h->sq_shift) >= ((size_t)1 << 31)) h->sq_shift++;   /* keeps the sum of squares < 2^63 */
     hhi_lock_init(&h->lock);
     hhi_freelist_init(h);
@@ -491,7 +531,8 @@ HH_NOINLINE HH_COLD static hhi_block *alloc_find_slow(hh_heap *h, size_t bs, siz
     hhi_block *f = hhi_freelist_find(h, bs + 2 * align);     /* worst-case lead for aligned blocks */
     if (f && hhi_heap_fits(h, f, bs, align, NULL)) return f;
     if (h->free_bytes < bs || (h->flags & HH_HEAP_NO_AUTO_COMPACT)) return NULL;
-    f = hhi_heap_compact_for(h, bs, align);
+    heap_touch(h, 0);                                          /* blocks anywhere may move */
+    f = h->compact_hook ? h->compact_hook(h, bs, align) : hhi_heap_compact_for(h, bs, align);
     if (f) h->compactions++;
     return f;
 }
@@ -528,10 +569,12 @@ static hh_handle heap_alloc(hh_heap *h, size_t size, size_t align, uint32_t tag,
     b->u.live.tag = tag;
     h->used_bytes += blk_size(b);
     h->live_blocks++;
+    heap_touch(h, blk_offset(h, b));
     size_t usable = blk_usable(h, b);
     hh_track_alloc(h, p, usable);
     if (h->debug) memset(p, HH_FILL_ALLOC, usable);
     guard_fill(h, b);
+    heap_event(h, &(hh_heap_event){ .kind = HH_EV_ALLOC, .handle = hd, .size = size, .align = align, .tag = tag });
     heap_unlock(h);
     return hd;
 }
@@ -580,11 +623,13 @@ hh_status hh_free(hh_heap *heap, hh_handle h) {
     size_t off = blk_offset(heap, b), size = blk_size(b), usable = blk_usable(heap, b);
     void *p = blk_payload(b);
     hh_handle_release(&heap->handles, h);
+    heap_touch(heap, blk_prev_free(b) ? blk_offset(heap, blk_prev_free_block(b)) : off);
     heap->used_bytes -= size;
     heap->live_blocks--;
     if (heap->debug) memset(p, HH_FILL_FREED, usable);
     hh_track_free(heap, p, usable);
     region_release(heap, off, size, blk_prev_free(b));
+    heap_event(heap, &(hh_heap_event){ .kind = HH_EV_FREE, .handle = h });
     heap_unlock(heap);
     if (!guard_ok)
         return hhi_error(HH_E_CORRUPT, "hh_free: guard bytes after handle %#llx (%zu usable bytes) were overwritten; block freed",
@@ -603,6 +648,8 @@ static bool resize_in_place(hh_heap *h, hhi_block *b, size_t nbs) {
     if (nbs > avail) return false;
     size_t old_usable = blk_usable(h, b);
     if (n && blk_is_free(n)) {                        /* take the free neighbour in whole, give back the rest */
+        if (blk_offset(h, n) + blk_size(n) == h->managed)     /* growing into the top region */
+            top_dirty(h, avail - nbs < HHI_MIN_BLOCK ? h->managed : off + nbs + 2 * HHI_MIN_BLOCK);
         hhi_freelist_remove(h, n);
         hhi_bitmap_clear(&h->starts, off_granule(off + cur));
     }
@@ -649,7 +696,9 @@ static hhi_block *resize_move(hh_heap *h, hhi_block *b, size_t nbs) {
     hhi_block *f = hhi_freelist_find(h, align <= HHI_GRANULE ? nbs : nbs + align);
     if (f == NULL || !hhi_heap_fits(h, f, nbs, align, NULL)) {
         if (h->free_bytes < nbs || (h->flags & HH_HEAP_NO_AUTO_COMPACT)) return NULL;
-        f = hhi_heap_compact_for(h, nbs, align);    /* may move b itself: find it again through its slot */
+        heap_touch(h, 0);
+        f = h->compact_hook ? h->compact_hook(h, nbs, align)  /* may move b itself: find it again through its slot */
+                            : hhi_heap_compact_for(h, nbs, align);
         if (f == NULL) return NULL;
         h->compactions++;
         b = blk_from_payload(h->handles.slots[slot].ptr);
@@ -692,7 +741,9 @@ hh_status hh_resize(hh_heap *heap, hh_handle h, size_t new_size) {
         return hh_last_error();
     }
     size_t nbs = blk_min_size(heap, new_size);
+    heap_touch(heap, blk_offset(heap, b));
     if (resize_in_place(heap, b, nbs)) {
+        heap_event(heap, &(hh_heap_event){ .kind = HH_EV_RESIZE, .handle = h, .size = new_size });
         heap_unlock(heap);
         return HH_OK;
     }
@@ -708,6 +759,7 @@ hh_status hh_resize(hh_heap *heap, hh_handle h, size_t new_size) {
         return hhi_error(HH_E_NO_MEMORY, "hh_resize: no room for %zu bytes (%zu bytes free); block unchanged", new_size,
                          free_bytes);
     }
+    heap_event(heap, &(hh_heap_event){ .kind = HH_EV_RESIZE, .handle = h, .size = new_size });
     heap_unlock(heap);
     return HH_OK;
 }
@@ -776,6 +828,7 @@ void *hh_pin(hh_heap *heap, hh_handle h) {
         heap->pinned_bytes += blk_size(b);
     }
     void *p = blk_payload(b);
+    heap_event(heap, &(hh_heap_event){ .kind = HH_EV_PIN, .handle = h });
     heap_unlock(heap);
     return p;
 }
@@ -794,12 +847,25 @@ hh_status hh_unpin(hh_heap *heap, hh_handle h) {
         return hhi_error(HH_E_INVALID_ARG, "hh_unpin: handle %#llx is not pinned", (unsigned long long)h.id);
     }
     b->word -= (uint64_t)1 << BLK_PINS_SHIFT;
+    heap_touch(heap, blk_prev_free(b) ? blk_offset(heap, blk_prev_free_block(b)) : blk_offset(heap, b));
     if (pins == 1) {
         heap->pinned_blocks--;
         heap->pinned_bytes -= blk_size(b);
     }
+    heap_event(heap, &(hh_heap_event){ .kind = HH_EV_UNPIN, .handle = h });
     heap_unlock(heap);
     return HH_OK;
+}
+
+void hh_heap_set_event_hook(hh_heap *heap, hh_heap_event_fn fn, void *user) {
+    if (heap == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_heap_set_event_hook: heap is NULL");
+        return;
+    }
+    heap_lock(heap);
+    heap->event_fn = fn;
+    heap->event_user = user;
+    heap_unlock(heap);
 }
 
 void *hh_heap_base(const hh_heap *heap) { return heap ? heap->base : NULL; }

@@ -178,8 +178,22 @@ struct hh_heap {
     uint64_t    total_moves, total_bytes_moved;
     uint64_t    compactions;      /* allocations that had to compact */
 
+    uint64_t    mutations;        /* public mutations (alloc, free, resize, unpin, alloc-time compaction) */
+    size_t      low_mark;         /* lowest block offset a public mutation touched since the defrag
+                                     service last looked (SIZE_MAX: none); lets its cursor survive */
+    size_t      dc_lo;            /* own mapping only: [dc_lo, managed) page range given back to the OS
+                                     and untouched since (managed: nothing); see hhi_heap_decommit_top */
+    size_t      decommitted;      /* bytes currently given back (inside [dc_lo, managed)) */
+    uint64_t    decommit_calls;   /* madvise calls made */
+    /* Compaction for a failed allocation, installed by the defrag service (NULL:
+       the heap's own slide, hhi_heap_compact_for). Lock held; returns a free block
+       that fits size/align, or NULL when no compaction can make one. */
+    hhi_block *(*compact_hook)(hh_heap *h, size_t size, size_t align);
+
     hhi_journal journal;          /* relocation journal */
     hh_defrag_policy policy;      /* set by hh_defrag_set_policy */
+    hh_heap_event_fn event_fn;    /* event hook (tracing), NULL: none */
+    void       *event_user;
     struct hhi_defrag *defrag;    /* defrag module state, created on first use (may be NULL) */
     void      (*defrag_free)(struct hhi_defrag *d);   /* frees it at heap destroy */
 };
@@ -234,6 +248,18 @@ static inline void heap_unlock(const hh_heap *h) {
     if (h->flags & HH_HEAP_THREADSAFE) hhi_lock_release((hhi_lock *)&h->lock);
 }
 
+/* A public mutation touched the block at offset off (lock held): the defrag
+   cursor below off stays valid, anything at or above it must be looked at again. */
+static inline void heap_touch(hh_heap *h, size_t off) {
+    h->mutations++;
+    if (off < h->low_mark) h->low_mark = off;
+}
+
+/* Reports a completed operation to the event hook, if any (lock held). */
+static inline void heap_event(const hh_heap *h, const hh_heap_event *e) {
+    if (h->event_fn) h->event_fn(e, h->event_user);
+}
+
 /* ---------------------------------------------------------------------------
    Free lists (heap_freelist.c). Caller holds the lock.
 --------------------------------------------------------------------------- */
@@ -277,6 +303,12 @@ HH_INTERNAL void hhi_heap_journal_reset(hh_heap *h);
    hole until a free block of `size` bytes at alignment `align` exists or no
    block can move. Returns a fitting free block or NULL. */
 HH_INTERNAL hhi_block *hhi_heap_compact_for(hh_heap *h, size_t size, size_t align);
+/* Gives the whole pages of the top free region back to the OS (own mapping
+   only), keeping the pages of its header and footer and the first `retain`
+   bytes above its header; does nothing unless at least `min_bytes` of pages
+   are newly decommittable. Pages already given back (h->dc_lo) are not redone.
+   Returns the bytes newly decommitted. */
+HH_INTERNAL size_t hhi_heap_decommit_top(hh_heap *h, size_t retain, size_t min_bytes);
 /* Walk-based validity check for hh_assert_expensive (no reporting). */
 HH_INTERNAL bool hhi_heap_is_valid(const hh_heap *h);
 

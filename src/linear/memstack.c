@@ -87,10 +87,17 @@ static bool chunk_push(hh_memstack *ms, size_t need) {
 }
 
 /* Unwinds the stack to (chunk, top): releases every newer chunk and cuts the
-   memcheck pool of `chunk` at top. chunk NULL empties the stack. */
-static void stack_unwind(hh_memstack *ms, hhi_chunk *chunk, uint8_t *top) {
+   memcheck pool of `chunk` at top. chunk NULL empties the stack; with
+   keep_bottom the oldest chunk then stays, empty, so a scope loop on an empty
+   stack (the common hh_memstack_thread pattern) never leaves the fast path. */
+static void stack_unwind(hh_memstack *ms, hhi_chunk *chunk, uint8_t *top, bool keep_bottom) {
     while (ms->chunk != chunk && ms->chunk != NULL) {
         hhi_chunk *c = ms->chunk;
+        if (chunk == NULL && keep_bottom && c->prev == NULL) {
+            chunk = c;
+            top = hhi_chunk_payload(c);
+            break;
+        }
         ms->chunk = c->prev;
         ms->chunk_count--;
         ms->reserved_bytes -= c->size;
@@ -109,7 +116,7 @@ static void stack_unwind(hh_memstack *ms, hhi_chunk *chunk, uint8_t *top) {
 }
 
 static void stack_free_all(hh_memstack *ms) {
-    stack_unwind(ms, NULL, NULL);
+    stack_unwind(ms, NULL, NULL, false);
     if (ms->spare != NULL) {
         hhi_linear_page_put(ms->spare, ms->spare->kind, ms->spare->size);
         ms->spare = NULL;
@@ -306,17 +313,21 @@ hh_status hh_mark_pop(hh_mark *mark) {
         return hhi_error(HH_E_MARK_ORDER, "hh_mark_pop: mark %p is not open (popped twice or never pushed)",
                          (void *)mark);
     hh_memstack *ms = mark->ms;
+    hh_assert_expensive(hh_memstack_check(ms) == HH_OK);
+    if (ms->marks != mark && mark->depth >= ms->mark_count)
+        return hhi_error(HH_E_MARK_ORDER, "hh_mark_pop: mark %p is not open on stack '%s'", (void *)mark, ms->name);
     if (ms->marks != mark)
         return hhi_error(HH_E_MARK_ORDER,
                          "hh_mark_pop: mark at depth %u popped while %u inner mark%s still open on '%s' (LIFO order)",
                          (unsigned)mark->depth, (unsigned)(ms->mark_count - mark->depth),
                          ms->mark_count - mark->depth == 1 ? " is" : "s are", ms->name);
-    stack_unwind(ms, mark->chunk, mark->top);
+    stack_unwind(ms, mark->chunk, (uint8_t *)mark->top, true);
     ms->marks = mark->prev;
     ms->mark_count--;
     mark->ms = NULL;
     mark->magic = 0;
     stack_update_fast_end(ms);
+    hh_assert_expensive(hh_memstack_check(ms) == HH_OK);
     return HH_OK;
 }
 

@@ -40,11 +40,14 @@ struct hh_pool {
     size_t    live_count;
     size_t    peak_count;
     bool      index16;             /* links are 16-bit indices */
+    uint8_t   stride_shift;        /* log2(stride) when stride is a power of two, else 0xFF */
 };
 
 /* ---------------------------------------------------------------------------
    Links (memcpy: elements may be less aligned than a pointer)
 --------------------------------------------------------------------------- */
+static size_t elem_index(const hh_pool *p, size_t off, size_t *rem);
+
 static uint8_t *link_read(const hh_pool *p, uint8_t *e) {
     uint8_t *next;
     if (p->index16) {
@@ -61,7 +64,8 @@ static uint8_t *link_read(const hh_pool *p, uint8_t *e) {
 
 static void link_write(const hh_pool *p, uint8_t *e, uint8_t *next) {
     if (p->index16) {
-        uint16_t i = next == NULL ? (uint16_t)POOL_END16 : (uint16_t)((size_t)(next - p->base) / p->stride);
+        size_t rem;
+        uint16_t i = next == NULL ? (uint16_t)POOL_END16 : (uint16_t)elem_index(p, (size_t)(next - p->base), &rem);
         hh_track_undefined(e, sizeof i);
         memcpy(e, &i, sizeof i);
         hh_track_noaccess(e, sizeof i);
@@ -70,6 +74,16 @@ static void link_write(const hh_pool *p, uint8_t *e, uint8_t *next) {
         memcpy(e, &next, sizeof next);
         hh_track_noaccess(e, sizeof next);
     }
+}
+
+/* Index of the element at byte offset off; *rem gets the offset into it. */
+static size_t elem_index(const hh_pool *p, size_t off, size_t *rem) {
+    if (hh_likely(p->stride_shift != 0xFF)) {  /* shift instead of a division on the hot path */
+        *rem = off & (p->stride - 1);
+        return off >> p->stride_shift;
+    }
+    *rem = off % p->stride;
+    return off / p->stride;
 }
 
 static bool bit_get(const hh_pool *p, size_t i) { return (p->live[i / 64] >> (i % 64)) & 1u; }
@@ -107,7 +121,7 @@ hh_status hh_pool_create(const hh_pool_desc *desc, hh_pool **out) {
     hh_pool *p = hhi_meta_alloc(sizeof *p);
     uint64_t *live = hhi_meta_alloc((desc->capacity + 63) / 64 * sizeof(uint64_t));
     size_t map_bytes = desc->capacity * stride;
-    uint8_t *base = p != NULL && live != NULL ? hhi_os_map(map_bytes, align > 4096 ? align : 0) : NULL;
+    uint8_t *base = p != NULL && live != NULL ? hhi_os_map(map_bytes, 0) /* page-aligned: align <= 4096 */ : NULL;
     if (base == NULL) {
         hhi_meta_free(live);
         hhi_meta_free(p);
@@ -115,7 +129,8 @@ hh_status hh_pool_create(const hh_pool_desc *desc, hh_pool **out) {
                          desc->elem_size);
     }
     *p = (hh_pool){ .base = base, .elem_size = desc->elem_size, .stride = stride, .capacity = desc->capacity,
-                    .map_bytes = map_bytes, .live = live, .index16 = index16 };
+                    .map_bytes = map_bytes, .live = live, .index16 = index16,
+                    .stride_shift = hh_is_pow2(stride) ? (uint8_t)hh_ctz64(stride) : 0xFF };
     hh_track_pool_create(p, base);
     hh_track_noaccess(base, map_bytes);
     *out = p;
@@ -145,8 +160,8 @@ void *hh_pool_alloc(hh_pool *p) {
         hhi_error(HH_E_NO_MEMORY, "hh_pool_alloc: all %zu elements are in use", p->capacity);
         return NULL;
     }
-    size_t i = (size_t)(e - p->base) / p->stride;
-    hh_assert_internal(!bit_get(p, i));
+    size_t rem, i = elem_index(p, (size_t)(e - p->base), &rem);
+    hh_assert_internal(rem == 0 && !bit_get(p, i));
     bit_flip(p, i);
     if (++p->live_count > p->peak_count) p->peak_count = p->live_count;
     hh_track_alloc(p, e, p->elem_size);
@@ -158,9 +173,9 @@ hh_status hh_pool_free(hh_pool *p, void *elem) {
     if (elem == NULL) return HH_OK;
     uint8_t *e = elem;
     size_t off = (size_t)((uintptr_t)e - (uintptr_t)p->base);
-    if ((uintptr_t)e < (uintptr_t)p->base || off >= p->fresh * p->stride || off % p->stride != 0)
+    size_t rem = 0, i = elem_index(p, off, &rem);
+    if ((uintptr_t)e < (uintptr_t)p->base || i >= p->fresh || rem != 0)
         return hhi_error(HH_E_FOREIGN_POINTER, "hh_pool_free: %p is not an element this pool gave out", elem);
-    size_t i = off / p->stride;
     if (!bit_get(p, i)) return hhi_error(HH_E_DOUBLE_FREE, "hh_pool_free: element %zu (%p) is already free", i, elem);
     bit_flip(p, i);
     p->live_count--;

@@ -1,0 +1,367 @@
+/* bench_heap.c -- the relocatable handle heap against same-run baselines
+ * (see bench_util.h for the BENCH line format). Every timed case runs ours and
+ * the baseline alternately (A B A B ...), `bench_reps()` times each.
+ *
+ *   deref_seq            hh_deref of 1M handles in allocation order, reading 8 bytes
+ *                        of each object, vs a raw pointer to the same object;
+ *                        ns per access (goal <= 1.2x)
+ *   deref_shuffled       the same in one random order shared by both sides (goal <= 1.8x)
+ *   deref_call_seq       the exported function (hh_deref) instead of the inline macro
+ *   alloc_free_churn     10,000 live slots; each op frees a random slot and refills
+ *                        it with a size from a game-object mix (16 B .. 8 KiB);
+ *                        hh_alloc + hh_free vs malloc + free on the same size and slot
+ *                        sequence; ns per alloc+free pair (goal <= 1.0x)
+ *   alloc_free_batch     10,000 allocations of the mix, then free all in random order
+ *   alloc_free_64B_lifo  alloc 64 B, touch, free at once: the fast paths alone
+ *   mem_*                100,000 live blocks of the mix (or of 32 B):
+ *     mem_overhead_<mix>   bytes per live block beyond the usable payload: block header,
+ *                          padding, handle slot and the heap's own metadata
+ *                          (hh_heap_overhead_bytes) vs glibc's chunk overhead (mallinfo2)
+ *     mem_rounding_<mix>   usable minus requested bytes per block (hh_size vs
+ *                          malloc_usable_size)
+ *     mem_total_<mix>      every byte the allocator holds for the blocks, per block
+ *
+ * QUICK=1: 256K objects for deref, fewer ops, 3 repetitions.
+ */
+#define _GNU_SOURCE 1   /* malloc_usable_size, mallinfo2 */
+#include <malloc.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hheap.h"
+#include "bench_util.h"
+
+#if defined(__GNUC__) || defined(__clang__)
+#  define BENCH_NOINLINE __attribute__((noinline))
+#else
+#  define BENCH_NOINLINE
+#endif
+
+static volatile uint64_t sink;
+
+/* ---------------------------------------------------------------------------
+   Helpers
+--------------------------------------------------------------------------- */
+typedef struct rng { uint64_t s; } rng;
+static uint64_t rng_next(rng *r) {
+    uint64_t x = r->s;
+    x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
+    r->s = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+static uint32_t rng_below(rng *r, uint32_t n) { return (uint32_t)(rng_next(r) % n); }
+
+/* Game-object size mix: 70% 16..128 B, 25% 129..1024 B, 5% 1..8 KiB. */
+static size_t mix_size(rng *r) {
+    uint32_t k = rng_below(r, 100);
+    if (k < 70) return 16 + rng_below(r, 113);
+    if (k < 95) return 129 + rng_below(r, 896);
+    return 1025 + rng_below(r, 7168);
+}
+
+static void shuffle_u32(uint32_t *v, size_t n, rng *r) {
+    for (size_t i = n - 1; i > 0; i--) {
+        size_t j = rng_below(r, (uint32_t)(i + 1));
+        uint32_t t = v[i]; v[i] = v[j]; v[j] = t;
+    }
+}
+
+static void *xmalloc(size_t n) {
+    void *p = malloc(n);
+    if (!p) { fprintf(stderr, "bench_heap: out of memory (%zu bytes)\n", n); exit(1); }
+    return p;
+}
+
+static hh_heap *heap_make(size_t capacity, uint32_t max_handles) {
+    hh_heap *h = NULL;
+    hh_status s = hh_heap_create(&(hh_heap_desc){ .capacity = capacity, .max_handles = max_handles }, &h);
+    if (s != HH_OK) { fprintf(stderr, "bench_heap: hh_heap_create: %s\n", hh_status_str(s)); exit(1); }
+    return h;
+}
+
+static void print_single(const char *name, const char *unit, double ours, const char *base_name, double base) {
+    bench_summary a = { ours, ours, ours }, b = { base, base, base };
+    bench_print("heap", name, unit, a, base_name, b);
+}
+
+/* ---------------------------------------------------------------------------
+   Deref: handles vs raw pointers to the very same objects
+--------------------------------------------------------------------------- */
+typedef struct deref_ctx {
+    hh_heap         *heap;
+    const hh_handle *hs;       /* handles in visiting order */
+    uint64_t *const *ps;       /* raw pointers in the same order */
+    size_t           n;
+    int              passes;
+} deref_ctx;
+
+static BENCH_NOINLINE double deref_inline_run(void *arg) {
+    const deref_ctx *c = arg;
+    uint64_t sum = 0, t0 = bench_now_ns();
+    for (int p = 0; p < c->passes; p++)
+        for (size_t i = 0; i < c->n; i++) sum += *(const uint64_t *)hh_deref(c->heap, c->hs[i]);
+    uint64_t dt = bench_now_ns() - t0;
+    sink += sum;
+    return (double)dt / ((double)c->n * c->passes);
+}
+
+static BENCH_NOINLINE double deref_call_run(void *arg) {
+    const deref_ctx *c = arg;
+    uint64_t sum = 0, t0 = bench_now_ns();
+    for (int p = 0; p < c->passes; p++)
+        for (size_t i = 0; i < c->n; i++) sum += *(const uint64_t *)(hh_deref)(c->heap, c->hs[i]);
+    uint64_t dt = bench_now_ns() - t0;
+    sink += sum;
+    return (double)dt / ((double)c->n * c->passes);
+}
+
+static BENCH_NOINLINE double deref_raw_run(void *arg) {
+    const deref_ctx *c = arg;
+    uint64_t sum = 0, t0 = bench_now_ns();
+    for (int p = 0; p < c->passes; p++)
+        for (size_t i = 0; i < c->n; i++) sum += *c->ps[i];
+    uint64_t dt = bench_now_ns() - t0;
+    sink += sum;
+    return (double)dt / ((double)c->n * c->passes);
+}
+
+static void bench_deref(size_t n, int reps) {
+    enum { OBJ_BYTES = 32 };
+    hh_heap *heap = heap_make(n * 64 + (4u << 20), (uint32_t)(n + 1024));
+    hh_handle *hs = xmalloc(n * sizeof *hs), *hs2 = xmalloc(n * sizeof *hs2);
+    uint64_t **ps = xmalloc(n * sizeof *ps), **ps2 = xmalloc(n * sizeof *ps2);
+    uint32_t *perm = xmalloc(n * sizeof *perm);
+    for (size_t i = 0; i < n; i++) {
+        hs[i] = hh_alloc(heap, OBJ_BYTES);
+        if (hh_is_null(hs[i])) { fprintf(stderr, "bench_heap: hh_alloc failed at %zu\n", i); exit(1); }
+        ps[i] = hh_deref(heap, hs[i]);
+        memset(ps[i], 0, OBJ_BYTES);
+        *ps[i] = i;
+        perm[i] = (uint32_t)i;
+    }
+    rng r = { 0x5EEDull };
+    shuffle_u32(perm, n, &r);
+    for (size_t i = 0; i < n; i++) {
+        hs2[i] = hs[perm[i]];
+        ps2[i] = ps[perm[i]];
+    }
+    deref_ctx seq = { heap, hs, (uint64_t *const *)ps, n, 20 };
+    deref_ctx shuf = { heap, hs2, (uint64_t *const *)ps2, n, 3 };
+    deref_inline_run(&seq); deref_raw_run(&seq);             /* warm the caches and TLB */
+    bench_pair("heap", "deref_seq", "ns/op", deref_inline_run, "raw_ptr", deref_raw_run, &seq, reps);
+    bench_pair("heap", "deref_shuffled", "ns/op", deref_inline_run, "raw_ptr", deref_raw_run, &shuf, reps);
+    bench_pair("heap", "deref_call_seq", "ns/op", deref_call_run, "raw_ptr", deref_raw_run, &seq, reps);
+    printf("heap: deref over %zu objects of %d B (%.1f MiB of blocks, %.1f MiB of handle slots)\n", n, OBJ_BYTES,
+           (double)n * (OBJ_BYTES + HH_HEAP_HEADER_BYTES) / 1048576.0, (double)n * sizeof(hh_handle_slot) / 1048576.0);
+    free(perm); free(ps2); free(ps); free(hs2); free(hs);
+    hh_heap_destroy(heap);
+}
+
+/* ---------------------------------------------------------------------------
+   Allocation: one op sequence, replayed on hh_alloc/hh_free and malloc/free
+--------------------------------------------------------------------------- */
+typedef struct churn_ctx {
+    size_t    slots;           /* live slots */
+    size_t    ops;             /* timed ops */
+    uint32_t *slot_seq;        /* [ops] slot each op refills */
+    size_t   *size_seq;        /* [slots + ops] sizes: prefill, then one per op */
+    hh_handle *hs;             /* [slots] */
+    void    **ps;              /* [slots] */
+    size_t    capacity;
+} churn_ctx;
+
+static BENCH_NOINLINE double churn_hheap(void *arg) {
+    churn_ctx *c = arg;
+    hh_heap *heap = heap_make(c->capacity, 0);
+    for (size_t i = 0; i < c->slots; i++) {
+        c->hs[i] = hh_alloc(heap, c->size_seq[i]);
+        *(uint64_t *)hh_deref(heap, c->hs[i]) = i;
+    }
+    uint64_t t0 = bench_now_ns();
+    for (size_t i = 0; i < c->ops; i++) {
+        uint32_t s = c->slot_seq[i];
+        hh_free(heap, c->hs[s]);
+        hh_handle h = hh_alloc(heap, c->size_seq[c->slots + i]);
+        *(uint64_t *)hh_deref(heap, h) = i;
+        c->hs[s] = h;
+    }
+    uint64_t dt = bench_now_ns() - t0;
+    hh_heap_destroy(heap);
+    return (double)dt / (double)c->ops;
+}
+
+static BENCH_NOINLINE double churn_malloc(void *arg) {
+    churn_ctx *c = arg;
+    for (size_t i = 0; i < c->slots; i++) {
+        c->ps[i] = malloc(c->size_seq[i]);
+        *(uint64_t *)c->ps[i] = i;
+    }
+    uint64_t t0 = bench_now_ns();
+    for (size_t i = 0; i < c->ops; i++) {
+        uint32_t s = c->slot_seq[i];
+        free(c->ps[s]);
+        void *p = malloc(c->size_seq[c->slots + i]);
+        *(uint64_t *)p = i;
+        c->ps[s] = p;
+    }
+    uint64_t dt = bench_now_ns() - t0;
+    for (size_t i = 0; i < c->slots; i++) free(c->ps[i]);
+    return (double)dt / (double)c->ops;
+}
+
+/* Batch: allocate all slots (timed), then free them in the order of slot_seq
+   (a permutation of 0..slots-1, timed); `ops` rounds. */
+static BENCH_NOINLINE double batch_hheap(void *arg) {
+    churn_ctx *c = arg;
+    hh_heap *heap = heap_make(c->capacity, 0);
+    uint64_t t0 = bench_now_ns();
+    for (size_t r = 0; r < c->ops; r++) {
+        for (size_t i = 0; i < c->slots; i++) {
+            c->hs[i] = hh_alloc(heap, c->size_seq[i]);
+            *(uint64_t *)hh_deref(heap, c->hs[i]) = i;
+        }
+        for (size_t i = 0; i < c->slots; i++) hh_free(heap, c->hs[c->slot_seq[i]]);
+    }
+    uint64_t dt = bench_now_ns() - t0;
+    hh_heap_destroy(heap);
+    return (double)dt / (double)(c->ops * c->slots);
+}
+
+static BENCH_NOINLINE double batch_malloc(void *arg) {
+    churn_ctx *c = arg;
+    uint64_t t0 = bench_now_ns();
+    for (size_t r = 0; r < c->ops; r++) {
+        for (size_t i = 0; i < c->slots; i++) {
+            c->ps[i] = malloc(c->size_seq[i]);
+            *(uint64_t *)c->ps[i] = i;
+        }
+        for (size_t i = 0; i < c->slots; i++) free(c->ps[c->slot_seq[i]]);
+    }
+    uint64_t dt = bench_now_ns() - t0;
+    return (double)dt / (double)(c->ops * c->slots);
+}
+
+/* LIFO: alloc 64 B, write it, free it, `ops` times. */
+static BENCH_NOINLINE double lifo_hheap(void *arg) {
+    churn_ctx *c = arg;
+    hh_heap *heap = heap_make(c->capacity, 0);
+    uint64_t t0 = bench_now_ns();
+    for (size_t i = 0; i < c->ops; i++) {
+        hh_handle h = hh_alloc(heap, 64);
+        *(volatile uint64_t *)hh_deref(heap, h) = i;
+        hh_free(heap, h);
+    }
+    uint64_t dt = bench_now_ns() - t0;
+    hh_heap_destroy(heap);
+    return (double)dt / (double)c->ops;
+}
+
+static BENCH_NOINLINE double lifo_malloc(void *arg) {
+    churn_ctx *c = arg;
+    uint64_t t0 = bench_now_ns();
+    for (size_t i = 0; i < c->ops; i++) {
+        void *p = malloc(64);
+        *(volatile uint64_t *)p = i;
+        free(p);
+    }
+    uint64_t dt = bench_now_ns() - t0;
+    return (double)dt / (double)c->ops;
+}
+
+static void bench_alloc(size_t ops, int reps) {
+    enum { SLOTS = 10000 };
+    churn_ctx c = { .slots = SLOTS, .ops = ops, .capacity = 64u << 20 };
+    c.slot_seq = xmalloc((ops > SLOTS ? ops : SLOTS) * sizeof *c.slot_seq);
+    c.size_seq = xmalloc((SLOTS + ops) * sizeof *c.size_seq);
+    c.hs = xmalloc(SLOTS * sizeof *c.hs);
+    c.ps = xmalloc(SLOTS * sizeof *c.ps);
+    rng r = { 0xA110Cull };
+    for (size_t i = 0; i < SLOTS + ops; i++) c.size_seq[i] = mix_size(&r);
+    for (size_t i = 0; i < ops; i++) c.slot_seq[i] = rng_below(&r, SLOTS);
+    bench_pair("heap", "alloc_free_churn", "ns/op", churn_hheap, "glibc", churn_malloc, &c, reps);
+
+    for (uint32_t i = 0; i < SLOTS; i++) c.slot_seq[i] = i;
+    shuffle_u32(c.slot_seq, SLOTS, &r);
+    churn_ctx b = c;
+    b.ops = ops / SLOTS > 4 ? ops / SLOTS / 4 : 1;          /* rounds */
+    bench_pair("heap", "alloc_free_batch", "ns/op", batch_hheap, "glibc", batch_malloc, &b, reps);
+
+    churn_ctx l = c;
+    l.ops = ops * 4;
+    l.capacity = 1u << 20;
+    bench_pair("heap", "alloc_free_64B_lifo", "ns/op", lifo_hheap, "glibc", lifo_malloc, &l, reps);
+    printf("heap: alloc/free mix 70%% 16-128 B, 25%% 129-1024 B, 5%% 1-8 KiB; churn %zu ops over %d live slots\n", ops,
+           (int)SLOTS);
+    free(c.ps); free(c.hs); free(c.size_seq); free(c.slot_seq);
+}
+
+/* ---------------------------------------------------------------------------
+   Memory: overhead and rounding per live block (deterministic, one run)
+--------------------------------------------------------------------------- */
+static void bench_memory(const char *mix, size_t n, size_t fixed) {
+    rng r = { 0x3E3Full };
+    size_t *req = xmalloc(n * sizeof *req);
+    for (size_t i = 0; i < n; i++) req[i] = fixed ? fixed : mix_size(&r);
+
+    /* A heap sized for its load (whole blocks + 25% + 1 MiB): the heap's bitmaps
+       scale with capacity, so an oversized heap would inflate the per-block figure. */
+    size_t whole = 0;
+    for (size_t i = 0; i < n; i++) whole += ((req[i] + 15) & ~(size_t)15) + HH_HEAP_HEADER_BYTES;
+    hh_heap *heap = heap_make(whole + whole / 4 + (1u << 20), (uint32_t)(n + 64));
+    hh_handle *hs = xmalloc(n * sizeof *hs);
+    size_t req_total = 0, ours_usable = 0;
+    for (size_t i = 0; i < n; i++) {
+        hs[i] = hh_alloc(heap, req[i]);
+        if (hh_is_null(hs[i])) { fprintf(stderr, "bench_heap: memory case: hh_alloc failed\n"); exit(1); }
+        req_total += req[i];
+        ours_usable += hh_size(heap, hs[i]);
+    }
+    hh_heap_stats st;
+    hh_heap_stats_get(heap, &st);
+    size_t meta = hh_heap_overhead_bytes(heap);
+    double ours_overhead = ((double)st.used_bytes - (double)ours_usable + (double)meta) / (double)n;
+    double ours_round = ((double)ours_usable - (double)req_total) / (double)n;
+    double ours_total = ((double)st.used_bytes + (double)meta) / (double)n;
+
+    void **ps = xmalloc(n * sizeof *ps);
+    struct mallinfo2 before = mallinfo2();
+    size_t glibc_usable = 0;
+    for (size_t i = 0; i < n; i++) {
+        ps[i] = malloc(req[i]);
+        glibc_usable += malloc_usable_size(ps[i]);
+    }
+    struct mallinfo2 after = mallinfo2();
+    double held = (double)(after.uordblks - before.uordblks) + (double)(after.hblkhd - before.hblkhd);
+    double glibc_overhead = (held - (double)glibc_usable) / (double)n;
+    double glibc_round = ((double)glibc_usable - (double)req_total) / (double)n;
+    double glibc_total = held / (double)n;
+
+    char name[64];
+    snprintf(name, sizeof name, "mem_overhead_%s", mix);
+    print_single(name, "bytes/block", ours_overhead, "glibc", glibc_overhead);
+    snprintf(name, sizeof name, "mem_rounding_%s", mix);
+    print_single(name, "bytes/block", ours_round, "glibc", glibc_round);
+    snprintf(name, sizeof name, "mem_total_%s", mix);
+    print_single(name, "bytes/block", ours_total, "glibc", glibc_total);
+    printf("heap: %s: %zu blocks, %.1f requested B/block; hheap: %u B header + %zu B slot per block, "
+           "metadata outside the range %zu B (%.2f B/block) for a %.1f MiB heap\n",
+           mix, n, (double)req_total / (double)n, (unsigned)HH_HEAP_HEADER_BYTES, sizeof(hh_handle_slot), meta,
+           (double)meta / (double)n, (double)st.capacity / 1048576.0);
+
+    for (size_t i = 0; i < n; i++) free(ps[i]);
+    free(ps);
+    free(hs);
+    hh_heap_destroy(heap);
+    free(req);
+}
+
+int main(void) {
+    int quick = bench_quick(), reps = bench_reps();
+    bench_deref(quick ? 256u * 1024 : 1024u * 1024, reps);
+    bench_alloc(quick ? 200000 : 1000000, reps);
+    bench_memory("mix", 100000, 0);
+    bench_memory("32B", 100000, 32);
+    return 0;
+}

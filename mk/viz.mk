@@ -1,0 +1,88 @@
+# mk/viz.mk -- heap-map pictures: hh-viz, hh-demo, the demo target and its checks.
+#
+#   make build/hh-viz build/hh-demo   the tools (part of `make`)
+#   make demo            installs what is missing (make deps), runs hh-demo with its
+#                        defaults and writes everything under out/demo/:
+#                        demo.hhmap, frames/frame_NNNNNN.png, timeline.png, plot.png, index.html
+#   make check-demo      (part of `make check`) a short demo under memcheck-free timing,
+#                        its outputs verified, plus the render test (known colours at
+#                        known pixels) and hh-viz on damaged dumps
+#   make check-flipbook  index.html in headless Chromium: the script runs and the
+#                        screenshot shows the frame (installs chromium-headless-shell)
+#
+# cairo is linked only into the tools, never into libhheap.
+
+ALL_EXTRA    += $(BUILD)/hh-viz $(BUILD)/hh-demo
+INSTALL_BINS += $(BUILD)/hh-viz $(BUILD)/hh-demo
+CHECK_EXTRA  += check-demo
+DEPS_PKGS    += libcairo2-dev libpng-dev zlib1g-dev fonts-dejavu-core
+CLEAN_EXTRA  += out/demo out/check-demo out/check-flipbook
+
+VIZ_CAIRO   = $(shell pkg-config --libs cairo libpng zlib 2>/dev/null || echo -lcairo -lpng -lz)
+VIZ_CFLAGS  = $(WARN) $(CFLAGS) -pthread $(shell pkg-config --cflags cairo libpng zlib 2>/dev/null)
+VIZ_COMMON  := viz/viz_draw.c viz/viz_render.c viz/viz_html.c viz/viz_png.c
+VIZ_HEADERS := viz/viz_draw.h viz/viz_render.h $(wildcard include/hheap/*.h) include/hheap.h
+
+$(BUILD)/hh-viz: viz/hh_viz.c $(VIZ_COMMON) $(VIZ_HEADERS) $(BUILD)/libhheap.a
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo '  LD      $@')
+	$(Q)$(CC) $(CPPFLAGS) $(VIZ_CFLAGS) -o $@ viz/hh_viz.c $(VIZ_COMMON) $(BUILD)/libhheap.a $(VIZ_CAIRO) $(LDLIBS)
+
+$(BUILD)/hh-demo: viz/hh_demo.c $(VIZ_COMMON) $(VIZ_HEADERS) $(BUILD)/libhheap.a
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo '  LD      $@')
+	$(Q)$(CC) $(CPPFLAGS) $(VIZ_CFLAGS) -o $@ viz/hh_demo.c $(VIZ_COMMON) $(BUILD)/libhheap.a $(VIZ_CAIRO) $(LDLIBS)
+
+# The render test: draws a small dump and checks sizes and colours at known pixels.
+$(BUILD)/test/viz_render_test: viz/viz_render_test.c $(VIZ_COMMON) $(VIZ_HEADERS) $(BUILD)/libhheap.a
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CPPFLAGS) $(VIZ_CFLAGS) -Werror -o $@ viz/viz_render_test.c $(VIZ_COMMON) $(BUILD)/libhheap.a $(VIZ_CAIRO) $(LDLIBS)
+
+.PHONY: demo check-demo check-flipbook
+demo: deps $(BUILD)/hh-demo $(BUILD)/hh-viz
+	@rm -rf out/demo/frames
+	$(BUILD)/hh-demo --out out/demo
+
+# CI-sized: 60 frames on a small heap, every output verified.
+check-demo: $(BUILD)/hh-demo $(BUILD)/hh-viz $(BUILD)/test/viz_render_test
+	@echo "== viz: render test, short demo, hh-viz on its dump and on damaged dumps"
+	@$(BUILD)/test/viz_render_test
+	@rm -rf out/check-demo && $(BUILD)/hh-demo --frames 60 --heap-mib 2 --moves 8 --seed 7 --out out/check-demo --quiet > out/check-demo.log 2>&1 \
+	  || { cat out/check-demo.log; echo "check-demo: hh-demo failed"; exit 1; }
+	@for f in out/check-demo/demo.hhmap out/check-demo/timeline.png out/check-demo/plot.png out/check-demo/index.html \
+	          out/check-demo/frames/frame_000000.png out/check-demo/frames/frame_000059.png; do \
+	  [ -s $$f ] || { echo "check-demo: missing $$f"; exit 1; }; done
+	@n=$$(ls out/check-demo/frames | wc -l); [ $$n -eq 60 ] || { echo "check-demo: $$n frame pictures, want 60"; exit 1; }
+	@grep -q 'frames/frame_' out/check-demo/index.html && grep -c '^\[' out/check-demo/index.html | grep -qx 60 \
+	  || { echo "check-demo: index.html lacks its 60 frames"; exit 1; }
+	@grep -q "defrag moves" out/check-demo.log || { cat out/check-demo.log; echo "check-demo: no summary table"; exit 1; }
+	@$(BUILD)/hh-viz --quiet --no-progress --every 10 --frames 10:40 --width 640 --out out/check-demo/sub out/check-demo/demo.hhmap
+	@n=$$(ls out/check-demo/sub/frames | wc -l); [ $$n -eq 4 ] || { echo "check-demo: --every 10 --frames 10:40 drew $$n, want 4"; exit 1; }
+	@head -c 5000 out/check-demo/demo.hhmap > out/check-demo/cut.hhmap; \
+	  $(BUILD)/hh-viz --quiet --no-frames --out out/check-demo/cut out/check-demo/cut.hhmap 2> out/check-demo/cut.err; \
+	  grep -q "truncated" out/check-demo/cut.err || { cat out/check-demo/cut.err; echo "check-demo: truncation not reported"; exit 1; }
+	@printf 'not a dump' > out/check-demo/bad.hhmap; \
+	  if $(BUILD)/hh-viz --quiet --out out/check-demo/bad out/check-demo/bad.hhmap 2> out/check-demo/bad.err; then \
+	    echo "check-demo: hh-viz accepted garbage"; exit 1; fi; grep -q "not a .hhmap file" out/check-demo/bad.err \
+	  || { cat out/check-demo/bad.err; echo "check-demo: bad magic not reported"; exit 1; }
+	@echo "  demo: 60 frames checked, dump + $$(ls out/check-demo/frames | wc -l) pictures + timeline + plot + index.html"
+
+# Headless Chromium: the flipbook's script must run (the DOM shows the asked
+# frame's numbers) and the screenshot must show the frame picture.
+FLIPBOOK_BROWSER = $(firstword $(shell command -v chromium-headless-shell chromium chromium-browser google-chrome 2>/dev/null))
+check-flipbook: $(BUILD)/hh-demo $(BUILD)/test/viz_render_test
+	@command -v chromium-headless-shell >/dev/null 2>&1 || command -v chromium >/dev/null 2>&1 || \
+	  $(MAKE) --no-print-directory deps DEPS_PKGS=chromium-headless-shell
+	@echo "== viz: index.html in headless Chromium"
+	@rm -rf out/check-flipbook && $(BUILD)/hh-demo --frames 30 --heap-mib 2 --seed 3 --out out/check-flipbook --quiet >/dev/null
+	@b=$$(command -v chromium-headless-shell || command -v chromium); url="file://$$(readlink -f out/check-flipbook/index.html)#frame=17"; \
+	  timeout 60 $$b --no-sandbox --disable-gpu --allow-file-access-from-files --virtual-time-budget=3000 --dump-dom "$$url" \
+	    > out/check-flipbook/dom.html 2>out/check-flipbook/chromium.log; \
+	  grep -q 'data-frame="17"' out/check-flipbook/dom.html && grep -q 'frames/frame_000017.png' out/check-flipbook/dom.html \
+	    && grep -q 'fragmentation (largest free)' out/check-flipbook/dom.html \
+	    || { tail -5 out/check-flipbook/chromium.log; echo "check-flipbook: the script did not show frame 17"; exit 1; }; \
+	  timeout 60 $$b --no-sandbox --disable-gpu --allow-file-access-from-files --virtual-time-budget=3000 --hide-scrollbars \
+	    --window-size=1280,1000 --screenshot=$$(readlink -f out/check-flipbook)/shot.png "$$url" >>out/check-flipbook/chromium.log 2>&1; \
+	  $(BUILD)/test/viz_render_test --probe-screenshot out/check-flipbook/shot.png \
+	    || { echo "check-flipbook: the screenshot does not show the heap map"; exit 1; }
+	@echo "  flipbook: script ran (frame 17 shown), screenshot shows the heap map"

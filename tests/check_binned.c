@@ -1,0 +1,716 @@
+/* check_binned.c -- binned small-block allocator (include/hheap/binned.h). */
+#include "hheap/binned.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../src/binned/binned_internal.h"
+#include "test_util.h"
+
+static void setup(void) {
+    hh_test_capture_errors();
+    hh_test_fail_after(-1);
+}
+static void teardown(void) {
+    hh_test_fail_after(-1);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    hh_set_error_handler(NULL, NULL);
+}
+
+static uint64_t live_small(void) {
+    hh_binned_stats s;
+    hh_binned_stats_get(&s);
+    return s.small_live_blocks;
+}
+
+/* Allocates, checks alignment/usable size, fills, verifies, frees. */
+static void roundtrip(size_t size, size_t align, uint64_t key) {
+    void *p = align ? hh_bmemalign(align, size) : hh_bmalloc(size);
+    ck_assert_msg(p != NULL, "size %zu align %zu failed", size, align);
+    ck_assert_uint_eq((uintptr_t)p % (align > 16 ? align : 16), 0);
+    size_t u = hh_busable(p);
+    ck_assert_uint_ge(u, size);
+    hh_test_fill(p, u, key);
+    ck_assert_int_eq(hh_test_verify(p, u, key), -1);
+    hh_bfree(p);
+}
+
+/* ---------------------------------------------------------------------------
+   Size classes
+--------------------------------------------------------------------------- */
+START_TEST(class_table_matches_rule) {
+    for (size_t size = 0; size <= HH_BINNED_SMALL_MAX; size++) {
+        int c = hh_binned_class_of(size);
+        ck_assert_int_ge(c, 0);
+        ck_assert_uint_ge(hh_binned_class_size(c), size);
+        if (c > 0) ck_assert_uint_lt(hh_binned_class_size(c - 1), size ? size : 1);
+    }
+    ck_assert_int_eq(hh_binned_class_of(HH_BINNED_SMALL_MAX + 1), -1);
+    ck_assert_uint_eq(hh_binned_class_size(-1), 0);
+    ck_assert_uint_eq(hh_binned_class_size(HH_BINNED_CLASS_COUNT), 0);
+    /* Within a power of two the step is at most a quarter (~12.5% average waste). */
+    for (int c = 8; c < HH_BINNED_CLASS_COUNT; c++)
+        ck_assert_uint_le(hh_binned_class_size(c) - hh_binned_class_size(c - 1), hh_binned_class_size(c) / 4);
+}
+END_TEST
+
+START_TEST(block_index_is_exact_for_every_offset) {
+    for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
+        hhi_bpage pg;
+        memset(&pg, 0, sizeof pg);
+        pg.block_size = hhi_class_size[c];
+        pg.recip = (uint32_t)((((uint64_t)1) << 32) / pg.block_size + 1);
+        for (uintptr_t off = 0; off < HHI_PAGE_SIZE; off++)
+            ck_assert_uint_eq(hhi_block_index(&pg, off), off / pg.block_size);
+        uint32_t cap = hhi_class_capacity(c);
+        ck_assert_uint_ge(cap, 2);
+        size_t state = hhi_class_tail_state(c) ? cap : 0;
+        ck_assert_uint_le((size_t)cap * pg.block_size + state, HHI_PAGE_SIZE);
+        if (!hhi_class_tail_state(c)) ck_assert_uint_le(cap, HHI_INLINE_STATE);
+    }
+}
+END_TEST
+
+START_TEST(thread_cache_caps_stay_within_limit) {
+    ck_assert_uint_eq(hh_binned_thread_cache_limit(), 1u << 20);
+    size_t sum = 0;
+    for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) sum += (size_t)hhi_bg.cap[c] * hhi_class_size[c];
+    ck_assert_uint_le(sum, 1u << 20);
+    ck_assert_uint_gt(sum, 1u << 19);   /* the budget is actually used */
+    ck_assert_int_eq(hh_binned_set_thread_cache_limit((size_t)65 << 20), HH_E_INVALID_ARG);
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_INVALID_ARG);
+    /* Caching off: everything still works through the cacheless path. */
+    ck_assert_int_eq(hh_binned_set_thread_cache_limit(0), HH_OK);
+    void *v[100];
+    for (int i = 0; i < 100; i++) {
+        v[i] = hh_bmalloc(24);
+        ck_assert_ptr_nonnull(v[i]);
+        hh_test_fill(v[i], 24, (uint64_t)i);
+    }
+    for (int i = 0; i < 100; i++) {
+        ck_assert_int_eq(hh_test_verify(v[i], 24, (uint64_t)i), -1);
+        hh_bfree(v[i]);
+    }
+    ck_assert_uint_eq(hhi_tc_self->bins[hhi_size_class(24)].count, 0);
+    ck_assert_int_eq(hh_binned_set_thread_cache_limit(1u << 20), HH_OK);
+    ck_assert_uint_eq(hh_test_captured_count(), 1);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------
+   Sizes and alignment
+--------------------------------------------------------------------------- */
+START_TEST(every_class_boundary_size) {
+    for (int c = 0; c < HH_BINNED_CLASS_COUNT; c++) {
+        size_t s = hh_binned_class_size(c);
+        roundtrip(s - 1, 0, s);
+        roundtrip(s, 0, s + 1);
+        roundtrip(s + 1, 0, s + 2);
+        void *p = hh_bmalloc(s);
+        ck_assert_uint_eq(hh_busable(p), s);   /* exact class size, no slack lost */
+        hh_bfree(p);
+    }
+    void *z1 = hh_bmalloc(0), *z2 = hh_bmalloc(0);
+    ck_assert_ptr_nonnull(z1);
+    ck_assert_ptr_nonnull(z2);
+    ck_assert_ptr_ne(z1, z2);
+    hh_bfree(z1);
+    hh_bfree(z2);
+    roundtrip(HH_BINNED_SMALL_MAX + 1, 0, 5);
+    roundtrip(1u << 20, 0, 6);
+    ck_assert_uint_eq(hh_test_captured_count(), 0);
+}
+END_TEST
+
+START_TEST(alignment_up_to_4096_and_beyond) {
+    static const size_t sizes[] = { 1, 16, 100, 256, 3000, 5000, 40000 };
+    for (size_t align = 1; align <= ((size_t)2 << 20); align <<= 1)
+        for (size_t i = 0; i < HH_ARRAY_LEN(sizes); i++) roundtrip(sizes[i], align, align + i);
+    /* Up to 32 KiB the bins serve aligned requests. */
+    void *p = hh_bmemalign(4096, 100);
+    ck_assert_int_eq(hhi_registry_get((uintptr_t)p), HHI_REG_SPAN);
+    hh_bfree(p);
+    ck_assert_uint_eq(hh_test_captured_count(), 0);
+    ck_assert_ptr_null(hh_bmemalign(48, 10));
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_INVALID_ARG);
+    ck_assert_ptr_null(hh_bmemalign(0, 10));
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_INVALID_ARG);
+    ck_assert_ptr_null(hh_bmemalign((size_t)4 << 20, 10));
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_INVALID_ARG);
+    ck_assert_uint_eq(hh_test_captured_count(), 3);
+}
+END_TEST
+
+START_TEST(realloc_grows_and_shrinks_across_classes_and_to_large) {
+    size_t size = 1;
+    unsigned char *p = hh_brealloc(NULL, size);
+    ck_assert_ptr_nonnull(p);
+    hh_test_fill(p, size, 77);
+    while (size < 300000) {   /* grow through every class into large blocks */
+        size_t next = size + size / 3 + 1;
+        p = hh_brealloc(p, next);
+        ck_assert_ptr_nonnull(p);
+        ck_assert_int_eq(hh_test_verify(p, size, 77), -1);
+        hh_test_fill(p, next, 77);
+        size = next;
+    }
+    while (size > 1) {        /* and back down */
+        size_t next = size / 2;
+        p = hh_brealloc(p, next);
+        ck_assert_ptr_nonnull(p);
+        ck_assert_uint_ge(hh_busable(p), next);
+        ck_assert_int_eq(hh_test_verify(p, next, 77), -1);
+        size = next;
+    }
+    /* Same class: the block stays. */
+    void *q = hh_brealloc(p, 2);
+    ck_assert_ptr_eq(q, p);
+    ck_assert_ptr_null(hh_brealloc(q, 0));    /* frees */
+    ck_assert_uint_eq(hh_test_captured_count(), 0);
+    /* A freed pointer: reported, NULL, nothing changes. */
+    ck_assert_ptr_null(hh_brealloc(q, 100));
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_DOUBLE_FREE);
+    int local = 0;
+    ck_assert_ptr_null(hh_brealloc(&local, 100));
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_FOREIGN_POINTER);
+}
+END_TEST
+
+START_TEST(calloc_zeroes_and_overflow_fails_cleanly) {
+    /* Dirty the cache first so calloc must really zero. */
+    for (int i = 0; i < 50; i++) {
+        void *d = hh_bmalloc(200);
+        memset(d, 0xEE, 200);
+        hh_bfree(d);
+    }
+    unsigned char *p = hh_bcalloc(10, 20);
+    ck_assert_ptr_nonnull(p);
+    for (int i = 0; i < 200; i++) ck_assert_uint_eq(p[i], 0);
+    hh_bfree(p);
+    unsigned char *big = hh_bcalloc(1000, 100);
+    ck_assert_ptr_nonnull(big);
+    for (int i = 0; i < 100000; i++) ck_assert_uint_eq(big[i], 0);
+    hh_bfree(big);
+    ck_assert_uint_eq(hh_test_captured_count(), 0);
+    ck_assert_ptr_null(hh_bcalloc(SIZE_MAX / 2, 3));
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_INVALID_ARG);
+    ck_assert_ptr_null(hh_bmalloc(SIZE_MAX));
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_NO_MEMORY);
+    ck_assert_ptr_null(hh_bmalloc(SIZE_MAX - 4096));
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_NO_MEMORY);
+    ck_assert_ptr_null(hh_bmemalign(4096, SIZE_MAX - 100));
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_NO_MEMORY);
+    void *keep = hh_bmalloc(64);
+    ck_assert_ptr_nonnull(keep);
+    ck_assert_ptr_null(hh_brealloc(keep, SIZE_MAX - 10));   /* keep survives */
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_NO_MEMORY);
+    ck_assert_uint_eq(hh_busable(keep), 64);
+    hh_bfree(keep);
+    ck_assert_uint_eq(hh_test_captured_count(), 5);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------
+   Bad frees
+--------------------------------------------------------------------------- */
+START_TEST(double_free_is_reported_and_harmless) {
+    uint64_t base = live_small();
+    void *other = hh_bmalloc(40);
+    hh_test_fill(other, 40, 9);
+    void *p = hh_bmalloc(40);
+    hh_bfree(p);
+    ck_assert_uint_eq(hh_test_captured_count(), 0);
+    hh_bfree(p);
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_DOUBLE_FREE);
+    ck_assert_int_eq(hh_last_error(), HH_E_DOUBLE_FREE);
+    ck_assert_uint_eq(hh_test_captured_count(), 1);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    /* The block was not queued twice: two allocations give distinct blocks. */
+    void *a = hh_bmalloc(40), *b = hh_bmalloc(40);
+    ck_assert_ptr_ne(a, b);
+    ck_assert_int_eq(hh_test_verify(other, 40, 9), -1);
+    ck_assert_uint_eq(live_small(), base + 3);
+    hh_bfree(a);
+    hh_bfree(b);
+    hh_bfree(other);
+    /* Large blocks too. */
+    void *l = hh_bmalloc(100000);
+    hh_bfree(l);
+    hh_bfree(l);
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_DOUBLE_FREE);
+    ck_assert_uint_eq(hh_test_captured_count(), 2);
+    ck_assert_uint_eq(live_small(), base);
+    /* After a thread-cache flush the state is still known. */
+    void *f = hh_bmalloc(3000);
+    hh_bfree(f);
+    hh_binned_thread_flush();
+    hh_bfree(f);
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_DOUBLE_FREE);
+    ck_assert_uint_eq(hh_busable(f), 0);
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_FOREIGN_POINTER);
+}
+END_TEST
+
+START_TEST(foreign_pointers_are_reported_and_harmless) {
+    int local;
+    static char data[64];
+    char *p = hh_bmalloc(64);
+    hh_test_fill(p, 64, 3);
+    void *bad[] = { &local, data, p + 1, p + 16, (void *)(uintptr_t)0x10, (void *)(uintptr_t)-16,
+                    (void *)((uintptr_t)p & ~(uintptr_t)HHI_SPAN_MASK) /* span metadata page */ };
+    for (size_t i = 0; i < HH_ARRAY_LEN(bad); i++) {
+        hh_test_reset_captured();
+        hh_bfree(bad[i]);
+        ck_assert_int_eq(hh_test_last_captured(), HH_E_FOREIGN_POINTER);
+        ck_assert_uint_eq(hh_test_captured_count(), 1);
+    }
+    /* A block boundary never handed out. */
+    char *q = hh_bmalloc(64);
+    hhi_bpage *pg = hhi_page_of((uintptr_t)q);
+    void *never = (void *)(hhi_page_base(pg) + (uintptr_t)(pg->capacity - 1) * pg->block_size);
+    if (pg->carved < pg->capacity) {
+        hh_test_reset_captured();
+        hh_bfree(never);
+        ck_assert_int_eq(hh_test_last_captured(), HH_E_FOREIGN_POINTER);
+    }
+    /* Inside a large block, but not its start. */
+    char *l = hh_bmalloc(50000);
+    hh_test_reset_captured();
+    hh_bfree(l + 64);
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_FOREIGN_POINTER);
+    ck_assert_uint_eq(hh_busable(l), 50000 + (4096 - (50000 + 64) % 4096) % 4096);
+    hh_bfree(l);
+    hh_bfree(NULL);
+    ck_assert_int_eq(hh_test_verify(p, 64, 3), -1);
+    hh_bfree(p);
+    hh_bfree(q);
+    ck_assert_uint_eq(hh_test_captured_count(), 1);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------
+   Threads
+--------------------------------------------------------------------------- */
+enum { Q_LEN = 1024 };
+typedef struct pc_queue {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    void *item[Q_LEN];
+    size_t size[Q_LEN];
+    uint64_t key[Q_LEN];
+    unsigned head, count, producers_left;
+    unsigned long bad;
+} pc_queue;
+
+static pc_queue pcq = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+static unsigned pc_items;
+
+static void *producer(void *arg) {
+    hh_rng r = hh_rng_make((uint64_t)(uintptr_t)arg);
+    for (unsigned i = 0; i < pc_items; i++) {
+        size_t size = 1 + hh_rng_below(&r, i % 50 == 0 ? 60000 : 700);
+        uint64_t key = hh_rng_next(&r);
+        void *p = hh_bmalloc(size);
+        if (p == NULL) continue;
+        hh_test_fill(p, size, key);
+        pthread_mutex_lock(&pcq.lock);
+        while (pcq.count == Q_LEN) pthread_cond_wait(&pcq.cond, &pcq.lock);
+        unsigned at = (pcq.head + pcq.count++) % Q_LEN;
+        pcq.item[at] = p;
+        pcq.size[at] = size;
+        pcq.key[at] = key;
+        pthread_cond_broadcast(&pcq.cond);
+        pthread_mutex_unlock(&pcq.lock);
+    }
+    pthread_mutex_lock(&pcq.lock);
+    pcq.producers_left--;
+    pthread_cond_broadcast(&pcq.cond);
+    pthread_mutex_unlock(&pcq.lock);
+    return NULL;
+}
+
+static void *consumer(void *arg) {
+    (void)arg;
+    for (;;) {
+        pthread_mutex_lock(&pcq.lock);
+        while (pcq.count == 0 && pcq.producers_left > 0) pthread_cond_wait(&pcq.cond, &pcq.lock);
+        if (pcq.count == 0) {
+            pthread_mutex_unlock(&pcq.lock);
+            return NULL;
+        }
+        unsigned at = pcq.head;
+        pcq.head = (pcq.head + 1) % Q_LEN;
+        pcq.count--;
+        void *p = pcq.item[at];
+        size_t size = pcq.size[at];
+        uint64_t key = pcq.key[at];
+        pthread_cond_broadcast(&pcq.cond);
+        pthread_mutex_unlock(&pcq.lock);
+        if (hh_test_verify(p, size, key) != -1) {
+            pthread_mutex_lock(&pcq.lock);
+            pcq.bad++;
+            pthread_mutex_unlock(&pcq.lock);
+        }
+        hh_bfree(p);
+    }
+}
+
+START_TEST(cross_thread_producer_consumer) {
+    enum { NP = 3, NC = 3 };
+    uint64_t base = live_small();
+    pc_items = hh_test_scaled(20000, 500);
+    pcq.head = pcq.count = 0;
+    pcq.bad = 0;
+    pcq.producers_left = NP;
+    pthread_t tp[NP], tc[NC];
+    for (uintptr_t i = 0; i < NP; i++) ck_assert_int_eq(pthread_create(&tp[i], NULL, producer, (void *)(i + 1)), 0);
+    for (int i = 0; i < NC; i++) ck_assert_int_eq(pthread_create(&tc[i], NULL, consumer, NULL), 0);
+    for (int i = 0; i < NP; i++) pthread_join(tp[i], NULL);
+    for (int i = 0; i < NC; i++) pthread_join(tc[i], NULL);
+    ck_assert_uint_eq(pcq.bad, 0);
+    ck_assert_uint_eq(hh_test_captured_count(), 0);
+    hh_binned_stats s;
+    hh_binned_stats_get(&s);
+    ck_assert_uint_eq(s.small_live_blocks, base);
+    ck_assert_uint_eq(s.large_live_blocks, 0);
+    /* Every thread has exited: only this thread's cache is left, and blocks
+       freed by consumers went back to their pages (nothing stranded). */
+    ck_assert_uint_le(s.thread_caches, 1);
+}
+END_TEST
+
+static void *fill_cache_and_exit(void *arg) {
+    unsigned n = (unsigned)(uintptr_t)arg;
+    void **v = malloc(n * sizeof *v);
+    for (int round = 0; round < 2; round++) {
+        for (unsigned i = 0; i < n; i++) v[i] = hh_bmalloc(16 + (i % 8) * 16 + (i % 3) * 900);
+        for (unsigned i = 0; i < n; i++) hh_bfree(v[i]);
+    }
+    /* Exit with full bins: the key destructor must return them. */
+    hhi_tcache *tc = hhi_tc_self;
+    unsigned held = 0;
+    for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) held += tc->bins[c].count;
+    free(v);
+    return (void *)(uintptr_t)held;
+}
+
+START_TEST(thread_exit_with_a_full_cache) {
+    hh_binned_stats before, after;
+    hh_binned_stats_get(&before);
+    void *held = NULL;
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, fill_cache_and_exit, (void *)(uintptr_t)hh_test_scaled(5000, 1000)), 0);
+    pthread_join(t, &held);
+    ck_assert_uint_gt((uintptr_t)held, 100);
+    hh_binned_stats_get(&after);
+    ck_assert_uint_eq(after.thread_caches, before.thread_caches);
+    ck_assert_uint_eq(after.small_live_blocks, before.small_live_blocks);
+    /* The blocks are back on their pages: pages are empty again except for
+       spares, and check sees every counter consistent. */
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    for (int c = 0; c < HH_BINNED_CLASS_COUNT; c++) ck_assert_uint_le(after.classes[c].empty_pages, 1);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------
+   Trim, stats, walker, leak report
+--------------------------------------------------------------------------- */
+START_TEST(trim_returns_pages) {
+    unsigned n = hh_test_scaled(20000, 4000);
+    void **v = malloc(n * sizeof *v);
+    for (unsigned i = 0; i < n; i++) v[i] = hh_bmalloc(1000);
+    hh_binned_stats full, emptied;
+    hh_binned_stats_get(&full);
+    int c = hh_binned_class_of(1000);
+    ck_assert_uint_ge(full.classes[c].pages, n / hhi_class_capacity((unsigned)c));
+    for (unsigned i = 0; i < n; i++) hh_bfree(v[i]);
+    free(v);
+    hh_binned_thread_flush();
+    size_t given = hh_binned_trim(0);
+    ck_assert_uint_ge(given, (size_t)(full.classes[c].pages - 1) * HH_BINNED_PAGE_SIZE);
+    hh_binned_stats_get(&emptied);
+    ck_assert_uint_eq(emptied.classes[c].pages, 0);
+    ck_assert_uint_le(emptied.mapped_bytes, full.mapped_bytes);
+    ck_assert_uint_eq(hh_binned_trim(0), 0);    /* nothing left to give */
+    /* A budgeted trim is bounded and leaves everything consistent. */
+    void *p = hh_bmalloc(100);
+    hh_bfree(p);
+    hh_binned_thread_flush();
+    hh_binned_trim(1);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+}
+END_TEST
+
+static void count_region(const hh_binned_region *r, void *user) {
+    size_t *acc = user;
+    if (r->kind == HH_BINNED_REGION_CLASS && r->size_class == hh_binned_class_of(72)) acc[0] += r->live;
+    if (r->kind == HH_BINNED_REGION_LARGE) acc[1]++;
+    acc[2]++;
+}
+
+static const void *leak_want[3];
+static void leak_seen(const void *block, size_t usable, void *user) {
+    unsigned *found = user;
+    for (int i = 0; i < 3; i++)
+        if (block == leak_want[i]) {
+            found[i]++;
+            ck_assert_uint_ge(usable, 72);
+        }
+}
+
+START_TEST(stats_walker_and_leak_report) {
+    hh_binned_stats s0, s1;
+    hh_binned_stats_get(&s0);
+    size_t before[3] = { 0 }, after[3] = { 0 }, bytes0 = 0, bytes1 = 0;
+    hh_binned_walk(count_region, before);
+    size_t leaks0 = hh_binned_leak_report(NULL, NULL, &bytes0);
+    void *a = hh_bmalloc(72), *b = hh_bmalloc(72), *l = hh_bmalloc(200000);
+    leak_want[0] = a;
+    leak_want[1] = b;
+    leak_want[2] = l;
+    hh_binned_stats_get(&s1);
+    int c = hh_binned_class_of(72);
+    ck_assert_uint_eq(s1.classes[c].live_blocks, s0.classes[c].live_blocks + 2);
+    ck_assert_uint_eq(s1.classes[c].live_bytes, s1.classes[c].live_blocks * 80);
+    ck_assert_uint_eq(s1.classes[c].allocs, s0.classes[c].allocs + 2);
+    ck_assert(s1.classes[c].cache_hit_rate >= 0.0 && s1.classes[c].cache_hit_rate <= 1.0);
+    ck_assert_uint_ge(s1.classes[c].pages, 1);
+    ck_assert_uint_eq(s1.large_live_blocks, s0.large_live_blocks + 1);
+    hh_binned_walk(count_region, after);
+    ck_assert_uint_eq(after[0], before[0] + 2);
+    ck_assert_uint_eq(after[1], before[1] + 1);
+    ck_assert_uint_ge(after[2], 64);
+    unsigned found[3] = { 0 };
+    size_t leaks1 = hh_binned_leak_report(leak_seen, found, &bytes1);
+    ck_assert_uint_eq(leaks1, leaks0 + 3);
+    ck_assert_uint_ge(bytes1, bytes0 + 160 + 200000);
+    for (int i = 0; i < 3; i++) ck_assert_uint_eq(found[i], 1);
+    hh_bfree(a);
+    hh_bfree(b);
+    hh_bfree(l);
+    ck_assert_uint_eq(hh_binned_leak_report(NULL, NULL, NULL), leaks0);
+    hh_binned_stats_get(NULL);
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_INVALID_ARG);
+    hh_binned_walk(NULL, NULL);
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_INVALID_ARG);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------
+   fork while other threads allocate
+--------------------------------------------------------------------------- */
+enum { CHURN_SLOTS = 64 };
+static void *churn_slots[2][CHURN_SLOTS];   /* global: reachable for the child's leak check */
+static atomic_int churn_stop;
+
+static void *churn(void *arg) {
+    unsigned id = (unsigned)(uintptr_t)arg;
+    hh_rng r = hh_rng_make(id + 100);
+    while (!atomic_load(&churn_stop)) {
+        unsigned s = hh_rng_below(&r, CHURN_SLOTS);
+        hh_bfree(churn_slots[id][s]);
+        churn_slots[id][s] = hh_bmalloc(1 + hh_rng_below(&r, s == 0 ? 50000 : 2000));
+    }
+    for (unsigned s = 0; s < CHURN_SLOTS; s++) {
+        hh_bfree(churn_slots[id][s]);
+        churn_slots[id][s] = NULL;
+    }
+    return NULL;
+}
+
+START_TEST(fork_in_a_threaded_program) {
+    atomic_store(&churn_stop, 0);
+    pthread_t t[2];
+    for (uintptr_t i = 0; i < 2; i++) ck_assert_int_eq(pthread_create(&t[i], NULL, churn, (void *)i), 0);
+    unsigned forks = hh_test_scaled(20, 3);
+    for (unsigned k = 0; k < forks; k++) {
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            /* Child: the allocator must be usable (no lock left held). */
+            void *v[200];
+            int ok = 1;
+            for (int i = 0; i < 200; i++) {
+                v[i] = hh_bmalloc((size_t)(1 + i * 37));
+                if (v[i] == NULL) ok = 0;
+                else hh_test_fill(v[i], (size_t)(1 + i * 37), (uint64_t)i);
+            }
+            for (int i = 0; i < 200; i++) {
+                if (v[i] && hh_test_verify(v[i], (size_t)(1 + i * 37), (uint64_t)i) != -1) ok = 0;
+                hh_bfree(v[i]);
+            }
+            if (hh_binned_check() != HH_OK) ok = 0;
+            /* Leave through exec: under memcheck a fork child would run a leak
+               check at exit, and a block another thread was just handing out
+               (in a register of a thread the child does not have) would count
+               as lost. */
+            execl("/bin/sh", "sh", "-c", ok ? "exit 0" : "exit 3", (char *)NULL);
+            _exit(ok ? 0 : 3);
+        }
+        int status = 0;
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        ck_assert(WIFEXITED(status));
+        ck_assert_int_eq(WEXITSTATUS(status), 0);
+    }
+    atomic_store(&churn_stop, 1);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------
+   Fault injection: every OS call may fail; nothing breaks.
+--------------------------------------------------------------------------- */
+START_TEST(fault_injection_until_success) {
+    hh_binned_thread_flush();
+    hh_binned_trim(0);   /* wholly free spans are unmapped: the next pages need the OS */
+    uint64_t base = live_small();
+    long n = 0;
+    enum { NB = 200 };
+    for (;; n++) {
+        void *keep = hh_bmalloc(500);
+        hh_test_fill(keep, 500, 1);
+        void *v[NB] = { 0 };
+        bool failed = false;
+        hh_test_reset_captured();
+        hh_test_fail_after(n);
+        for (int i = 0; i < NB && !failed; i++) {
+            v[i] = hh_bmalloc(i == 0 ? 300000 : 30000);   /* 100 pages: needs a new span */
+            if (v[i] == NULL) failed = true;
+        }
+        bool fired = hh_test_fail_count() > 0;
+        hh_test_fail_after(-1);
+        if (failed) {
+            ck_assert(fired);
+            ck_assert_int_eq(hh_test_last_captured(), HH_E_NO_MEMORY);
+            ck_assert_uint_eq(hh_test_captured_count(), 1);
+        }
+        ck_assert_int_eq(hh_binned_check(), HH_OK);
+        ck_assert_int_eq(hh_test_verify(keep, 500, 1), -1);
+        for (int i = 0; i < NB; i++) hh_bfree(v[i]);
+        hh_bfree(keep);
+        ck_assert_uint_eq(live_small(), base);
+        hh_binned_thread_flush();
+        hh_binned_trim(0);
+        if (!failed) break;
+        ck_assert_int_lt(n, 50);
+    }
+    ck_assert_int_ge(n, 2);   /* the large map and at least one span map were hit */
+    /* A failing decommit during trim loses nothing. */
+    void *p = hh_bmalloc(2000);
+    hh_bfree(p);
+    hh_binned_thread_flush();
+    hh_test_fail_after(0);
+    hh_binned_trim(0);
+    hh_test_fail_after(-1);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    hh_binned_trim(0);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------
+   Randomised test against a shadow model
+--------------------------------------------------------------------------- */
+typedef struct shadow { unsigned char *p; size_t size; uint64_t key; } shadow;
+
+START_TEST(random_ops_against_shadow_model) {
+    enum { SLOTS = 400 };
+    static shadow sh[SLOTS];
+    memset(sh, 0, sizeof sh);
+    hh_rng r = hh_rng_make(hh_test_seed(0xB1AB));
+    unsigned ops = hh_test_scaled(40000, 3000);
+    uint64_t base = live_small();
+    for (unsigned k = 0; k < ops; k++) {
+        unsigned s = hh_rng_below(&r, SLOTS);
+        unsigned op = hh_rng_below(&r, 100);
+        shadow *e = &sh[s];
+        size_t size = hh_rng_below(&r, 8) == 0 ? 1 + hh_rng_below(&r, 70000) : 1 + hh_rng_below(&r, 1200);
+        uint64_t key = hh_rng_next(&r);
+        if (e->p == NULL) {
+            if (op < 60) e->p = hh_bmalloc(size);
+            else if (op < 75) e->p = hh_bcalloc(1, size);
+            else e->p = hh_bmemalign((size_t)16 << hh_rng_below(&r, 9), size);
+            ck_assert_ptr_nonnull(e->p);
+            if (op >= 60 && op < 75)
+                for (size_t i = 0; i < size; i++) ck_assert_uint_eq(e->p[i], 0);
+            e->size = size;
+            e->key = key;
+            hh_test_fill(e->p, size, key);
+        } else if (op < 55) {
+            ck_assert_int_eq(hh_test_verify(e->p, e->size, e->key), -1);
+            hh_bfree(e->p);
+            e->p = NULL;
+        } else {
+            unsigned char *q = hh_brealloc(e->p, size);
+            ck_assert_ptr_nonnull(q);
+            ck_assert_int_eq(hh_test_verify(q, HH_MIN(size, e->size), e->key), -1);
+            e->p = q;
+            e->size = size;
+            e->key = key;
+            hh_test_fill(q, size, key);
+        }
+        if (k % 64 == 0) {
+            ck_assert_int_eq(hh_binned_check(), HH_OK);
+            for (unsigned i = 0; i < SLOTS; i++)
+                if (sh[i].p) {
+                    ck_assert_int_eq(hh_test_verify(sh[i].p, sh[i].size, sh[i].key), -1);
+                    ck_assert_uint_ge(hh_busable(sh[i].p), sh[i].size);
+                }
+        }
+    }
+    for (unsigned i = 0; i < SLOTS; i++)
+        if (sh[i].p) {
+            ck_assert_int_eq(hh_test_verify(sh[i].p, sh[i].size, sh[i].key), -1);
+            hh_bfree(sh[i].p);
+        }
+    ck_assert_uint_eq(live_small(), base);
+    ck_assert_uint_eq(hh_test_captured_count(), 0);
+}
+END_TEST
+
+Suite *hh_test_binned_suite(void) {
+    Suite *s = suite_create("binned");
+    TCase *tc = tcase_create("classes");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, class_table_matches_rule);
+    tcase_add_test(tc, block_index_is_exact_for_every_offset);
+    tcase_add_test(tc, thread_cache_caps_stay_within_limit);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("alloc");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, every_class_boundary_size);
+    tcase_add_test(tc, alignment_up_to_4096_and_beyond);
+    tcase_add_test(tc, realloc_grows_and_shrinks_across_classes_and_to_large);
+    tcase_add_test(tc, calloc_zeroes_and_overflow_fails_cleanly);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("bad_frees");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, double_free_is_reported_and_harmless);
+    tcase_add_test(tc, foreign_pointers_are_reported_and_harmless);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("threads");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, cross_thread_producer_consumer);
+    tcase_add_test(tc, thread_exit_with_a_full_cache);
+    tcase_add_test(tc, fork_in_a_threaded_program);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("maintenance");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, trim_returns_pages);
+    tcase_add_test(tc, stats_walker_and_leak_report);
+    tcase_add_test(tc, fault_injection_until_success);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("random");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, random_ops_against_shadow_model);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,502 @@
+/* tests/check_trace.c -- hh_trace recorder, reader and replay (include/hheap/trace.h) */
+#include "hheap/trace.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hheap.h"
+#include "test_util.h"
+
+static char path[64];
+static hh_heap *heap;
+
+static void setup(void) {
+    hh_test_capture_errors();
+    hh_test_reset_captured();
+    strcpy(path, "/tmp/hh-check-trace-XXXXXX");
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 20, .max_handles = 4096 }, &heap), HH_OK);
+}
+
+static void teardown(void) {
+    if (heap) {
+        ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+        hh_heap_destroy(heap);
+        heap = NULL;
+    }
+    unlink(path);
+}
+
+/* ---------------------------------------------------------------------------
+   Helpers
+--------------------------------------------------------------------------- */
+typedef struct block_list { hh_block_info *b; size_t n, cap; } block_list;
+
+static void collect(const hh_block_info *b, void *user) {
+    block_list *l = user;
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 256;
+        l->b = realloc(l->b, l->cap * sizeof *l->b);
+        ck_assert_ptr_nonnull(l->b);
+    }
+    l->b[l->n++] = *b;
+}
+
+/* Every block of a and b: same offset, size, state and tag, in address order. */
+static void assert_same_blocks(const hh_heap *a, const hh_heap *b) {
+    block_list la = { 0 }, lb = { 0 };
+    hh_heap_walk(a, collect, &la);
+    hh_heap_walk(b, collect, &lb);
+    ck_assert_uint_eq(la.n, lb.n);
+    for (size_t i = 0; i < la.n; i++) {
+        ck_assert_uint_eq(la.b[i].offset, lb.b[i].offset);
+        ck_assert_uint_eq(la.b[i].size, lb.b[i].size);
+        ck_assert_int_eq(la.b[i].state, lb.b[i].state);
+        ck_assert_uint_eq(la.b[i].tag, lb.b[i].tag);
+    }
+    free(la.b);
+    free(lb.b);
+}
+
+/* The shadow of the trace: what the test did, in order (successful calls only). */
+typedef struct shadow_ev { hh_heap_event_kind kind; uint64_t handle; size_t size; uint32_t tag, moves; } shadow_ev;
+typedef struct trace_shadow { shadow_ev *e; size_t n, cap; } trace_shadow;
+
+static void shadow_push(trace_shadow *s, hh_heap_event_kind kind, hh_handle h, size_t size, uint32_t tag,
+                        uint32_t moves) {
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 1024;
+        s->e = realloc(s->e, s->cap * sizeof *s->e);
+        ck_assert_ptr_nonnull(s->e);
+    }
+    s->e[s->n++] = (shadow_ev){ kind, h.id, size, tag, moves };
+}
+
+/* A random workload on heap (alloc, alloc_ex, free, resize, pin, unpin, defrag
+   steps under move/byte/time budgets, policy changes), recorded in the shadow. */
+static void random_workload(hh_heap *hp, unsigned ops, uint64_t seed, trace_shadow *sh, bool time_budgets) {
+    enum { LIVE_MAX = 600 };
+    hh_handle live[LIVE_MAX];
+    unsigned pins[LIVE_MAX];
+    size_t n = 0;
+    hh_rng r = hh_rng_make(seed);
+    for (unsigned i = 0; i < ops; i++) {
+        uint32_t k = hh_rng_below(&r, 100);
+        if (k < 40 && n < LIVE_MAX) {
+            size_t size = 1 + hh_rng_below(&r, hh_rng_below(&r, 8) == 0 ? 4000 : 200);
+            hh_handle h;
+            uint32_t tag = 0;
+            size_t align = 16;
+            if (hh_rng_below(&r, 4) == 0) {
+                align = (size_t)1 << hh_rng_below(&r, 9);
+                tag = hh_rng_below(&r, 7);
+                h = hh_alloc_ex(hp, size, align, tag);
+            } else {
+                h = hh_alloc(hp, size);
+            }
+            if (hh_is_null(h)) continue;                     /* full: not an event */
+            void *p = hh_deref(hp, h);
+            ck_assert_ptr_nonnull(p);
+            memset(p, (int)(i & 0xFF), size);
+            shadow_push(sh, HH_EV_ALLOC, h, size, tag, 0);
+            pins[n] = 0;
+            live[n++] = h;
+        } else if (k < 70 && n > 0) {
+            size_t j = hh_rng_below(&r, (uint32_t)n);
+            while (pins[j]) {
+                ck_assert_int_eq(hh_unpin(hp, live[j]), HH_OK);
+                shadow_push(sh, HH_EV_UNPIN, live[j], 0, 0, 0);
+                pins[j]--;
+            }
+            ck_assert_int_eq(hh_free(hp, live[j]), HH_OK);
+            shadow_push(sh, HH_EV_FREE, live[j], 0, 0, 0);
+            live[j] = live[--n];
+            pins[j] = pins[n];
+        } else if (k < 78 && n > 0) {
+            size_t j = hh_rng_below(&r, (uint32_t)n);
+            size_t size = 1 + hh_rng_below(&r, 600);
+            hh_status st = hh_resize(hp, live[j], size);
+            if (st == HH_OK) shadow_push(sh, HH_EV_RESIZE, live[j], size, 0, 0);
+            else ck_assert(st == HH_E_PINNED || st == HH_E_NO_MEMORY);
+        } else if (k < 84 && n > 0) {
+            size_t j = hh_rng_below(&r, (uint32_t)n);
+            if (pins[j] < 2 && hh_pin(hp, live[j])) {
+                pins[j]++;
+                shadow_push(sh, HH_EV_PIN, live[j], 0, 0, 0);
+            }
+        } else if (k < 88 && n > 0) {
+            size_t j = hh_rng_below(&r, (uint32_t)n);
+            if (pins[j]) {
+                ck_assert_int_eq(hh_unpin(hp, live[j]), HH_OK);
+                pins[j]--;
+                shadow_push(sh, HH_EV_UNPIN, live[j], 0, 0, 0);
+            }
+        } else if (k < 90) {
+            hh_defrag_set_policy(hp, (hh_defrag_policy)hh_rng_below(&r, 3));
+        } else {
+            hh_defrag_budget b = { .max_moves = hh_rng_below(&r, 6) };
+            if (hh_rng_below(&r, 3) == 0) b.max_bytes = hh_rng_below(&r, 2000);
+            if (time_budgets && hh_rng_below(&r, 2) == 0) b.max_ns = 1 + hh_rng_below(&r, 3000);
+            hh_defrag_report rep = hh_defrag_step_ex(hp, &b);
+            shadow_push(sh, HH_EV_DEFRAG_STEP, HH_NULL, 0, 0, rep.moves);
+        }
+        if (i % 64 == 0) ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    }
+}
+
+/* Records a workload into `path`, then loads and replays it into a fresh heap:
+   the log must match the shadow, the replay must reproduce every block. */
+static void record_and_replay(unsigned ops, uint64_t seed, bool time_budgets) {
+    hh_heap_stats st0;
+    hh_heap_stats_get(heap, &st0);                              /* moves before the open (T3) */
+    hh_trace *tr = NULL;
+    ck_assert_int_eq(hh_trace_open(heap, path, &tr), HH_OK);
+    trace_shadow sh = { 0 };
+    random_workload(heap, ops, seed, &sh, time_budgets);
+    ck_assert_uint_eq(hh_trace_event_count(tr), sh.n);
+    ck_assert_int_eq(hh_trace_close(tr), HH_OK);
+
+    hh_trace_log *log = NULL;
+    ck_assert_int_eq(hh_trace_load(path, &log), HH_OK);
+    ck_assert_uint_eq(log->event_count, sh.n);
+    for (size_t i = 0; i < sh.n; i++) {
+        const hh_heap_event *e = &log->events[i].ev;
+        ck_assert_int_eq(e->kind, sh.e[i].kind);
+        if (e->kind == HH_EV_DEFRAG_STEP) {
+            ck_assert_uint_eq(e->moves, sh.e[i].moves);
+            continue;
+        }
+        ck_assert_uint_eq(e->handle.id, sh.e[i].handle);
+        if (e->kind == HH_EV_ALLOC || e->kind == HH_EV_RESIZE) ck_assert_uint_eq(e->size, sh.e[i].size);
+        if (e->kind == HH_EV_ALLOC) ck_assert_uint_eq(e->tag, sh.e[i].tag);
+    }
+    hh_trace_summary orig;
+    hh_trace_summarise(heap, &orig);
+    orig.moves -= st0.total_moves;
+    orig.bytes_moved -= st0.total_bytes_moved;
+    ck_assert(hh_trace_summary_equal(&orig, &log->summary));
+    ck_assert_uint_eq(log->info.capacity, 1u << 20);
+
+    hh_heap_desc d;
+    hh_trace_desc(&log->info, &d);
+    hh_heap *fresh = NULL;
+    ck_assert_int_eq(hh_heap_create(&d, &fresh), HH_OK);
+    hh_status st = hh_trace_replay(log, fresh, NULL, NULL);
+    ck_assert_msg(st == HH_OK, "replay: %s: %s", hh_status_str(st), hh_test_last_message());
+    ck_assert_int_eq(hh_heap_check(fresh), HH_OK);
+    assert_same_blocks(heap, fresh);
+    hh_trace_summary rep;
+    hh_trace_summarise(fresh, &rep);
+    ck_assert(hh_trace_summary_equal(&rep, &orig));
+    hh_heap_destroy(fresh);
+    hh_trace_log_free(log);
+    free(sh.e);
+}
+
+static long file_size(const char *p) {
+    FILE *f = fopen(p, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fclose(f);
+    return n;
+}
+
+static unsigned char *file_read(const char *p, long *n) {
+    *n = file_size(p);
+    unsigned char *buf = malloc((size_t)*n + 1);
+    FILE *f = fopen(p, "rb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fread(buf, 1, (size_t)*n, f), (size_t)*n);
+    fclose(f);
+    return buf;
+}
+
+static void file_write(const char *p, const unsigned char *buf, long n) {
+    FILE *f = fopen(p, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+}
+
+/* A small closed trace at `path`: a few allocations, frees and a defrag step. */
+static void record_small(void) {
+    hh_trace *tr = NULL;
+    ck_assert_int_eq(hh_trace_open(heap, path, &tr), HH_OK);
+    hh_handle h[8];
+    for (int i = 0; i < 8; i++) h[i] = hh_alloc(heap, 100 + 10 * (size_t)i);
+    for (int i = 0; i < 8; i += 2) hh_free(heap, h[i]);
+    hh_defrag_step(heap, 2);
+    ck_assert_int_eq(hh_trace_close(tr), HH_OK);
+}
+
+static uint64_t fnv(const unsigned char *p, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* ---------------------------------------------------------------------------
+   Tests: round trip
+--------------------------------------------------------------------------- */
+START_TEST(replay_random_workload) {
+    record_and_replay(hh_test_scaled(20000, 800), hh_test_seed(7), false);
+} END_TEST
+
+START_TEST(replay_time_budgeted_steps) {
+    /* steps cut by max_ns are replayed as the moves they made */
+    record_and_replay(hh_test_scaled(8000, 600), hh_test_seed(11), true);
+} END_TEST
+
+START_TEST(empty_trace_round_trip) {
+    hh_trace *tr = NULL;
+    ck_assert_int_eq(hh_trace_open(heap, path, &tr), HH_OK);
+    ck_assert_int_eq(hh_trace_close(tr), HH_OK);
+    hh_trace_log *log = NULL;
+    ck_assert_int_eq(hh_trace_load(path, &log), HH_OK);
+    ck_assert_uint_eq(log->event_count, 0);
+    ck_assert_uint_eq(log->summary.live_blocks, 0);
+    hh_heap_desc d;
+    hh_trace_desc(&log->info, &d);
+    hh_heap *fresh = NULL;
+    ck_assert_int_eq(hh_heap_create(&d, &fresh), HH_OK);
+    ck_assert_int_eq(hh_trace_replay(log, fresh, NULL, NULL), HH_OK);
+    hh_heap_destroy(fresh);
+    hh_trace_log_free(log);
+} END_TEST
+
+START_TEST(reopened_heap_counts_moves_from_open) {
+    /* moves made before the trace opened are not part of the summary (T3) */
+    hh_handle a = hh_alloc(heap, 64), b = hh_alloc(heap, 64);
+    hh_free(heap, a);
+    ck_assert_uint_eq(hh_defrag_full(heap).moves, 1);
+    hh_free(heap, b);
+    record_and_replay(hh_test_scaled(2000, 300), 3, false);
+} END_TEST
+
+static void count_fn(hh_heap *h, size_t i, void *user) {
+    size_t *seen = user;
+    ck_assert_ptr_nonnull(h);
+    ck_assert_uint_eq(i, *seen);
+    (*seen)++;
+}
+
+START_TEST(replay_callback_sees_every_event) {
+    record_small();
+    hh_trace_log *log = NULL;
+    ck_assert_int_eq(hh_trace_load(path, &log), HH_OK);
+    ck_assert_uint_eq(log->event_count, 8 + 4 + 1);
+    hh_heap_desc d;
+    hh_trace_desc(&log->info, &d);
+    hh_heap *fresh = NULL;
+    ck_assert_int_eq(hh_heap_create(&d, &fresh), HH_OK);
+    size_t seen = 0;
+    ck_assert_int_eq(hh_trace_replay(log, fresh, count_fn, &seen), HH_OK);
+    ck_assert_uint_eq(seen, log->event_count);
+    hh_heap_destroy(fresh);
+    hh_trace_log_free(log);
+} END_TEST
+
+/* ---------------------------------------------------------------------------
+   Tests: bad traces give clean errors
+--------------------------------------------------------------------------- */
+START_TEST(truncated_trace_is_corrupt) {
+    record_small();
+    long n;
+    unsigned char *buf = file_read(path, &n);
+    long cuts[] = { 0, 5, 47, 48, 60, n / 2, n - 9, n - 1 };
+    for (size_t i = 0; i < HH_ARRAY_LEN_T(cuts); i++) {
+        file_write(path, buf, cuts[i]);
+        hh_test_reset_captured();
+        hh_trace_log *log = (hh_trace_log *)1;
+        ck_assert_int_eq(hh_trace_load(path, &log), HH_E_CORRUPT);
+        ck_assert_ptr_null(log);
+        ck_assert_int_eq(hh_test_last_captured(), HH_E_CORRUPT);
+        ck_assert_uint_eq(hh_test_captured_count(), 1);
+    }
+    free(buf);
+} END_TEST
+
+START_TEST(flipped_byte_is_corrupt) {
+    record_small();
+    long n;
+    unsigned char *buf = file_read(path, &n);
+    for (long at = 0; at < n; at += 3) {
+        buf[at] ^= 0x41;
+        file_write(path, buf, n);
+        buf[at] ^= 0x41;
+        hh_trace_log *log = NULL;
+        hh_test_reset_captured();
+        ck_assert_int_eq(hh_trace_load(path, &log), HH_E_CORRUPT);
+        ck_assert_ptr_null(log);
+        ck_assert_uint_eq(hh_test_captured_count(), 1);
+    }
+    file_write(path, buf, n);
+    hh_trace_log *log = NULL;
+    ck_assert_int_eq(hh_trace_load(path, &log), HH_OK);          /* the control: intact again */
+    hh_trace_log_free(log);
+    free(buf);
+} END_TEST
+
+START_TEST(unknown_version_and_missing_file) {
+    record_small();
+    long n;
+    unsigned char *buf = file_read(path, &n);
+    buf[8] = 99;                                                /* version field */
+    uint64_t h = fnv(buf, (size_t)n - 8);
+    for (int i = 0; i < 8; i++) buf[n - 8 + i] = (unsigned char)(h >> (8 * i));
+    file_write(path, buf, n);
+    hh_trace_log *log = NULL;
+    ck_assert_int_eq(hh_trace_load(path, &log), HH_E_CORRUPT);
+    ck_assert_ptr_nonnull(strstr(hh_test_last_message(), "version"));
+    ck_assert_int_eq(hh_trace_load("/nonexistent-dir/none.hhtrace", &log), HH_E_IO);
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_IO);
+    ck_assert_int_eq(hh_trace_load(NULL, &log), HH_E_INVALID_ARG);
+    ck_assert_int_eq(hh_trace_load(path, NULL), HH_E_INVALID_ARG);
+    free(buf);
+} END_TEST
+
+START_TEST(well_formed_but_inconsistent_trace_fails_replay) {
+    /* A trace with a valid checksum whose first event frees a handle it never
+       allocated: load succeeds, replay stops with HH_E_CORRUPT at event 0. */
+    record_small();
+    long n;
+    unsigned char *buf = file_read(path, &n);
+    unsigned char out[128];
+    memcpy(out, buf, 48);                                       /* the real header */
+    size_t k = 48;
+    out[k++] = HH_EV_FREE;
+    out[k++] = 0x05;                                            /* handle id 5 */
+    out[k++] = 0xFF;                                            /* end */
+    out[k++] = 1;                                               /* one event */
+    for (int i = 0; i < 1 + 8 + 8; i++) out[k++] = 0;           /* blocks, hash (8 bytes), 8 more varints */
+    uint64_t h = fnv(out, k);
+    for (int i = 0; i < 8; i++) out[k++] = (unsigned char)(h >> (8 * i));
+    file_write(path, out, (long)k);
+    hh_trace_log *log = NULL;
+    ck_assert_int_eq(hh_trace_load(path, &log), HH_OK);
+    ck_assert_uint_eq(log->event_count, 1);
+    hh_heap_desc d;
+    hh_trace_desc(&log->info, &d);
+    hh_heap *fresh = NULL;
+    ck_assert_int_eq(hh_heap_create(&d, &fresh), HH_OK);
+    hh_test_reset_captured();
+    ck_assert_int_eq(hh_trace_replay(log, fresh, NULL, NULL), HH_E_CORRUPT);
+    ck_assert_ptr_nonnull(strstr(hh_test_last_message(), "event 0"));
+    hh_heap_destroy(fresh);
+    hh_trace_log_free(log);
+    free(buf);
+} END_TEST
+
+START_TEST(replay_on_smaller_heap_diverges) {
+    record_and_replay(hh_test_scaled(3000, 400), 5, false);
+    hh_trace_log *log = NULL;
+    ck_assert_int_eq(hh_trace_load(path, &log), HH_OK);
+    hh_heap *small = NULL;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = HH_HEAP_MIN_CAPACITY, .max_handles = 4096 }, &small),
+                     HH_OK);
+    hh_test_reset_captured();
+    ck_assert_int_eq(hh_trace_replay(log, small, NULL, NULL), HH_E_CORRUPT);
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_CORRUPT);
+    ck_assert_int_eq(hh_heap_check(small), HH_OK);
+    hh_heap_destroy(small);
+    hh_trace_log_free(log);
+} END_TEST
+
+/* ---------------------------------------------------------------------------
+   Tests: argument checks and failures
+--------------------------------------------------------------------------- */
+START_TEST(open_rejects_bad_arguments) {
+    hh_trace *tr = (hh_trace *)1;
+    ck_assert_int_eq(hh_trace_open(NULL, path, &tr), HH_E_INVALID_ARG);
+    ck_assert_ptr_null(tr);
+    ck_assert_int_eq(hh_trace_open(heap, NULL, &tr), HH_E_INVALID_ARG);
+    ck_assert_int_eq(hh_trace_open(heap, path, NULL), HH_E_INVALID_ARG);
+    ck_assert_int_eq(hh_trace_open(heap, "/nonexistent-dir/x.hhtrace", &tr), HH_E_IO);
+    ck_assert_ptr_null(tr);
+    hh_handle h = hh_alloc(heap, 32);                          /* a failed open installed no hook */
+    hh_test_reset_captured();
+    ck_assert_int_eq(hh_trace_open(heap, path, &tr), HH_E_INVALID_ARG);   /* not empty */
+    ck_assert_uint_eq(hh_test_captured_count(), 1);
+    ck_assert_int_eq(hh_free(heap, h), HH_OK);
+    ck_assert_int_eq(hh_trace_close(NULL), HH_OK);
+    ck_assert_uint_eq(hh_trace_event_count(NULL), 0);
+    hh_heap *other = NULL;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 20 }, &other), HH_OK);
+    hh_alloc(other, 16);
+    hh_trace_log log = { 0 };
+    ck_assert_int_eq(hh_trace_replay(&log, other, NULL, NULL), HH_E_INVALID_ARG);        /* not fresh */
+    ck_assert_int_eq(hh_trace_replay(NULL, other, NULL, NULL), HH_E_INVALID_ARG);
+    hh_heap_destroy(other);
+} END_TEST
+
+START_TEST(open_and_load_survive_injected_failures) {
+    record_small();
+    for (long n = 0;; n++) {                                     /* load */
+        hh_trace_log *log = NULL;
+        hh_test_fail_after(n);
+        hh_status st = hh_trace_load(path, &log);
+        unsigned fired = hh_test_fail_count();
+        hh_test_fail_after(-1);
+        if (st == HH_OK) {
+            ck_assert_uint_eq(fired, 0);
+            ck_assert_uint_eq(log->event_count, 13);
+            hh_trace_log_free(log);
+            break;
+        }
+        ck_assert_msg(st == HH_E_NO_MEMORY, "load with fault at %ld: %s: %s", n, hh_status_str(st),
+                      hh_test_last_message());
+        ck_assert_ptr_null(log);
+        ck_assert_int_lt(n, 50);
+    }
+    for (long n = 0;; n++) {                                     /* open */
+        hh_trace *tr = NULL;
+        hh_test_fail_after(n);
+        hh_status st = hh_trace_open(heap, path, &tr);
+        hh_test_fail_after(-1);
+        if (st == HH_OK) {
+            hh_handle h = hh_alloc(heap, 40);
+            hh_free(heap, h);
+            ck_assert_uint_eq(hh_trace_event_count(tr), 2);
+            ck_assert_int_eq(hh_trace_close(tr), HH_OK);
+            break;
+        }
+        ck_assert_int_eq(st, HH_E_NO_MEMORY);
+        ck_assert_ptr_null(tr);
+        ck_assert_int_lt(n, 50);
+    }
+} END_TEST
+
+Suite *hh_test_trace_suite(void) {
+    Suite *s = suite_create("trace");
+    TCase *tc = tcase_create("round_trip");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, replay_random_workload);
+    tcase_add_test(tc, replay_time_budgeted_steps);
+    tcase_add_test(tc, empty_trace_round_trip);
+    tcase_add_test(tc, reopened_heap_counts_moves_from_open);
+    tcase_add_test(tc, replay_callback_sees_every_event);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("bad_traces");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, truncated_trace_is_corrupt);
+    tcase_add_test(tc, flipped_byte_is_corrupt);
+    tcase_add_test(tc, unknown_version_and_missing_file);
+    tcase_add_test(tc, well_formed_but_inconsistent_trace_fails_replay);
+    tcase_add_test(tc, replay_on_smaller_heap_diverges);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("errors");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, open_rejects_bad_arguments);
+    tcase_add_test(tc, open_and_load_survive_injected_failures);
+    suite_add_tcase(s, tc);
+    return s;
+}

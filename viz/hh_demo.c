@@ -1,0 +1,471 @@
+/* hh_demo.c -- hh-demo, the main job: a game loop on all three regions of
+ * hheap, recorded frame by frame into a .hhmap dump and rendered to pictures.
+ *
+ * The simulation, once a frame:
+ *   - relocatable heap (by handle): waves of enemies (1-4 KiB, each with an AI
+ *     path of 0.5-2 KiB), projectiles they fire (96-256 B, short-lived),
+ *     particle bursts when enemies die (48-160 B), long-lived level chunks
+ *     (16-64 KiB) streamed in and out now and then, and a few GPU upload
+ *     buffers that are pinned for stretches of frames;
+ *   - mark stack (hh_memstack_thread): the frame's temporaries under a frame
+ *     mark (enemy index list, collision grid) and a nested render mark (a
+ *     render list with one command per live object);
+ *   - binned region (hh_bmalloc): small non-moving objects (sound events and
+ *     network messages, 16-512 B) with their own lifetimes;
+ *   - then hh_defrag_step(heap, N), a check of every byte of every object the
+ *     demo owns (re-derefed after the step), and one dump frame.
+ * Every object holds a pattern derived from its own key: a block that was
+ * moved wrongly, overwritten or lost fails the check and the demo exits 1.
+ *
+ *   hh-demo [--frames N] [--moves N] [--policy auto|slide|fill] [--seed S]
+ *           [--heap-mib M] [--out DIR] [--every K] [--width PX] [--no-render] [--quiet]
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hheap.h"
+#include "viz_render.h"
+
+/* ---------------------------------------------------------------------------
+   Options and tags
+--------------------------------------------------------------------------- */
+typedef struct demo_opts {
+    unsigned    frames, moves, every, width;
+    hh_defrag_policy policy;
+    uint64_t    seed;
+    unsigned    heap_mib;
+    const char *out;
+    bool        render, quiet;
+} demo_opts;
+
+enum { TAG_NONE, TAG_ENEMY, TAG_PROJECTILE, TAG_PARTICLE, TAG_LEVEL, TAG_AI, TAG_GPU, TAG_COUNT };
+static const char *const tag_names[TAG_COUNT] = { "untagged", "enemy", "projectile", "particle", "level chunk", "AI path", "GPU buffer" };
+
+/* ---------------------------------------------------------------------------
+   RNG and byte patterns
+--------------------------------------------------------------------------- */
+typedef struct rng { uint64_t s; } rng;
+static uint64_t rng_next(rng *r) {
+    uint64_t x = r->s;
+    x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
+    r->s = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+static uint32_t rng_range(rng *r, uint32_t lo, uint32_t hi) { return lo + (uint32_t)(rng_next(r) % (hi - lo + 1)); }
+static bool rng_chance(rng *r, double p) { return (double)(rng_next(r) >> 11) * (1.0 / 9007199254740992.0) < p; }
+
+static uint64_t pattern_word(uint64_t key, size_t i) { return key ^ ((uint64_t)(i + 1) * 0x9E3779B97F4A7C15ULL); }
+
+static void fill_pattern(void *p, size_t size, uint64_t key) {
+    uint64_t *w = p;
+    for (size_t i = 0; i < size / 8; i++) w[i] = pattern_word(key, i);
+}
+/* Index of the first wrong word, or -1. */
+static long check_pattern(const void *p, size_t size, uint64_t key) {
+    const uint64_t *w = p;
+    for (size_t i = 0; i < size / 8; i++) if (w[i] != pattern_word(key, i)) return (long)i;
+    return -1;
+}
+
+/* ---------------------------------------------------------------------------
+   Objects the demo owns
+--------------------------------------------------------------------------- */
+typedef struct obj {
+    hh_handle h;
+    uint32_t  size;          /* bytes asked for (a multiple of 8) */
+    uint32_t  tag;
+    uint32_t  dies;          /* frame at which it is freed (UINT32_MAX: never on its own) */
+    uint64_t  key;           /* pattern key */
+    int       pin_from, pin_to;   /* pinned during [pin_from, pin_to) (GPU buffers), else -1 */
+    void     *pinned_at;     /* address while pinned */
+} obj;
+
+typedef struct bobj { void *p; uint32_t size, dies; uint64_t key; } bobj;
+
+typedef struct demo {
+    demo_opts  o;
+    rng        r;
+    hh_heap   *heap;
+    obj       *objs;   size_t nobj, capobj;
+    bobj      *bobjs;  size_t nb, capb;
+    uint64_t   next_key;
+    /* counters */
+    uint64_t   allocs, alloc_fail, frees, ballocs, bfrees, temps, temp_bytes;
+    uint64_t   moves, bytes_moved, checked_bytes, checks;
+    uint64_t   step_ns_total, step_ns_max;
+    unsigned   nomem_errors, other_errors;
+} demo;
+
+static void on_error(hh_status s, const char *msg, void *user) {
+    demo *d = user;
+    if (s == HH_E_NO_MEMORY) { d->nomem_errors++; return; }    /* a full heap is part of the game: skip the spawn */
+    d->other_errors++;
+    fprintf(stderr, "hh-demo: hheap error: %s: %s\n", hh_status_str(s), msg);
+}
+
+static obj *spawn(demo *d, uint32_t size, uint32_t tag, uint32_t dies) {
+    size = (size + 7u) & ~7u;
+    hh_handle h = hh_alloc_ex(d->heap, size, 16, tag);
+    if (hh_is_null(h)) { d->alloc_fail++; return NULL; }
+    if (d->nobj == d->capobj) {
+        size_t cap = d->capobj ? d->capobj * 2 : 1024;
+        obj *n = realloc(d->objs, cap * sizeof *n);
+        if (!n) { fprintf(stderr, "hh-demo: out of memory\n"); exit(1); }
+        d->objs = n;
+        d->capobj = cap;
+    }
+    obj *o = &d->objs[d->nobj++];
+    *o = (obj){ .h = h, .size = size, .tag = tag, .dies = dies, .key = ++d->next_key * 0xD1B54A32D192ED03ULL,
+                .pin_from = -1, .pin_to = -1 };
+    fill_pattern(hh_deref(d->heap, h), size, o->key);
+    d->allocs++;
+    return o;
+}
+
+static void kill_obj(demo *d, size_t i) {
+    obj *o = &d->objs[i];
+    if (o->pinned_at) { hh_unpin(d->heap, o->h); o->pinned_at = NULL; }
+    if (hh_free(d->heap, o->h) != HH_OK) { fprintf(stderr, "hh-demo: free of a live object failed\n"); exit(1); }
+    d->frees++;
+    d->objs[i] = d->objs[--d->nobj];
+}
+
+static void bspawn(demo *d, uint32_t size, uint32_t dies) {
+    size = (size + 7u) & ~7u;
+    void *p = hh_bmalloc(size);
+    if (!p) { d->alloc_fail++; return; }
+    if (d->nb == d->capb) {
+        size_t cap = d->capb ? d->capb * 2 : 1024;
+        bobj *n = realloc(d->bobjs, cap * sizeof *n);
+        if (!n) { fprintf(stderr, "hh-demo: out of memory\n"); exit(1); }
+        d->bobjs = n;
+        d->capb = cap;
+    }
+    bobj *b = &d->bobjs[d->nb++];
+    *b = (bobj){ .p = p, .size = size, .dies = dies, .key = ++d->next_key * 0x9E6C63D0676A9A99ULL };
+    fill_pattern(p, size, b->key);
+    d->ballocs++;
+}
+
+/* ---------------------------------------------------------------------------
+   One frame of the game
+--------------------------------------------------------------------------- */
+static void simulate(demo *d, unsigned f, hh_memstack *ms) {
+    rng *r = &d->r;
+    /* Deaths first: everything whose time has come; dying enemies leave a burst of particles. */
+    unsigned bursts = 0;
+    for (size_t i = 0; i < d->nobj;) {
+        if (d->objs[i].dies <= f) {
+            bursts += d->objs[i].tag == TAG_ENEMY;
+            kill_obj(d, i);
+        } else i++;
+    }
+    for (size_t i = 0; i < d->nb;) {
+        if (d->bobjs[i].dies <= f) {
+            hh_bfree(d->bobjs[i].p);
+            d->bfrees++;
+            d->bobjs[i] = d->bobjs[--d->nb];
+        } else i++;
+    }
+
+    /* Waves: every 90 frames a wave of enemies arrives over 30 frames. */
+    unsigned phase = f % 90;
+    if (phase < 30) {
+        unsigned n = rng_range(r, 2, 5);
+        for (unsigned k = 0; k < n; k++) {
+            uint32_t life = rng_range(r, 60, 260);
+            obj *e = spawn(d, rng_range(r, 1024, 4096), TAG_ENEMY, f + life);
+            if (e) spawn(d, rng_range(r, 512, 2048), TAG_AI, f + life);   /* dies with its enemy */
+        }
+    }
+    /* Enemies fire projectiles; a temporary index list of them lives on the mark stack. */
+    uint32_t *enemies = hh_memstack_alloc(ms, (d->nobj + 1) * sizeof *enemies, 16);
+    size_t ne = 0;
+    if (enemies) {
+        d->temps++;
+        d->temp_bytes += (d->nobj + 1) * sizeof *enemies;
+        for (size_t i = 0; i < d->nobj; i++) if (d->objs[i].tag == TAG_ENEMY) enemies[ne++] = (uint32_t)i;
+    }
+    size_t shots = 0;
+    for (size_t k = 0; k < ne; k++) if (rng_chance(r, 0.07)) shots++;
+    for (size_t k = 0; k < shots; k++) spawn(d, rng_range(r, 96, 256), TAG_PROJECTILE, f + rng_range(r, 8, 45));
+    for (unsigned b = 0; b < bursts; b++) {
+        unsigned n = rng_range(r, 12, 36);
+        for (unsigned k = 0; k < n; k++) spawn(d, rng_range(r, 48, 160), TAG_PARTICLE, f + rng_range(r, 4, 40));
+    }
+    /* Level streaming: now and then two chunks go and two others come in. */
+    if (f > 0 && f % 75 == 0) {
+        for (int k = 0; k < 2; k++) {
+            size_t cand[64], nc = 0;
+            for (size_t i = 0; i < d->nobj && nc < 64; i++) if (d->objs[i].tag == TAG_LEVEL) cand[nc++] = i;
+            if (nc) kill_obj(d, cand[rng_next(r) % nc]);
+        }
+        for (int k = 0; k < 2; k++) spawn(d, rng_range(r, 16384, 65536), TAG_LEVEL, UINT32_MAX);
+    }
+    /* Pins follow each GPU buffer's schedule. */
+    for (size_t i = 0; i < d->nobj; i++) {
+        obj *o = &d->objs[i];
+        if (o->tag != TAG_GPU) continue;
+        bool want = (int)f >= o->pin_from && (int)f < o->pin_to;
+        if (want && !o->pinned_at) o->pinned_at = hh_pin(d->heap, o->h);
+        else if (!want && o->pinned_at) { hh_unpin(d->heap, o->h); o->pinned_at = NULL; }
+    }
+    /* Binned: sound events and network messages. */
+    unsigned nb = rng_range(r, 8, 30);
+    for (unsigned k = 0; k < nb; k++) bspawn(d, rng_range(r, 16, 512), f + rng_range(r, 5, 120));
+    /* Collision grid: a frame temporary. */
+    size_t grid = 64 * 64 * sizeof(uint16_t);
+    uint16_t *g = hh_memstack_alloc_zeroed(ms, grid, 64);
+    if (g) {
+        d->temps++;
+        d->temp_bytes += grid;
+        for (size_t k = 0; k < ne; k++) g[(enemies[k] * 2654435761u) % (64 * 64)]++;
+    }
+}
+
+/* Checks every byte of every object; exits on the first bad one. */
+static void verify(demo *d, unsigned f) {
+    for (size_t i = 0; i < d->nobj; i++) {
+        obj *o = &d->objs[i];
+        const void *p = hh_deref(d->heap, o->h);
+        if (p == NULL || hh_size(d->heap, o->h) < o->size) {
+            fprintf(stderr, "hh-demo: frame %u: object %zu (%s) lost its block\n", f, i, tag_names[o->tag]);
+            exit(1);
+        }
+        if (o->pinned_at && p != o->pinned_at) {
+            fprintf(stderr, "hh-demo: frame %u: a pinned %s moved\n", f, tag_names[o->tag]);
+            exit(1);
+        }
+        long bad = check_pattern(p, o->size, o->key);
+        if (bad >= 0) {
+            fprintf(stderr, "hh-demo: frame %u: %s of %u bytes is wrong at word %ld\n", f, tag_names[o->tag], o->size, bad);
+            exit(1);
+        }
+        d->checked_bytes += o->size;
+    }
+    for (size_t i = 0; i < d->nb; i++) {
+        if (check_pattern(d->bobjs[i].p, d->bobjs[i].size, d->bobjs[i].key) >= 0) {
+            fprintf(stderr, "hh-demo: frame %u: binned object %zu is wrong\n", f, i);
+            exit(1);
+        }
+        d->checked_bytes += d->bobjs[i].size;
+    }
+    d->checks++;
+}
+
+/* ---------------------------------------------------------------------------
+   Main
+--------------------------------------------------------------------------- */
+static void usage(FILE *f) {
+    fputs("usage: hh-demo [--frames N] [--moves N] [--policy auto|slide|fill] [--seed S] [--heap-mib M]\n"
+          "               [--out DIR] [--every K] [--width PX] [--no-render] [--quiet]\n"
+          "defaults: 600 frames, 16 moves per frame, policy auto, seed 1, 4 MiB heap, out/demo, every frame, 1024 px\n", f);
+}
+
+static bool arg_u(const char *v, unsigned long long lo, unsigned long long hi, unsigned long long *out) {
+    if (!v || !*v || *v == '-') return false;
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (errno || *end || n < lo || n > hi) return false;
+    *out = n;
+    return true;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static const char *fmt_bytes(char *buf, size_t n, double b) {
+    static const char *const u[] = { "B", "KiB", "MiB", "GiB" };
+    int i = 0;
+    while (b >= 1024 && i < 3) { b /= 1024; i++; }
+    snprintf(buf, n, i ? "%.2f %s" : "%.0f %s", b, u[i]);
+    return buf;
+}
+
+int main(int argc, char **argv) {
+    demo d = { .o = { .frames = 600, .moves = 16, .every = 1, .width = 1024, .policy = HH_DEFRAG_AUTO, .seed = 1,
+                      .heap_mib = 4, .out = "out/demo", .render = true } };
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        unsigned long long n;
+        bool ok = true;
+        if (!strcmp(a, "--frames")) { ok = arg_u(v, 1, 1000000, &n); d.o.frames = (unsigned)n; i++; }
+        else if (!strcmp(a, "--moves")) { ok = arg_u(v, 0, 1000000, &n); d.o.moves = (unsigned)n; i++; }
+        else if (!strcmp(a, "--every")) { ok = arg_u(v, 1, 1000000, &n); d.o.every = (unsigned)n; i++; }
+        else if (!strcmp(a, "--width")) { ok = arg_u(v, 480, 8192, &n); d.o.width = (unsigned)n; i++; }
+        else if (!strcmp(a, "--seed")) { ok = arg_u(v, 0, UINT64_MAX, &n); d.o.seed = n; i++; }
+        else if (!strcmp(a, "--heap-mib")) { ok = arg_u(v, 1, 4096, &n); d.o.heap_mib = (unsigned)n; i++; }
+        else if (!strcmp(a, "--out")) { ok = v != NULL; d.o.out = v; i++; }
+        else if (!strcmp(a, "--policy")) {
+            ok = v != NULL;
+            if (ok && !strcmp(v, "auto")) d.o.policy = HH_DEFRAG_AUTO;
+            else if (ok && !strcmp(v, "slide")) d.o.policy = HH_DEFRAG_SLIDE;
+            else if (ok && !strcmp(v, "fill")) d.o.policy = HH_DEFRAG_FILL;
+            else ok = false;
+            i++;
+        } else if (!strcmp(a, "--no-render")) d.o.render = false;
+        else if (!strcmp(a, "--quiet")) d.o.quiet = true;
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        else ok = false;
+        if (!ok) { fprintf(stderr, "hh-demo: bad option or value: %s %s\n", a, v ? v : ""); usage(stderr); return 2; }
+    }
+    d.r.s = d.o.seed * 0x9E3779B97F4A7C15ULL + 0x1234567;
+    hh_set_error_handler(on_error, &d);
+
+    size_t cap = (size_t)d.o.heap_mib << 20;
+    if (hh_heap_create(&(hh_heap_desc){ .capacity = cap }, &d.heap) != HH_OK) {
+        fprintf(stderr, "hh-demo: cannot create a %u MiB heap\n", d.o.heap_mib);
+        return 1;
+    }
+    hh_defrag_set_policy(d.heap, d.o.policy);
+    hh_memstack *ms = hh_memstack_thread();
+    if (!ms) { fprintf(stderr, "hh-demo: no mark stack\n"); return 1; }
+
+    char dump_path[4096], cmd_dir[4096];
+    snprintf(cmd_dir, sizeof cmd_dir, "%s", d.o.out);
+    for (char *p = cmd_dir + 1; *p; p++) if (*p == '/') { *p = 0; mkdir(cmd_dir, 0755); *p = '/'; }
+    mkdir(cmd_dir, 0755);
+    snprintf(dump_path, sizeof dump_path, "%s/demo.hhmap", d.o.out);
+    char label[128];
+    snprintf(label, sizeof label, "hh-demo seed %" PRIu64 ", %u MiB heap, %u moves/frame, policy %s", d.o.seed,
+             d.o.heap_mib, d.o.moves, hh_defrag_policy_str(d.o.policy));
+    hh_mapdump_writer *w;
+    hh_memstack *stacks[1] = { ms };
+    if (hh_mapdump_create(dump_path, &(hh_mapdump_desc){ .heap = d.heap, .flags = HH_MAPDUMP_BINNED, .memstacks = stacks,
+                                                         .memstack_count = 1, .tag_names = tag_names,
+                                                         .tag_name_count = TAG_COUNT, .label = label }, &w) != HH_OK) {
+        fprintf(stderr, "hh-demo: cannot write %s\n", dump_path);
+        return 1;
+    }
+
+    /* The level: long-lived chunks filling about a third of the heap, with
+       three GPU buffers among them that are pinned on a schedule. */
+    double scale = (double)cap / (4.0 * 1048576.0);
+    unsigned chunks = (unsigned)(36 * scale);
+    for (unsigned k = 0; k < chunks; k++) {
+        spawn(&d, rng_range(&d.r, 16384, 65536) / (scale < 1 ? 2u : 1u), TAG_LEVEL, UINT32_MAX);
+        if (k % 12 == 5) {
+            obj *g = spawn(&d, rng_range(&d.r, 12288, 24576), TAG_GPU, UINT32_MAX);
+            if (g) {
+                unsigned q = d.o.frames / 4;
+                g->pin_from = (int)(k / 12 * q / 2);
+                g->pin_to = g->pin_from + (int)(q * (1 + k / 12));
+            }
+        }
+        /* Short-lived garbage between the chunks makes the first holes. */
+        spawn(&d, rng_range(&d.r, 2048, 8192), TAG_PARTICLE, 1 + k % 7);
+    }
+
+    bool tty = isatty(STDOUT_FILENO);
+    unsigned log_every = tty ? 1 : (d.o.frames >= 20 ? d.o.frames / 20 : 1);
+    double t_sim0 = now_s();
+    hh_mapdump_metrics last = {0};
+    for (unsigned f = 0; f < d.o.frames; f++) {
+        hh_mark frame_mark, render_mark;
+        hh_mark_push(ms, &frame_mark);
+        simulate(&d, f, ms);
+        /* The render list: one 48-byte command per live object, under a nested mark. */
+        hh_mark_push(ms, &render_mark);
+        size_t rl = (d.nobj + 1) * 48;
+        uint8_t *cmds = hh_memstack_alloc(ms, rl, 16);
+        if (cmds) { memset(cmds, 0x5A, rl); d.temps++; d.temp_bytes += rl; }
+
+        hh_defrag_report rep = hh_defrag_step(d.heap, d.o.moves);
+        d.moves += rep.moves;
+        d.bytes_moved += rep.bytes_moved;
+        d.step_ns_total += rep.elapsed_ns;
+        if (rep.elapsed_ns > d.step_ns_max) d.step_ns_max = rep.elapsed_ns;
+        verify(&d, f);
+        if (cmds) for (size_t k = 0; k < rl; k++) if (cmds[k] != 0x5A) { fprintf(stderr, "hh-demo: render list overwritten\n"); return 1; }
+        if (f % 10 == 0 && hh_heap_check(d.heap) != HH_OK) { fprintf(stderr, "hh-demo: frame %u: heap check failed\n", f); return 1; }
+        if (hh_mapdump_write_frame(w, f, &rep) != HH_OK) { fprintf(stderr, "hh-demo: writing the dump failed\n"); return 1; }
+        hh_mark_pop(&render_mark);
+        hh_mark_pop(&frame_mark);
+
+        hh_heap_stats st;
+        hh_heap_stats_get(d.heap, &st);
+        last.fragmentation = st.fragmentation;
+        if (!d.o.quiet && (f % log_every == 0 || f + 1 == d.o.frames)) {
+            char a[32];
+            printf("%sframe %5u/%u  objects %5zu (%u pinned)  binned %4zu  used %5.1f%%  frag %5.1f%%  moved %3u (%s)  step %.3f ms%s",
+                   tty ? "\r" : "", f + 1, d.o.frames, d.nobj, (unsigned)st.pinned_blocks, d.nb,
+                   100.0 * (double)st.used_bytes / (double)st.capacity, st.fragmentation * 100, rep.moves,
+                   fmt_bytes(a, sizeof a, (double)rep.bytes_moved), rep.elapsed_ns / 1e6, tty ? "   " : "\n");
+            fflush(stdout);
+        }
+    }
+    if (tty && !d.o.quiet) printf("\n");
+    double t_sim = now_s() - t_sim0;
+    uint64_t dump_bytes = hh_mapdump_bytes_written(w);
+    if (hh_mapdump_close(w) != HH_OK) { fprintf(stderr, "hh-demo: closing the dump failed\n"); return 1; }
+
+    /* Final state, then tidy up (so that memcheck sees no leak). */
+    hh_heap_stats st;
+    hh_heap_stats_get(d.heap, &st);
+    uint32_t holes = 0;
+    {
+        hh_mapdump_reader *rd;
+        if (hh_mapdump_open(dump_path, &rd) == HH_OK) {
+            const hh_mapdump_frame *fr;
+            while (hh_mapdump_next(rd, &fr) == HH_OK && fr) { last = fr->metrics; holes = fr->metrics.holes; }
+            hh_mapdump_reader_close(rd);
+        }
+    }
+    while (d.nobj) kill_obj(&d, d.nobj - 1);
+    for (size_t i = 0; i < d.nb; i++) hh_bfree(d.bobjs[i].p);
+    free(d.objs);
+    free(d.bobjs);
+    hh_heap_destroy(d.heap);
+    hh_memstack_thread_release();
+    hh_binned_thread_flush();
+
+    viz_result vr = {0};
+    double t_r0 = now_s();
+    int rc = 0;
+    if (d.o.render) {
+        viz_opts vo = { .width = (int)d.o.width, .every = d.o.every, .out_dir = d.o.out, .progress = -1, .quiet = true };
+        rc = viz_render(dump_path, &vo, &vr);
+    }
+    double t_render = now_s() - t_r0;
+
+    char a[32], b[32];
+    printf("\n  hh-demo summary (%s)\n", label);
+    printf("  %-34s %18s\n", "", "");
+    printf("  %-34s %18u\n", "frames", d.o.frames);
+    printf("  %-34s %18" PRIu64 "\n", "allocations, relocatable heap", d.allocs);
+    printf("  %-34s %18" PRIu64 "\n", "allocations failed (heap full)", d.alloc_fail);
+    printf("  %-34s %18" PRIu64 "\n", "allocations, binned", d.ballocs);
+    printf("  %-34s %18" PRIu64 "\n", "temporaries on the mark stack", d.temps);
+    printf("  %-34s %18s\n", "  their bytes", fmt_bytes(a, sizeof a, (double)d.temp_bytes));
+    printf("  %-34s %18" PRIu64 "\n", "defrag moves", d.moves);
+    printf("  %-34s %18s\n", "bytes moved", fmt_bytes(a, sizeof a, (double)d.bytes_moved));
+    printf("  %-34s %17.1f%%\n", "final fragmentation", last.fragmentation * 100);
+    printf("  %-34s %17.1f%%\n", "final fragmentation (sum-sq)", last.fragmentation_sq * 100);
+    printf("  %-34s %18u\n", "final holes", (unsigned)holes);
+    printf("  %-34s %15.2f us\n", "defrag step, mean", d.step_ns_total / 1e3 / d.o.frames);
+    printf("  %-34s %15.2f us\n", "defrag step, max", d.step_ns_max / 1e3);
+    printf("  %-34s %18s\n", "bytes checked (every frame)", fmt_bytes(a, sizeof a, (double)d.checked_bytes));
+    printf("  %-34s %18s\n", "dump size", fmt_bytes(b, sizeof b, (double)dump_bytes));
+    printf("  %-34s %16.2f s\n", "simulation + dump time", t_sim);
+    if (d.o.render && rc == 0) {
+        printf("  %-34s %18zu\n", "pictures drawn", vr.frames_drawn);
+        if (vr.frames_drawn)
+            printf("  %-34s %15.2f ms\n", "draw time per frame (mean)", vr.draw_ms_total / vr.frames_drawn),
+            printf("  %-34s %15.2f ms\n", "PNG write per frame (mean)", vr.png_ms_total / vr.frames_drawn);
+        printf("  %-34s %16.2f s\n", "render time", t_render);
+        printf("\n  open %s/index.html (flipbook), %s/timeline.png, %s/plot.png\n", d.o.out, d.o.out, d.o.out);
+    }
+    if (d.other_errors) { fprintf(stderr, "hh-demo: %u unexpected hheap errors\n", d.other_errors); rc = 1; }
+    return rc;
+}
