@@ -22,6 +22,7 @@
  *     mem_total_<mix>      every byte the allocator holds for the blocks, per block
  *
  * QUICK=1: 256K objects for deref, fewer ops, 3 repetitions.
+ * bench_heap --record TRACE writes an hh_trace of a frame workload (see below).
  */
 #define _GNU_SOURCE 1   /* malloc_usable_size, mallinfo2 */
 #include <malloc.h>
@@ -357,7 +358,56 @@ static void bench_memory(const char *mix, size_t n, size_t fixed) {
     free(req);
 }
 
-int main(void) {
+/* ---------------------------------------------------------------------------
+   --record PATH: a game-like frame workload recorded with hh_trace, for
+   build/hh-replay (bench/run.py replays it). Each frame allocates and frees about
+   150 objects of the mix, resizes a few, pins one across the frame and calls
+   hh_defrag_step(heap, 16). Every call succeeds (a failed call that changed the
+   heap would not be in the trace).
+--------------------------------------------------------------------------- */
+static int record_frames(const char *path, int frames) {
+    enum { LIVE_MAX = 20000 };
+    hh_heap *heap = heap_make(32u << 20, LIVE_MAX + 64);
+    hh_trace *tr = NULL;
+    if (hh_trace_open(heap, path, &tr) != HH_OK) return 1;
+    hh_handle *live = xmalloc(LIVE_MAX * sizeof *live);
+    size_t n = 0;
+    rng r = { 0xF4A3Eull };
+    for (int f = 0; f < frames; f++) {
+        size_t target = 8000 + (size_t)(4000.0 * (f % 200 < 100 ? f % 100 : 100 - f % 100) / 100.0);
+        for (int k = 0; k < 150; k++) {
+            if (n < target || (n < LIVE_MAX && rng_below(&r, 2))) {
+                hh_handle h = rng_below(&r, 10) == 0 ? hh_alloc_ex(heap, mix_size(&r), 64, 1 + rng_below(&r, 4))
+                                                     : hh_alloc(heap, mix_size(&r));
+                if (hh_is_null(h)) break;
+                live[n++] = h;
+            }
+            if (n > 0 && (n > target || rng_below(&r, 2))) {
+                size_t j = rng_below(&r, (uint32_t)n);
+                hh_free(heap, live[j]);
+                live[j] = live[--n];
+            }
+        }
+        for (int k = 0; k < 5 && n > 0; k++) hh_resize(heap, live[rng_below(&r, (uint32_t)n)], mix_size(&r));
+        hh_handle pinned = n ? live[rng_below(&r, (uint32_t)n)] : HH_NULL;
+        if (n) hh_pin(heap, pinned);
+        hh_defrag_step(heap, 16);
+        if (n) hh_unpin(heap, pinned);
+    }
+    uint64_t events = hh_trace_event_count(tr);
+    hh_status st = hh_trace_close(tr);
+    printf("heap: recorded %llu events over %d frames into %s\n", (unsigned long long)events, frames, path);
+    free(live);
+    hh_heap_destroy(heap);
+    return st == HH_OK ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "--record") == 0) return record_frames(argv[2], bench_quick() ? 300 : 1500);
+    if (argc != 1) {
+        fprintf(stderr, "usage: bench_heap [--record TRACE]\n");
+        return 2;
+    }
     int quick = bench_quick(), reps = bench_reps();
     bench_deref(quick ? 256u * 1024 : 1024u * 1024, reps);
     bench_alloc(quick ? 200000 : 1000000, reps);

@@ -11,9 +11,14 @@
  *   scratch_per_use        a "use" takes 3 temporary buffers (1, 4, 16 KiB) and ends;
  *                          scratch alloc + reset vs a fresh malloc + free per buffer
  *   scratch_256K_use       one 256 KiB temporary buffer per use
+ *   memstack_10k_256B_notrim   the first case again, last, with glibc told never to
+ *                          trim or mmap (mallopt): glibc's default gives the 2.5 MB
+ *                          back after every round and page-faults it in again, which
+ *                          dominates its figure; this shows the allocator cost alone
  *
  * Every figure is ns per allocation (or per use for the scratch cases); lower is better.
  */
+#include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -239,6 +244,12 @@ int main(void) {
     scratch_run(&sc256);
     bench_pair("linear", "scratch_256K_use", "ns/use", scratch_run, "glibc_malloc_free", scratch_malloc_run, &sc256,
                reps);
+
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    mallopt(M_MMAP_THRESHOLD, 1 << 30);
+    malloc_run(&big);
+    bench_pair("linear", "memstack_10k_256B_notrim", "ns/op", memstack_run, "glibc_malloc_free_notrim", malloc_run,
+               &big, reps);
 
     hh_scratch_destroy(scratch);
     hh_pool_destroy(pool);

@@ -94,6 +94,7 @@ typedef struct glibc_slot { uint64_t rec; void *p; } glibc_slot;
 
 typedef struct glibc_measure {
     size_t every;
+    size_t inuse0, footprint0;     /* before the replay (the loaded trace itself lives in malloc) */
     size_t peak_inuse, peak_footprint;
     double below_sum;
     size_t below_n;
@@ -101,7 +102,7 @@ typedef struct glibc_measure {
 
 static void glibc_sample(glibc_measure *m) {
     struct mallinfo2 mi = mallinfo2();
-    size_t inuse = mi.uordblks + mi.hblkhd, footprint = mi.arena - mi.keepcost + mi.hblkhd;
+    size_t inuse = mi.uordblks + mi.hblkhd - m->inuse0, footprint = mi.arena - mi.keepcost + mi.hblkhd - m->footprint0;
     if (inuse > m->peak_inuse) m->peak_inuse = inuse;
     if (footprint > m->peak_footprint) m->peak_footprint = footprint;
     if (mi.fordblks) m->below_sum += (double)(mi.fordblks - mi.keepcost) / (double)mi.fordblks;
@@ -112,6 +113,11 @@ static void glibc_sample(glibc_measure *m) {
    afterwards (not timed). */
 static uint64_t glibc_replay(const hh_trace_log *log, glibc_slot *map, size_t cap, glibc_measure *m) {
     memset(map, 0, cap * sizeof *map);
+    if (m) {
+        struct mallinfo2 mi = mallinfo2();
+        m->inuse0 = mi.uordblks + mi.hblkhd;
+        m->footprint0 = mi.arena - mi.keepcost + mi.hblkhd;
+    }
     uint64_t t0 = bench_now_ns();
     for (size_t i = 0; i < log->event_count; i++) {
         const hh_heap_event *e = &log->events[i].ev;

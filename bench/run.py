@@ -294,6 +294,24 @@ def main():
     rc, benches, secs = run_capture([exe], limit, env=env)
     account("bench_heap", rc, benches, secs)
 
+    # 1b. a recorded frame workload replayed by hh-replay, then any other trace
+    #     under out/ (e.g. the demo's), at most 3
+    replay = os.path.join(args.build, "hh-replay")
+    if os.path.exists(replay):
+        trace = os.path.join(os.path.dirname(args.out) or ".", "frames.hhtrace")
+        note(f"== hh-replay {trace}")
+        rc, benches, secs = run_capture([exe, "--record", trace], limit, env=env)
+        account("bench_heap --record", rc, benches, secs)
+        traces = [trace] if rc == 0 else []
+        others = sorted(t for t in glob.glob("out/**/*.hhtrace", recursive=True)
+                        if os.path.abspath(t) != os.path.abspath(trace))
+        traces += others[:3]
+        for t in traces:
+            if t != trace:
+                note(f"== hh-replay {t}")
+            rc, benches, secs = run_capture([replay, t], limit, env=env)
+            account(f"hh-replay {os.path.basename(t)}", rc, benches, secs)
+
     # 2. + 3. every other program and bench-* target
     targets = fragment_targets()
     done_targets = set()

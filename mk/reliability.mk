@@ -52,7 +52,7 @@ ASAN_CFLAGS := $(WARN) -O1 -g -pthread $(ASAN_SAN) $(ASAN_DEFS)
 # See tests/fuzz/asan_unmap_shim.c: un-poisons every munmap of the library (bug in
 # bugs.md). REL_ASAN_UNMAP_SHIM=0 links without it.
 REL_ASAN_UNMAP_SHIM ?= 1
-REL_ASAN_LINK = $(if $(filter 1,$(REL_ASAN_UNMAP_SHIM)),-Wl,--wrap=munmap $(ASAN_DIR)/obj/tests/fuzz/asan_unmap_shim.o)
+REL_ASAN_LINK = $(if $(filter 1,$(REL_ASAN_UNMAP_SHIM)),-Xlinker --wrap=munmap $(ASAN_DIR)/obj/tests/fuzz/asan_unmap_shim.o)
 REL_ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=1:strict_string_checks=1 \
                 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
@@ -101,9 +101,14 @@ rel-tsan-build: | $(BUILD)/test/suites.h
 
 # No-fork mode: a leak or a sanitizer report is attributed to the whole run and
 # fails it (in fork mode a child's report could be lost with the child).
+# HH_TEST_UNDER_VALGRIND=1 tells the suites a memory tool watches (they then skip
+# their deliberate overruns, which the tool itself would report); HH_TEST_SCALE
+# keeps the randomised tests at ASAN_TEST_SCALE of their normal length.
+ASAN_TEST_SCALE ?= 1
 check-asan: rel-asan-build
 	@echo "== Check suites under ASan + UBSan (HH_TRACK_ASAN=1, $(REL_CC))"
-	@start=$$(date +%s); CK_FORK=no $(REL_ASAN_ENV) $(ASAN_DIR)/hh-tests || exit 1; \
+	@start=$$(date +%s); CK_FORK=no HH_TEST_UNDER_VALGRIND=1 HH_TEST_SCALE=$(ASAN_TEST_SCALE) \
+	  $(REL_ASAN_ENV) $(ASAN_DIR)/hh-tests || exit 1; \
 	  echo "  check-asan: $$(( $$(date +%s) - start )) s"
 
 check-tsan: rel-tsan-build

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "test_util.h"
+#include "../src/common/hh_platform.h"
 
 typedef struct move_log {
     unsigned calls;
@@ -27,6 +28,22 @@ static void on_move(hh_handle h, void *old_addr, void *new_addr, size_t size, vo
 
 static hh_heap *heap;
 static move_log mlog;
+
+/* hh_shadow_verify with one Check call per verification instead of four per
+   object: Check records the location of every assertion with a write(2), which
+   dominates the randomised tests otherwise. Same checks. */
+static void verify_all(const hh_shadow *s, const hh_heap *hp) {
+    for (size_t i = 0; i < s->count; i++) {
+        const hh_shadow_obj *o = &s->objs[i];
+        const unsigned char *p = hh_deref(hp, o->h);
+        if (p == NULL) ck_abort_msg("object %zu (handle %#llx) lost", i, (unsigned long long)o->h.id);
+        if (((uintptr_t)p & (o->align - 1)) != 0) ck_abort_msg("object %zu lost its %zu alignment", i, o->align);
+        if (hh_size(hp, o->h) < o->size) ck_abort_msg("object %zu shrank", i);
+        if (o->pins && (const void *)p != o->pinned_at) ck_abort_msg("pinned object %zu moved", i);
+        long bad = hh_test_verify(p, o->size, o->key);
+        if (bad >= 0) ck_abort_msg("object %zu (%zu bytes): byte %ld corrupt", i, o->size, bad);
+    }
+}
 
 static void setup(void) {
     hh_test_capture_errors();
@@ -314,11 +331,11 @@ static void random_ops(uint64_t seed, unsigned ops, bool aligned, int budget_kin
             ck_assert_uint_eq(mlog.bytes - bytes_before, rep.bytes_moved);
             const hh_move_record *rec;
             ck_assert_uint_eq(hh_defrag_journal(heap, &rec), rep.moves);
-            hh_shadow_verify(&sh, heap);
+            verify_all(&sh, heap);
         }
-        ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+        if (hh_heap_check(heap) != HH_OK) ck_abort_msg("heap check failed after op %u: %s", i, hh_test_last_message());
     }
-    hh_shadow_verify(&sh, heap);
+    verify_all(&sh, heap);
     for (size_t i = 0; i < sh.count; i++)
         while (sh.objs[i].pins) {
             ck_assert_int_eq(hh_unpin(heap, sh.objs[i].h), HH_OK);
@@ -326,7 +343,7 @@ static void random_ops(uint64_t seed, unsigned ops, bool aligned, int budget_kin
         }
     unsigned steps = 0;
     while (!hh_defrag_step(heap, 16).compact) {
-        hh_shadow_verify(&sh, heap);
+        verify_all(&sh, heap);
         ck_assert_uint_lt(++steps, 100000);
     }
     /* Compact: every hole left sits under a block whose alignment stops it. */
@@ -337,7 +354,7 @@ static void random_ops(uint64_t seed, unsigned ops, bool aligned, int budget_kin
         ck_assert_uint_le(st.free_blocks, 1);
         ck_assert(st.fragmentation == 0.0);
     }
-    hh_shadow_verify(&sh, heap);
+    verify_all(&sh, heap);
     ck_assert(!mlog.bad);
     hh_shadow_fini(&sh);
 }
@@ -358,6 +375,527 @@ START_TEST(random_policy_budget) {
 }
 END_TEST
 
+
+/* ---------------------------------------------------------------------------
+   Budgets, determinism, oversize blocks
+--------------------------------------------------------------------------- */
+/* Blocks of random sizes, every other one freed: a fragmented heap. */
+static void fragment_random(hh_shadow *sh, unsigned n, uint64_t seed) {
+    hh_rng r = hh_rng_make(seed);
+    for (unsigned i = 0; i < n; i++) {
+        size_t size = 16 + hh_rng_below(&r, 1500);
+        hh_handle h = hh_alloc(heap, size);
+        if (hh_is_null(h)) break;
+        hh_shadow_add(sh, heap, h, size, 16, i + 1);
+    }
+    free_every_other(sh);
+}
+
+START_TEST(bounded_steps_keep_every_budget) {
+    hh_shadow sh;
+    hh_shadow_init(&sh);
+    fragment_random(&sh, 400, 11);
+    hh_rng r = hh_rng_make(5);
+    unsigned steps = 0;
+    for (;;) {
+        hh_defrag_budget b = { .max_moves = hh_rng_below(&r, 6), .max_bytes = 1600 + hh_rng_below(&r, 6000) };
+        hh_defrag_report rep = hh_defrag_step_ex(heap, &b);
+        if (b.max_moves) ck_assert_uint_le(rep.moves, b.max_moves);
+        ck_assert_uint_le(rep.bytes_moved, b.max_bytes);
+        ck_assert_uint_eq(rep.oversize_bytes, 0);             /* every block is below 1600 bytes */
+        if (rep.compact) break;
+        ck_assert(rep.stop == HH_DEFRAG_STOP_MOVES || rep.stop == HH_DEFRAG_STOP_BYTES || rep.stop == HH_DEFRAG_STOP_WORK);
+        ck_assert_uint_lt(++steps, 5000);
+    }
+    verify_all(&sh, heap);
+    hh_heap_stats st;
+    hh_heap_stats_get(heap, &st);
+    ck_assert_uint_eq(st.free_blocks, 1);
+    hh_shadow_fini(&sh);
+}
+END_TEST
+
+START_TEST(oversize_block_moves_only_in_full) {
+    hh_handle small[20];
+    for (int i = 0; i < 20; i++) small[i] = hh_alloc(heap, 200);
+    hh_handle big = hh_alloc(heap, 40000);
+    ck_assert(!hh_is_null(big));
+    for (int i = 0; i < 20; i += 2) hh_free(heap, small[i]);
+    hh_free(heap, small[19]);                               /* a hole right below the big block */
+    char *big_at = hh_deref(heap, big);
+    hh_defrag_report rep;
+    for (int i = 0; i < 50; i++) {
+        rep = hh_defrag_step_ex(heap, &(hh_defrag_budget){ .max_moves = 4, .max_bytes = 4096 });
+        ck_assert_ptr_eq(hh_deref(heap, big), big_at);     /* never moved by a bounded step */
+        ck_assert(!rep.compact);
+    }
+    ck_assert_uint_ge(rep.oversize_bytes, 40000);
+    ck_assert_int_eq(rep.stop, HH_DEFRAG_STOP_OVERSIZE);
+    ck_assert_str_eq(hh_defrag_stop_str(rep.stop), "oversize");
+    rep = hh_defrag_full(heap);
+    ck_assert(rep.compact);
+    ck_assert_ptr_ne(hh_deref(heap, big), big_at);
+    hh_heap_stats st;
+    hh_heap_stats_get(heap, &st);
+    ck_assert_uint_eq(st.free_blocks, 1);
+}
+END_TEST
+
+typedef struct move_seq { hh_move_record rec[4096]; size_t n; } move_seq;
+
+/* A seeded workload with interleaved deterministic steps whose time limit is
+   1 ns (which the clock would always hit); records every move. */
+static void deterministic_run(uint64_t seed, move_seq *out) {
+    hh_heap *hp;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 20 }, &hp), HH_OK);
+    ck_assert_int_eq(hh_defrag_configure(hp, &(hh_defrag_config){ .deterministic = true }), HH_OK);
+    hh_rng r = hh_rng_make(seed);
+    hh_handle live[256];
+    unsigned n = 0;
+    out->n = 0;
+    for (unsigned op = 0; op < 2000; op++) {
+        unsigned k = hh_rng_below(&r, 10);
+        if (k < 5 && n < 256) {
+            hh_handle h = hh_alloc(hp, 16 + hh_rng_below(&r, 2000));
+            if (!hh_is_null(h)) live[n++] = h;
+        } else if (k < 9 && n) {
+            unsigned i = hh_rng_below(&r, n);
+            ck_assert_int_eq(hh_free(hp, live[i]), HH_OK);
+            live[i] = live[--n];
+        } else {
+            hh_defrag_report rep = hh_defrag_step_ex(hp, &(hh_defrag_budget){ .max_moves = 8, .max_ns = 1 });
+            const hh_move_record *rec;
+            size_t m = hh_defrag_journal(hp, &rec);
+            ck_assert_uint_eq(m, rep.moves);
+            for (size_t i = 0; i < m && out->n < 4096; i++) out->rec[out->n++] = rec[i];
+        }
+    }
+    hh_heap_destroy(hp);
+}
+
+START_TEST(deterministic_mode_repeats_moves) {
+    static move_seq a, b;
+    deterministic_run(99, &a);
+    deterministic_run(99, &b);
+    ck_assert_uint_gt(a.n, 50);                             /* the 1 ns limit was ignored */
+    ck_assert_uint_eq(a.n, b.n);
+    for (size_t i = 0; i < a.n; i++) {
+        ck_assert_uint_eq(a.rec[i].handle.id & HH_HANDLE_INDEX_MASK, b.rec[i].handle.id & HH_HANDLE_INDEX_MASK);
+        ck_assert_uint_eq(a.rec[i].src_offset, b.rec[i].src_offset);
+        ck_assert_uint_eq(a.rec[i].dst_offset, b.rec[i].dst_offset);
+        ck_assert_uint_eq(a.rec[i].size, b.rec[i].size);
+    }
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------
+   Policies
+--------------------------------------------------------------------------- */
+/* Bytes each policy moves to compact the same fragmented heap; AUTO never
+   more than SLIDE (it moves each block at most once, SLIDE moves every block
+   above the first hole), FILL and AUTO far less when sizes repeat. */
+static size_t bytes_to_compact(hh_defrag_policy pol, bool repeated) {
+    hh_heap *hp;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 20 }, &hp), HH_OK);
+    hh_defrag_set_policy(hp, pol);
+    hh_rng r = hh_rng_make(4242);
+    static const size_t sizes[] = { 48, 96, 160, 256, 512 };
+    hh_handle hs[1500];
+    unsigned n = 0;
+    for (; n < 1500; n++) {
+        size_t size = repeated ? sizes[hh_rng_below(&r, 5)] : 16 + hh_rng_below(&r, 700);
+        hs[n] = hh_alloc(hp, size);
+        if (hh_is_null(hs[n])) break;
+    }
+    for (unsigned i = 0; i < n; i++)
+        if (hh_rng_below(&r, 3) == 0) hh_free(hp, hs[i]);
+    size_t bytes = 0;
+    unsigned steps = 0;
+    for (;;) {
+        hh_defrag_report rep = hh_defrag_step(hp, 16);
+        bytes += rep.bytes_moved;
+        if (rep.compact) break;
+        ck_assert_uint_lt(++steps, 10000);
+    }
+    hh_heap_stats st;
+    hh_heap_stats_get(hp, &st);
+    ck_assert_uint_eq(st.free_blocks, 1);
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    hh_heap_destroy(hp);
+    return bytes;
+}
+
+START_TEST(auto_moves_no_more_than_slide) {
+    for (int rep = 0; rep < 2; rep++) {
+        bool repeated = rep == 0;
+        size_t slide = bytes_to_compact(HH_DEFRAG_SLIDE, repeated);
+        size_t fill = bytes_to_compact(HH_DEFRAG_FILL, repeated);
+        size_t aut = bytes_to_compact(HH_DEFRAG_AUTO, repeated);
+        ck_assert_uint_le(aut, slide);
+        if (repeated) {
+            ck_assert_uint_lt(aut, slide / 2);
+            ck_assert_uint_lt(fill, slide);
+        }
+    }
+}
+END_TEST
+
+START_TEST(pinned_survive_and_holes_below_fill) {
+    enum { N = 300 };
+    hh_handle hs[N];
+    for (int i = 0; i < N; i++) hs[i] = hh_alloc(heap, 128);
+    int pin_idx[3] = { 11, 101, 201 };
+    void *at[3];
+    for (int k = 0; k < 3; k++) at[k] = hh_pin(heap, hs[pin_idx[k]]);
+    for (int i = 0; i < N; i += 2) hh_free(heap, hs[i]);   /* holes right below every pinned block */
+    unsigned steps = hh_test_scaled(4000, 1000);
+    bool compact = false;
+    for (unsigned s = 0; s < steps; s++) {
+        hh_defrag_report rep = hh_defrag_step(heap, 2);
+        compact |= rep.compact;
+        if (s % 200 == 0) hh_free(heap, hh_alloc(heap, 100));
+        for (int k = 0; k < 3; k++)
+            if (hh_deref(heap, hs[pin_idx[k]]) != at[k]) ck_abort_msg("pinned block %d moved at step %u", k, s);
+    }
+    ck_assert(compact);
+    /* Same-size blocks from above filled the holes under the two lower pins;
+       the live bytes do not reach the highest pin, so one hole must stay under
+       it, with nothing movable above it: the top region starts right there. */
+    hh_defrag_metrics m;
+    ck_assert_int_eq(hh_defrag_metrics_get(heap, &m), HH_OK);
+    ck_assert_uint_eq(m.hole_count, 1);
+    ck_assert_uint_eq(m.stuck_holes, 1);
+    ck_assert_uint_eq(m.blocking_pinned_bytes, 144);
+    char *base = hh_heap_base(heap);
+    ck_assert_uint_eq((size_t)((char *)at[2] + 128 - base), hh_heap_managed_bytes(heap) - m.top_free_bytes);
+    ck_assert_uint_eq(m.debt_bytes, 144);                     /* only the pinned block above the hole */
+    ck_assert_uint_eq(m.stuck_hole_bytes, (size_t)((char *)at[2] - 16 - base) - (N / 2 - 1) * 144);
+    ck_assert_uint_eq(m.pinned_bytes, 3 * 144);
+}
+END_TEST
+
+START_TEST(unclosable_hole_under_pin_is_honest) {
+    hh_handle a = hh_alloc(heap, 4000), p = hh_alloc(heap, 64), b = hh_alloc(heap, 8000);
+    ck_assert_ptr_nonnull(hh_pin(heap, p));
+    ck_assert_int_eq(hh_free(heap, a), HH_OK);             /* a 4 KiB hole under the pin, only 8 KiB above */
+    hh_defrag_report rep = hh_defrag_full(heap);
+    ck_assert(rep.compact);
+    ck_assert_uint_eq(rep.moves, 0);
+    hh_defrag_metrics m;
+    hh_defrag_metrics_get(heap, &m);
+    ck_assert_uint_eq(m.hole_count, 1);
+    ck_assert_uint_eq(m.stuck_holes, 1);
+    ck_assert_uint_eq(m.stuck_hole_bytes, 4016);
+    ck_assert_uint_eq(m.blocking_pinned_bytes, 80);
+    rep = hh_defrag_step(heap, 4);                           /* known compact: O(1), same answer */
+    ck_assert(rep.compact);
+    ck_assert_int_eq(hh_free(heap, b), HH_OK);
+    hh_handle c = hh_alloc(heap, 1000);                      /* lands in the hole (lowest fit) */
+    hh_handle d = hh_alloc(heap, 2000);
+    (void)c;
+    ck_assert(!hh_is_null(d));
+    ck_assert_int_eq(hh_unpin(heap, p), HH_OK);
+    ck_assert(hh_defrag_full(heap).compact);
+    hh_heap_stats st;
+    hh_heap_stats_get(heap, &st);
+    ck_assert_uint_eq(st.free_blocks, 1);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------
+   Allocation-time compaction
+--------------------------------------------------------------------------- */
+/* Fills the heap with 1000-byte blocks, frees every other one, then asks for
+   half the free bytes: only compaction can find them. */
+static void oom_half_free(bool service_used, bool pin_one) {
+    hh_shadow sh;
+    hh_shadow_init(&sh);
+    if (service_used) hh_defrag_set_policy(heap, HH_DEFRAG_AUTO);   /* installs the service's compaction */
+    for (;;) {
+        hh_handle h = hh_alloc(heap, 1000);
+        if (hh_is_null(h)) break;
+        hh_shadow_add(&sh, heap, h, 1000, 16, sh.count + 7);
+    }
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_NO_MEMORY);
+    free_every_other(&sh);
+    if (pin_one) {                                          /* a pin a quarter of the way up */
+        hh_shadow_obj *o = &sh.objs[sh.count / 4];
+        o->pinned_at = hh_pin(heap, o->h);
+        o->pins = 1;
+    }
+    hh_heap_stats st;
+    hh_heap_stats_get(heap, &st);
+    ck_assert_uint_lt(st.largest_free, st.free_bytes / 4);
+    hh_handle big = hh_alloc(heap, st.free_bytes / 2);
+    ck_assert(!hh_is_null(big));
+    verify_all(&sh, heap);
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+    /* The bytes truly are not there: more than all free bytes fails. */
+    hh_heap_stats_get(heap, &st);
+    hh_test_reset_captured();
+    ck_assert(hh_is_null(hh_alloc(heap, st.free_bytes + 16)));
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_NO_MEMORY);
+    verify_all(&sh, heap);
+    if (pin_one) ck_assert_int_eq(hh_unpin(heap, sh.objs[sh.count / 4].h), HH_OK);
+    hh_shadow_fini(&sh);
+}
+
+START_TEST(oom_fragmented_heap_compacts) {
+    oom_half_free(_i & 1, _i & 2);
+}
+END_TEST
+
+START_TEST(alloc_compaction_moves_join_journal) {
+    hh_defrag_set_policy(heap, HH_DEFRAG_AUTO);
+    hh_handle hs[2000];
+    unsigned n = 0;
+    while (n < 2000 && !hh_is_null(hs[n] = hh_alloc(heap, 1000))) n++;
+    for (unsigned i = 0; i < n; i += 2) hh_free(heap, hs[i]);
+    hh_defrag_report rep = hh_defrag_step(heap, 3);
+    ck_assert_uint_eq(rep.moves, 3);
+    unsigned calls = mlog.calls;
+    hh_handle big = hh_alloc(heap, 40000);
+    ck_assert(!hh_is_null(big));
+    const hh_move_record *rec;
+    size_t m = hh_defrag_journal(heap, &rec);
+    ck_assert_uint_eq(m, 3 + (mlog.calls - calls));           /* step's moves, then the allocation's */
+    ck_assert_uint_gt(m, 3);
+    for (size_t i = 3; i < m; i++) ck_assert_uint_lt(rec[i].dst_offset, rec[i].src_offset);
+    hh_defrag_step(heap, 1);
+    ck_assert_uint_le(hh_defrag_journal(heap, &rec), 1);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------
+   Metrics, trigger, events, stress, pages
+--------------------------------------------------------------------------- */
+START_TEST(metrics_follow_the_heap) {
+    hh_defrag_metrics m;
+    ck_assert_int_eq(hh_defrag_metrics_get(heap, &m), HH_OK);
+    ck_assert_uint_eq(m.hole_count, 0);
+    ck_assert(m.fragmentation == 0.0 && m.fragmentation_sq == 0.0);
+    ck_assert_uint_eq(m.debt_bytes, 0);
+    ck_assert_uint_eq(m.frames_to_compact, 0);
+    hh_handle hs[100];
+    for (int i = 0; i < 100; i++) hs[i] = hh_alloc(heap, 240);          /* 256-byte blocks */
+    for (int i = 0; i < 100; i += 2) hh_free(heap, hs[i]);              /* 50 equal holes */
+    ck_assert_int_eq(hh_defrag_metrics_get(heap, &m), HH_OK);
+    ck_assert_uint_eq(m.hole_count, 50);
+    ck_assert_uint_eq(m.debt_bytes, 50 * 256);              /* live above the first hole */
+    hh_heap_stats st;
+    hh_heap_stats_get(heap, &st);
+    ck_assert(m.fragmentation == st.fragmentation);
+    double top = (double)m.top_free_bytes, sum = 50 * 256.0 + top;
+    double expect_sq = 1.0 - (50 * 256.0 * 256.0 + top * top) / (sum * sum);
+    ck_assert_double_eq_tol(m.fragmentation_sq, expect_sq, 1e-6);
+    ck_assert_uint_eq(m.frames_to_compact, (50 + 15) / 16);  /* 50 hole-sized moves at N = 16 */
+    hh_defrag_step(heap, 4);
+    hh_defrag_metrics_get(heap, &m);
+    ck_assert_uint_eq(m.hole_count, 42);                    /* 4 filled, 4 more merged into the top region */
+    ck_assert_uint_eq(m.debt_bytes, 42 * 256);              /* holes 0, 2, 4, 6 filled: the first is hole 8 */
+    ck_assert_uint_eq(m.frames_to_compact, (42 + 3) / 4);   /* N is now the last step's 4 */
+    ck_assert_uint_eq(m.steps, 1);
+    ck_assert_uint_eq(m.moves, 4);
+    hh_defrag_full(heap);
+    hh_defrag_metrics_get(heap, &m);
+    ck_assert_uint_eq(m.hole_count, 0);
+    ck_assert_uint_eq(m.debt_bytes, 0);
+    ck_assert_uint_eq(m.frames_to_compact, 0);
+    ck_assert(m.fragmentation_sq == 0.0);
+    ck_assert_uint_eq(m.compact_steps, 1);
+    ck_assert_int_eq(hh_defrag_metrics_get(NULL, &m), HH_E_INVALID_ARG);
+    ck_assert_int_eq(hh_defrag_metrics_get(heap, NULL), HH_E_INVALID_ARG);
+}
+END_TEST
+
+START_TEST(trigger_hysteresis) {
+    ck_assert_int_eq(hh_defrag_configure(heap, &(hh_defrag_config){ .trigger = true, .trigger_start_fragmentation = 0.5,
+                                                                    .trigger_stop_fragmentation = 0.05,
+                                                                    .trigger_start_wasted_bytes = 8192 }),
+                     HH_OK);
+    hh_defrag_config cfg;
+    hh_defrag_config_get(heap, &cfg);
+    ck_assert(cfg.trigger && cfg.trigger_start_fragmentation == 0.5);
+    ck_assert_uint_eq(cfg.decommit_min_bytes, 64u << 10);               /* defaults filled in */
+    hh_handle hs[2000];
+    unsigned n = 0;
+    while (n < 2000 && !hh_is_null(hs[n] = hh_alloc(heap, 496))) n++;   /* 512-byte blocks, heap full */
+    /* A few holes: fragmentation 1 (no top region) but little waste: idle. */
+    for (unsigned i = 0; i < 10; i += 2) hh_free(heap, hs[i]);
+    hh_defrag_report rep = hh_defrag_step(heap, 16);
+    ck_assert_int_eq(rep.stop, HH_DEFRAG_STOP_IDLE);
+    ck_assert_uint_eq(rep.moves, 0);
+    ck_assert(!rep.compact);                                 /* honest: holes remain */
+    /* Many holes: both thresholds crossed, the trigger starts. */
+    for (unsigned i = 10; i < n / 2; i += 2) hh_free(heap, hs[i]);
+    rep = hh_defrag_step(heap, 16);
+    ck_assert_uint_eq(rep.moves, 16);
+    hh_defrag_metrics m;
+    hh_defrag_metrics_get(heap, &m);
+    ck_assert(m.trigger_active);
+    /* It keeps working below the start threshold, down to the stop one. */
+    unsigned steps = 1;
+    while (hh_defrag_step(heap, 16).moves > 0) ck_assert_uint_lt(++steps, 1000);
+    hh_heap_stats st;
+    hh_heap_stats_get(heap, &st);
+    ck_assert(st.fragmentation < 0.05);
+    hh_defrag_metrics_get(heap, &m);
+    ck_assert(!m.trigger_active);
+    /* Fragmentation between stop and start: stays idle (hysteresis). */
+    unsigned freed = 0;
+    for (unsigned i = 1; i < n && freed < 240; i += 2)
+        if (hh_deref(heap, hs[i]) && (freed++ % 2 == 0)) hh_free(heap, hs[i]);
+    hh_heap_stats_get(heap, &st);
+    ck_assert(st.fragmentation > 0.05 && st.fragmentation < 0.5);
+    ck_assert_uint_ge(st.free_bytes - st.largest_free, 8192);
+    uint64_t idle_before = m.idle_steps;
+    rep = hh_defrag_step(heap, 16);
+    ck_assert_int_eq(rep.stop, HH_DEFRAG_STOP_IDLE);
+    ck_assert_uint_eq(rep.moves, 0);
+    hh_defrag_metrics_get(heap, &m);
+    ck_assert_uint_eq(m.idle_steps, idle_before + 1);
+    /* hh_defrag_full ignores the trigger. */
+    ck_assert_uint_gt(hh_defrag_full(heap).moves, 0);
+    /* Bad configurations change nothing. */
+    ck_assert_int_eq(hh_defrag_configure(heap, &(hh_defrag_config){ .trigger_start_fragmentation = 0.1,
+                                                                    .trigger_stop_fragmentation = 0.3 }),
+                     HH_E_INVALID_ARG);
+    ck_assert_int_eq(hh_defrag_configure(heap, &(hh_defrag_config){ .trigger_start_fragmentation = 1.5 }),
+                     HH_E_INVALID_ARG);
+    ck_assert_int_eq(hh_defrag_configure(NULL, NULL), HH_E_INVALID_ARG);
+    hh_defrag_config_get(heap, &cfg);
+    ck_assert(cfg.trigger);
+}
+END_TEST
+
+typedef struct ev_log { unsigned steps, moves; uint32_t last_max_moves; size_t last_max_bytes; } ev_log;
+static void on_event(const hh_heap_event *e, void *user) {
+    ev_log *l = user;
+    if (e->kind != HH_EV_DEFRAG_STEP) return;
+    l->steps++;
+    l->moves += e->moves;
+    l->last_max_moves = e->max_moves;
+    l->last_max_bytes = e->max_bytes;
+}
+
+START_TEST(event_hook_sees_every_step) {
+    ev_log l = {0};
+    hh_heap_set_event_hook(heap, on_event, &l);
+    hh_handle hs[60];
+    for (int i = 0; i < 60; i++) hs[i] = hh_alloc(heap, 300);
+    for (int i = 0; i < 60; i += 2) hh_free(heap, hs[i]);
+    hh_defrag_report a = hh_defrag_step(heap, 3);
+    hh_defrag_report b = hh_defrag_step_ex(heap, &(hh_defrag_budget){ .max_moves = 2, .max_bytes = 5000 });
+    ck_assert_uint_eq(l.steps, 2);
+    ck_assert_uint_eq(l.moves, a.moves + b.moves);
+    ck_assert_uint_eq(l.last_max_moves, 2);
+    ck_assert_uint_eq(l.last_max_bytes, 5000);
+    hh_defrag_configure(heap, &(hh_defrag_config){ .trigger = true, .trigger_start_fragmentation = 0.99,
+                                                   .trigger_start_wasted_bytes = 1u << 30 });
+    hh_defrag_step(heap, 5);                                  /* idle steps fire too */
+    hh_defrag_full(heap);
+    ck_assert_uint_eq(l.steps, 4);
+    hh_heap_set_event_hook(heap, NULL, NULL);
+}
+END_TEST
+
+typedef struct addr_snap { hh_handle h; char *p; } addr_snap;
+
+START_TEST(stress_flag_moves_everything) {
+    hh_heap *hp;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 20, .flags = HH_HEAP_STRESS_MOVES }, &hp), HH_OK);
+    hh_shadow sh;
+    hh_shadow_init(&sh);
+    hh_rng r = hh_rng_make(3);
+    for (unsigned i = 0; i < 120; i++) {
+        size_t size = 16 + hh_rng_below(&r, 2000);
+        hh_shadow_add(&sh, hp, hh_alloc(hp, size), size, 16, i + 100);
+    }
+    hh_handle pinned = hh_alloc(hp, 64);
+    void *pinned_at = hh_pin(hp, pinned);
+    static addr_snap snap[120];
+    for (int step = 0; step < 6; step++) {
+        for (size_t i = 0; i < sh.count; i++) snap[i] = (addr_snap){ sh.objs[i].h, hh_deref(hp, sh.objs[i].h) };
+        hh_defrag_report rep = hh_defrag_step(hp, 1);           /* the budget does not hold back the stress */
+        ck_assert_uint_ge(rep.moves, sh.count);
+        for (size_t i = 0; i < sh.count; i++)
+            if (hh_deref(hp, snap[i].h) == snap[i].p) ck_abort_msg("block %zu did not move in stress step %d", i, step);
+        ck_assert_ptr_eq(hh_deref(hp, pinned), pinned_at);
+        verify_all(&sh, hp);
+        ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    }
+    hh_unpin(hp, pinned);
+    hh_shadow_fini(&sh);
+    hh_heap_destroy(hp);
+}
+END_TEST
+
+/* Resident memory falls once compaction has gathered the free bytes at the
+   top and the step gave the pages back; the pages are not given back twice. */
+START_TEST(rss_falls_after_compaction) {
+    size_t cap = hh_test_scale() < 1.0 ? (16u << 20) : (64u << 20);
+    hh_heap *hp;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = cap, .max_handles = 1u << 17 }, &hp), HH_OK);
+    unsigned n = (unsigned)(cap / 1040 * 3 / 4);
+    hh_handle *hs = calloc(n, sizeof *hs);
+    ck_assert_ptr_nonnull(hs);
+    for (unsigned i = 0; i < n; i++) {
+        hs[i] = hh_alloc(hp, 1024);
+        memset(hh_deref(hp, hs[i]), (int)(i & 0x7F), 1024);   /* make every page resident */
+    }
+    for (unsigned i = 0; i < n; i++)
+        if (i % 4) ck_assert_int_eq(hh_free(hp, hs[i]), HH_OK);
+    size_t rss_before = hhi_os_rss_bytes();
+    hh_defrag_metrics m;
+    hh_defrag_metrics_get(hp, &m);
+    ck_assert_uint_eq(m.decommitted_bytes, 0);
+    hh_defrag_report rep = hh_defrag_full(hp);
+    ck_assert(rep.compact);
+    size_t rss_after = hhi_os_rss_bytes();
+    hh_defrag_metrics_get(hp, &m);
+    size_t freed = cap * 3 / 4 * 3 / 4;                      /* the freed share of what was touched */
+    ck_assert_uint_gt(m.decommitted_bytes, freed * 8 / 10);
+    if (rss_before && !getenv("HH_TEST_UNDER_VALGRIND"))     /* memcheck's own accounting blurs RSS */
+        ck_assert_msg(rss_after + freed / 2 < rss_before, "RSS %zu -> %zu", rss_before, rss_after);
+    /* A second step finds nothing new to give back; allocating from the top
+       region makes those pages ours again and the count drops. */
+    size_t dc = m.decommitted_bytes;
+    hh_defrag_step(hp, 16);
+    hh_defrag_metrics_get(hp, &m);
+    ck_assert_uint_eq(m.decommitted_bytes, dc);
+    for (unsigned i = 0; i < n; i += 4) {
+        char *p = hh_deref(hp, hs[i]);
+        if (p[0] != (char)(i & 0x7F) || p[1023] != (char)(i & 0x7F)) ck_abort_msg("block %u lost its bytes", i);
+    }
+    hh_handle big = hh_alloc(hp, 4u << 20);
+    ck_assert(!hh_is_null(big));
+    memset(hh_deref(hp, big), 1, 4u << 20);
+    hh_defrag_metrics_get(hp, &m);
+    ck_assert_uint_lt(m.decommitted_bytes, dc);
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    free(hs);
+    hh_heap_destroy(hp);
+}
+END_TEST
+
+START_TEST(caller_memory_is_never_decommitted) {
+    size_t cap = 1u << 20;
+    void *mem = aligned_alloc(4096, cap);
+    hh_heap *hp;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = cap, .memory = mem }, &hp), HH_OK);
+    hh_handle hs[500];
+    for (int i = 0; i < 500; i++) hs[i] = hh_alloc(hp, 1000);
+    for (int i = 0; i < 500; i++)
+        if (i % 3) hh_free(hp, hs[i]);
+    hh_defrag_full(hp);
+    hh_defrag_metrics m;
+    hh_defrag_metrics_get(hp, &m);
+    ck_assert_uint_eq(m.decommitted_bytes, 0);
+    hh_heap_destroy(hp);
+    free(mem);
+}
+END_TEST
+
 Suite *hh_test_defrag_suite(void) {
     Suite *s = suite_create("defrag");
     TCase *tc = tcase_create("step");
@@ -369,6 +907,20 @@ Suite *hh_test_defrag_suite(void) {
     tcase_add_test(tc, alignment_survives_moves);
     tcase_add_test(tc, alloc_compacts_when_bytes_exist);
     tcase_add_test(tc, null_heap_is_reported);
+    tcase_add_test(tc, bounded_steps_keep_every_budget);
+    tcase_add_test(tc, oversize_block_moves_only_in_full);
+    tcase_add_test(tc, deterministic_mode_repeats_moves);
+    tcase_add_test(tc, auto_moves_no_more_than_slide);
+    tcase_add_test(tc, pinned_survive_and_holes_below_fill);
+    tcase_add_test(tc, unclosable_hole_under_pin_is_honest);
+    tcase_add_loop_test(tc, oom_fragmented_heap_compacts, 0, 4);
+    tcase_add_test(tc, alloc_compaction_moves_join_journal);
+    tcase_add_test(tc, metrics_follow_the_heap);
+    tcase_add_test(tc, trigger_hysteresis);
+    tcase_add_test(tc, event_hook_sees_every_step);
+    tcase_add_test(tc, stress_flag_moves_everything);
+    tcase_add_test(tc, rss_falls_after_compaction);
+    tcase_add_test(tc, caller_memory_is_never_decommitted);
     suite_add_tcase(s, tc);
     tc = tcase_create("random");
     tcase_add_checked_fixture(tc, setup, teardown);

@@ -81,6 +81,9 @@ START_TEST(memstack_alignment_up_to_4096) {
     n = 0;
     for (size_t align = 1; align <= 4096; align *= 2)
         for (size_t size = 1; size <= 300; size += 149, n++) ck_assert_int_eq(hh_test_verify(ps[n], size, n), -1);
+    void *huge_align = alloc_filled(ms, 10, 65536, 77);  /* beyond a page: an oversize chunk */
+    ck_assert_int_eq(hh_test_verify(huge_align, 10, 77), -1);
+    n++;
     void *d = hh_memstack_alloc(ms, 24, 0);  /* align 0: the default, 16 */
     ck_assert_ptr_nonnull(d);
     ck_assert_uint_eq((uintptr_t)d % 16, 0);
@@ -146,6 +149,9 @@ START_TEST(marks_across_chunk_boundaries) {
     ck_assert_uint_eq(after.reserved_bytes, before.reserved_bytes);
     ck_assert_uint_eq(after.open_marks, 0);
     ck_assert_uint_eq(pool_now().pages_used, pool_base.pages_used + 1);  /* one kept as the spare */
+    ck_assert_int_eq(hh_memstack_trim(ms), HH_OK);  /* the spare goes; the live bottom chunk stays */
+    ck_assert_uint_eq(pool_now().pages_used, pool_base.pages_used);
+    ck_assert_uint_eq(stack_info(ms).chunk_count, 1);
     ck_assert_int_eq(hh_test_verify(keep, 100, 1), -1);
     /* the top was restored exactly: the same request lands at the same address */
     ck_assert_ptr_eq(hh_memstack_alloc(ms, 1000, 16), first);
@@ -174,6 +180,12 @@ START_TEST(marks_nest_and_keep_outer_blocks) {
     }
     ck_assert_uint_eq(stack_info(ms).chunk_count, 1);  /* the bottom chunk stays, empty */
     ck_assert_uint_eq(stack_info(ms).used_bytes, 0);
+    ck_assert_uint_gt(stack_info(ms).spare_bytes, 0);
+    ck_assert_int_eq(hh_memstack_trim(ms), HH_OK);  /* now both go back */
+    ck_assert_uint_eq(stack_info(ms).chunk_count, 0);
+    ck_assert_uint_eq(stack_info(ms).spare_bytes, 0);
+    assert_pool_back_to_base();
+    ck_assert_int_eq(hh_memstack_trim(NULL), HH_E_INVALID_ARG);
     hh_memstack_destroy(ms);
 }
 END_TEST
@@ -267,6 +279,74 @@ START_TEST(destroy_with_open_marks_is_reported) {
 END_TEST
 
 /* ---------------------------------------------------------------------------
+   Memory-checker view (only meaningful under memcheck or in an ASan build;
+   `make check` runs this suite under memcheck)
+--------------------------------------------------------------------------- */
+#if HH_TRACK_VALGRIND
+#  include <valgrind/memcheck.h>
+/* 0: addressable and defined, 1: addressable but undefined, 2: no access, -1: no checker. */
+static int checker_state(const void *p, size_t n) {
+    static uint8_t vbits[256];
+    if (!RUNNING_ON_VALGRIND) return -1;
+    ck_assert_uint_le(n, sizeof vbits);
+    unsigned r = VALGRIND_GET_VBITS(p, vbits, n);  /* silent, unlike the CHECK_* requests */
+    if (r == 3) return 2;
+    ck_assert_uint_eq(r, 1);
+    for (size_t i = 0; i < n; i++)
+        if (vbits[i] != 0) return 1;
+    return 0;
+}
+#elif HH_TRACK_ASAN
+#  include <sanitizer/asan_interface.h>
+static int checker_state(const void *p, size_t n) {
+    return __asan_region_is_poisoned((void *)(uintptr_t)p, n) != NULL ? 2 : 0;  /* ASan has no "undefined" */
+}
+#else
+static int checker_state(const void *p, size_t n) { (void)p; (void)n; return -1; }
+#endif
+
+START_TEST(popped_memory_is_no_access_and_reuse_undefined) {
+    hh_memstack *ms = stack_new(0);
+    alloc_filled(ms, 40, 16, 1);
+    hh_mark m;
+    hh_mark_push(ms, &m);
+    uint8_t *p = alloc_filled(ms, 64, 16, 2);
+    uint8_t *q = alloc_filled(ms, 100000, 16, 3);  /* in an oversize chunk, unmapped at pop */
+    (void)q;
+    int live = checker_state(p, 64);
+    ck_assert_int_eq(hh_mark_pop(&m), HH_OK);
+    int popped = checker_state(p, 64);
+    uint8_t *again = hh_memstack_alloc(ms, 64, 16);
+    ck_assert_ptr_eq(again, p);
+    int reused = checker_state(again, 64);
+    if (live >= 0) {
+        ck_assert_int_eq(live, 0);
+        ck_assert_int_eq(popped, 2);
+#if HH_TRACK_VALGRIND
+        ck_assert_int_eq(reused, 1);  /* the old pattern is there, but memcheck calls it undefined */
+#else
+        ck_assert_int_eq(reused, 0);
+#endif
+    }
+    hh_pool *pool = NULL;
+    ck_assert_int_eq(hh_pool_create(&(hh_pool_desc){ .elem_size = 48, .capacity = 4 }, &pool), HH_OK);
+    uint8_t *e = hh_pool_alloc(pool);
+    memset(e, 1, 48);
+    ck_assert_int_eq(hh_pool_free(pool, e), HH_OK);
+    if (live >= 0) ck_assert_int_eq(checker_state(e + 8, 40), 2);  /* freed element (past its link) */
+    hh_pool_destroy(pool);
+    hh_scratch *sc = NULL;
+    ck_assert_int_eq(hh_scratch_create(NULL, &sc), HH_OK);
+    uint8_t *b = hh_scratch_alloc(sc, 128, 16);
+    memset(b, 1, 128);
+    hh_scratch_reset(sc);
+    if (live >= 0) ck_assert_int_eq(checker_state(b, 128), 2);
+    hh_scratch_destroy(sc);
+    hh_memstack_destroy(ms);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------
    Oversize, fills, walker
 --------------------------------------------------------------------------- */
 static void count_kinds(const hh_memstack_chunk_info *c, void *user) {
@@ -296,6 +376,13 @@ START_TEST(oversize_gets_its_own_chunk) {
     ck_assert_int_eq(hh_test_verify(after, 70000, 3), -1);
     ck_assert_int_eq(hh_mark_pop(&m), HH_OK);
     ck_assert_uint_eq(pool_now().oversize_count, pool_base.oversize_count);  /* oversize never cached */
+    hh_memstack_destroy(ms);
+    ms = stack_new(0);  /* an oversize first chunk is not kept as the bottom chunk */
+    hh_mark_push(ms, &m);
+    alloc_filled(ms, 1u << 20, 16, 4);
+    ck_assert_int_eq(hh_mark_pop(&m), HH_OK);
+    ck_assert_uint_eq(stack_info(ms).chunk_count, 0);
+    ck_assert_uint_eq(pool_now().oversize_count, pool_base.oversize_count);
     hh_memstack_destroy(ms);
 }
 END_TEST
@@ -405,6 +492,11 @@ START_TEST(thread_stacks_are_private_and_freed_at_exit) {
     void *res[THREADS];
     ck_assert_int_eq(pthread_barrier_init(&thread_barrier, NULL, THREADS), 0);
     for (uintptr_t i = 0; i < THREADS; i++) ck_assert_int_eq(pthread_create(&t[i], NULL, thread_body, (void *)i), 0);
+    for (int i = 0; i < 50; i++) {  /* the shared page pool is trimmed and read while the threads run */
+        hh_pagepool_trim(i % 2 ? 0 : HH_PAGEPOOL_PAGE_SIZE);
+        hh_pagepool_stats st = pool_now();
+        ck_assert_uint_le(st.cached_bytes, st.cache_limit_bytes);
+    }
     for (int i = 0; i < THREADS; i++) pthread_join(t[i], &res[i]);
     pthread_barrier_destroy(&thread_barrier);
     for (int i = 0; i < THREADS; i++) {
@@ -966,6 +1058,7 @@ Suite *hh_test_linear_suite(void) {
     tcase_add_test(tc, enforce_marks_refuses_unmarked_allocation);
     tcase_add_test(tc, mark_scope_pops_at_scope_exit);
     tcase_add_test(tc, destroy_with_open_marks_is_reported);
+    tcase_add_test(tc, popped_memory_is_no_access_and_reuse_undefined);
     tcase_add_test(tc, oversize_gets_its_own_chunk);
     tcase_add_test(tc, zeroed_and_ones_after_dirty_reuse);
     tcase_add_test(tc, walker_reports_chunks_top_and_marks);

@@ -4,14 +4,14 @@
  * The simulation, once a frame:
  *   - relocatable heap (by handle): waves of enemies (1-4 KiB, each with an AI
  *     path of 0.5-2 KiB), projectiles they fire (96-256 B, short-lived),
- *     particle bursts when enemies die (48-160 B), long-lived level chunks
+ *     long-lived level chunks
  *     (16-64 KiB) streamed in and out now and then, and a few GPU upload
  *     buffers that are pinned for stretches of frames;
  *   - mark stack (hh_memstack_thread): the frame's temporaries under a frame
  *     mark (enemy index list, collision grid) and a nested render mark (a
  *     render list with one command per live object);
- *   - binned region (hh_bmalloc): small non-moving objects (sound events and
- *     network messages, 16-512 B) with their own lifetimes;
+ *   - binned region (hh_bmalloc): small non-moving objects: particle bursts
+ *     when enemies die (48-160 B), sound events and network messages (16-512 B);
  *   - then hh_defrag_step(heap, N), a check of every byte of every object the
  *     demo owns (re-derefed after the step), and one dump frame.
  * Every object holds a pattern derived from its own key: a block that was
@@ -45,8 +45,10 @@ typedef struct demo_opts {
     bool        render, quiet;
 } demo_opts;
 
-enum { TAG_NONE, TAG_ENEMY, TAG_PROJECTILE, TAG_PARTICLE, TAG_LEVEL, TAG_AI, TAG_GPU, TAG_COUNT };
-static const char *const tag_names[TAG_COUNT] = { "untagged", "enemy", "projectile", "particle", "level chunk", "AI path", "GPU buffer" };
+enum { TAG_NONE, TAG_ENEMY, TAG_PROJECTILE, TAG_PARTICLE, TAG_LEVEL, TAG_AI, TAG_GPU, TAG_LOADER, TAG_COUNT };
+/* Particles live in the binned region, so their heap tag has no name (and no legend entry). */
+static const char *const tag_names[TAG_COUNT] = { "", "enemy", "rocket", "", "level chunk", "AI path", "GPU buffer",
+                                                  "loader temp" };
 
 /* ---------------------------------------------------------------------------
    RNG and byte patterns
@@ -60,6 +62,8 @@ static uint64_t rng_next(rng *r) {
 }
 static uint32_t rng_range(rng *r, uint32_t lo, uint32_t hi) { return lo + (uint32_t)(rng_next(r) % (hi - lo + 1)); }
 static bool rng_chance(rng *r, double p) { return (double)(rng_next(r) >> 11) * (1.0 / 9007199254740992.0) < p; }
+
+#define HH_MIN_DEMO(a, b) ((a) < (b) ? (a) : (b))
 
 static uint64_t pattern_word(uint64_t key, size_t i) { return key ^ ((uint64_t)(i + 1) * 0x9E3779B97F4A7C15ULL); }
 
@@ -96,6 +100,7 @@ typedef struct demo {
     obj       *objs;   size_t nobj, capobj;
     bobj      *bobjs;  size_t nb, capb;
     uint64_t   next_key;
+    unsigned   level_div;    /* level chunk sizes are divided by this on small heaps */
     /* counters */
     uint64_t   allocs, alloc_fail, frees, ballocs, bfrees, temps, temp_bytes;
     uint64_t   moves, bytes_moved, checked_bytes, checks;
@@ -175,12 +180,13 @@ static void simulate(demo *d, unsigned f, hh_memstack *ms) {
         } else i++;
     }
 
-    /* Waves: every 90 frames a wave of enemies arrives over 30 frames. */
-    unsigned phase = f % 90;
-    if (phase < 30) {
-        unsigned n = rng_range(r, 2, 5);
+    /* Waves: every 150 frames a wave of enemies arrives over 40 frames; the
+       battle dies down, and the quiet frames let the defrag step catch up. */
+    unsigned phase = f % 150;
+    if (phase < 40) {
+        unsigned n = rng_range(r, 4, 9);
         for (unsigned k = 0; k < n; k++) {
-            uint32_t life = rng_range(r, 60, 260);
+            uint32_t life = rng_range(r, 30, 130);
             obj *e = spawn(d, rng_range(r, 1024, 4096), TAG_ENEMY, f + life);
             if (e) spawn(d, rng_range(r, 512, 2048), TAG_AI, f + life);   /* dies with its enemy */
         }
@@ -194,20 +200,36 @@ static void simulate(demo *d, unsigned f, hh_memstack *ms) {
         for (size_t i = 0; i < d->nobj; i++) if (d->objs[i].tag == TAG_ENEMY) enemies[ne++] = (uint32_t)i;
     }
     size_t shots = 0;
-    for (size_t k = 0; k < ne; k++) if (rng_chance(r, 0.07)) shots++;
-    for (size_t k = 0; k < shots; k++) spawn(d, rng_range(r, 96, 256), TAG_PROJECTILE, f + rng_range(r, 8, 45));
+    for (size_t k = 0; k < ne; k++) if (rng_chance(r, 0.05)) shots++;
+    for (size_t k = 0; k < shots; k++) {       /* big rockets by handle, small bullets in the binned region */
+        if (rng_chance(r, 0.3)) spawn(d, rng_range(r, 384, 1024), TAG_PROJECTILE, f + rng_range(r, 8, 45));
+        else bspawn(d, rng_range(r, 64, 192), f + rng_range(r, 8, 45));
+    }
     for (unsigned b = 0; b < bursts; b++) {
         unsigned n = rng_range(r, 12, 36);
-        for (unsigned k = 0; k < n; k++) spawn(d, rng_range(r, 48, 160), TAG_PARTICLE, f + rng_range(r, 4, 40));
+        for (unsigned k = 0; k < n; k++) bspawn(d, rng_range(r, 48, 160), f + rng_range(r, 4, 40));   /* small: binned */
     }
-    /* Level streaming: now and then two chunks go and two others come in. */
-    if (f > 0 && f % 75 == 0) {
-        for (int k = 0; k < 2; k++) {
-            size_t cand[64], nc = 0;
-            for (size_t i = 0; i < d->nobj && nc < 64; i++) if (d->objs[i].tag == TAG_LEVEL) cand[nc++] = i;
-            if (nc) kill_obj(d, cand[rng_next(r) % nc]);
+    /* Level streaming: now and then two chunks go and two others come in;
+       halfway through, a level transition swaps out half of the level. */
+    unsigned transition_at = d->o.frames * 2 / 5;
+    if (f > 0 && (f % 75 == 0 || f == transition_at)) {
+        bool transition = f == transition_at;
+        size_t cand[256], nc = 0;
+        for (size_t i = 0; i < d->nobj && nc < 256; i++) if (d->objs[i].tag == TAG_LEVEL) cand[nc++] = i;
+        size_t out = transition ? nc / 2 : HH_MIN_DEMO(nc, 2);
+        /* Kill from the highest index down so the indices stay valid (kill_obj swaps in the last). */
+        for (size_t k = 0; k < out; k++) {
+            size_t j = k + (size_t)(rng_next(r) % (nc - k));
+            size_t t = cand[k]; cand[k] = cand[j]; cand[j] = t;
         }
-        for (int k = 0; k < 2; k++) spawn(d, rng_range(r, 16384, 65536), TAG_LEVEL, UINT32_MAX);
+        for (size_t k = 0; k < out; k++)
+            for (size_t m = k + 1; m < out; m++) if (cand[m] > cand[k]) { size_t t = cand[k]; cand[k] = cand[m]; cand[m] = t; }
+        for (size_t k = 0; k < out; k++) kill_obj(d, cand[k]);
+        size_t in = transition ? out * 3 / 4 : out;
+        for (size_t k = 0; k < in; k++) {
+            spawn(d, rng_range(r, 16384, 65536) / d->level_div, TAG_LEVEL, UINT32_MAX);
+            if (transition) spawn(d, rng_range(r, 4096, 16384), TAG_LOADER, f + rng_range(r, 1, 30));
+        }
     }
     /* Pins follow each GPU buffer's schedule. */
     for (size_t i = 0; i < d->nobj; i++) {
@@ -349,12 +371,14 @@ int main(int argc, char **argv) {
         return 1;
     }
 
-    /* The level: long-lived chunks filling about a third of the heap, with
-       three GPU buffers among them that are pinned on a schedule. */
+    /* The level: long-lived chunks filling about a third of the heap, loaded
+       with temporaries between them that die over the first 40 frames (the
+       first holes), and three GPU buffers that are pinned on a schedule. */
     double scale = (double)cap / (4.0 * 1048576.0);
+    d.level_div = scale < 1 ? 2u : 1u;
     unsigned chunks = (unsigned)(36 * scale);
     for (unsigned k = 0; k < chunks; k++) {
-        spawn(&d, rng_range(&d.r, 16384, 65536) / (scale < 1 ? 2u : 1u), TAG_LEVEL, UINT32_MAX);
+        spawn(&d, rng_range(&d.r, 16384, 65536) / d.level_div, TAG_LEVEL, UINT32_MAX);
         if (k % 12 == 5) {
             obj *g = spawn(&d, rng_range(&d.r, 12288, 24576), TAG_GPU, UINT32_MAX);
             if (g) {
@@ -363,8 +387,7 @@ int main(int argc, char **argv) {
                 g->pin_to = g->pin_from + (int)(q * (1 + k / 12));
             }
         }
-        /* Short-lived garbage between the chunks makes the first holes. */
-        spawn(&d, rng_range(&d.r, 2048, 8192), TAG_PARTICLE, 1 + k % 7);
+        spawn(&d, rng_range(&d.r, 4096, 20480) / d.level_div, TAG_LOADER, 1 + rng_range(&d.r, 0, 40));
     }
 
     bool tty = isatty(STDOUT_FILENO);

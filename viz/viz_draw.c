@@ -49,15 +49,24 @@ viz_rgb viz_color_tag(uint32_t tag) {
     return c_tags[1 + (tag - 1) % (sizeof c_tags / sizeof c_tags[0] - 1)];
 }
 
+static viz_rgb rgb_mix(viz_rgb a, viz_rgb b, double t) {
+    return (viz_rgb){ (uint8_t)lrint(a.r + (b.r - a.r) * t), (uint8_t)lrint(a.g + (b.g - a.g) * t),
+                      (uint8_t)lrint(a.b + (b.b - a.b) * t) };
+}
+
 static viz_rgb block_color(const hh_mapdump_block *b) {
     if (b->state == HH_BLOCK_FREE) return c_free;
     if (b->state == HH_BLOCK_PINNED) return c_pinned;
     return viz_color_tag(b->tag);
 }
 
-static viz_rgb rgb_mix(viz_rgb a, viz_rgb b, double t) {
-    return (viz_rgb){ (uint8_t)lrint(a.r + (b.r - a.r) * t), (uint8_t)lrint(a.g + (b.g - a.g) * t),
-                      (uint8_t)lrint(a.b + (b.b - a.b) * t) };
+/* In the heap map, about half of the live blocks (chosen by a hash of the
+   offset, so a block keeps its shade while it stays put) are drawn a little
+   lighter: neighbours of one tag stay distinguishable. */
+viz_rgb viz_block_color(const hh_mapdump_block *b) {
+    viz_rgb c = block_color(b);
+    if (b->state == HH_BLOCK_LIVE && (((b->offset >> 4) * 2654435761u) >> 13 & 1)) c = rgb_mix(c, c_moved, 0.16);
+    return c;
 }
 
 /* Colour of binned size class cls: golden-ratio hue walk. */
@@ -137,7 +146,7 @@ static inline uint32_t px(viz_rgb c) { return 0xFF000000u | (uint32_t)c.r << 16 
    Layout
 --------------------------------------------------------------------------- */
 enum {
-    MARGIN = 16, HEADER_H = 74, AXIS_W = 64, ROW_H = 6, LEGEND_H = 58,
+    MARGIN = 16, HEADER_H = 74, AXIS_W = 64, ROW_H = 6, LEGEND_H = 76,
 };
 
 void viz_frame_layout(const hh_mapdump_frame *f, int width, viz_layout *l) {
@@ -200,11 +209,11 @@ static bool draw_map(cairo_surface_t *surf, const viz_layout *l, const hh_mapdum
     for (size_t i = 0; i < f->block_count; i++) {
         const hh_mapdump_block *b = &f->blocks[i];
         double s = (double)b->offset / bpc, e = (double)(b->offset + b->size) / bpc;
-        acc_span(acc, ncells, s, e, block_color(b));
+        acc_span(acc, ncells, s, e, viz_block_color(b));
         size_t c0 = (size_t)s, c1 = (size_t)ceil(e);
         if (c1 > ncells) c1 = ncells;
         if (c0 >= ncells) continue;
-        if (b->state != HH_BLOCK_FREE && e - s >= 4) flags[c0] |= CELL_EDGE;
+        if (b->state != HH_BLOCK_FREE && e - s >= 3) flags[c0] |= CELL_EDGE;
         if (b->moved) {
             for (size_t c = c0; c < c1; c++) flags[c] |= CELL_MOVED;
             flags[c0] |= CELL_MOVED_START;
@@ -228,7 +237,7 @@ static bool draw_map(cairo_surface_t *surf, const viz_layout *l, const hh_mapdum
                 col = (viz_rgb){ (uint8_t)((acc[i].r + c_bg.r * rest) / w), (uint8_t)((acc[i].g + c_bg.g * rest) / w),
                                  (uint8_t)((acc[i].b + c_bg.b * rest) / w) };
             }
-            if (flags[i] & CELL_EDGE) col = rgb_mix(col, c_gap, 0.45);
+            if (flags[i] & CELL_EDGE) col = rgb_mix(col, c_gap, 0.6);   /* where a wide block begins */
             uint32_t body = px(col);
             bool mv = flags[i] & CELL_MOVED, mend = flags[i] & (CELL_MOVED_START | CELL_MOVED_END);
             for (int y = 0; y < l->row_h; y++) {
@@ -262,7 +271,7 @@ static void draw_header(cairo_t *cr, const viz_layout *l, const hh_mapdump_frame
     int n = 0;
     chip[n].label = "fragmentation"; snprintf(chip[n].value, 48, "%.1f%%", m->fragmentation * 100); chip[n++].c = c_accent;
     chip[n].label = "sum-of-squares"; snprintf(chip[n].value, 48, "%.1f%%", m->fragmentation_sq * 100); chip[n++].c = c_text;
-    chip[n].label = "holes"; snprintf(chip[n].value, 48, "%u", (unsigned)m->holes); chip[n++].c = c_text;
+    chip[n].label = "holes"; snprintf(chip[n].value, 48, "%u · %s", (unsigned)m->holes, viz_fmt_bytes(b, sizeof b, (double)m->hole_bytes)); chip[n++].c = c_text;
     chip[n].label = "largest hole"; viz_fmt_bytes(chip[n].value, 48, (double)m->largest_hole); chip[n++].c = c_text;
     chip[n].label = "moved this frame";
     snprintf(chip[n].value, 48, "%u · %s", (unsigned)m->moves, viz_fmt_bytes(a, sizeof a, (double)m->bytes_moved));
@@ -283,6 +292,16 @@ static void draw_header(cairo_t *cr, const viz_layout *l, const hh_mapdump_frame
     snprintf(line, sizeof line, "%u live blocks (%u pinned) · %s used of %s · %u free blocks · defrag step %.3f ms",
              (unsigned)m->live_blocks, (unsigned)m->pinned_blocks, t, viz_fmt_bytes(b, sizeof b, (double)m->managed_bytes),
              (unsigned)m->free_blocks, m->defrag_ns / 1e6);
+    if (f->has_service) {
+        size_t len = strlen(line);
+        if (f->service.frames_to_compact)
+            snprintf(line + len, sizeof line - len, " · ≈%llu frames to compact", (unsigned long long)f->service.frames_to_compact);
+        else snprintf(line + len, sizeof line - len, " · compact");
+        len = strlen(line);
+        if (f->service.stuck_holes)
+            snprintf(line + len, sizeof line - len, " · %llu hole%s stuck under pinned blocks", (unsigned long long)f->service.stuck_holes,
+                     f->service.stuck_holes == 1 ? "" : "s");
+    }
     text_at(cr, MARGIN, 62, 11.5, false, c_dim, 0, line);
 
     if (spark_w) {     /* fragmentation so far, newest at the right */
@@ -315,14 +334,18 @@ static void draw_axis(cairo_t *cr, const viz_layout *l) {
         cairo_line_to(cr, l->map_x - 1, y + 0.5);
         cairo_stroke(cr);
     }
-    text_at(cr, l->map_x - 8, l->map_y - 2, 10, false, c_dim, 1, "offset");
 }
 
-static void swatch(cairo_t *cr, double *x, double y, viz_rgb fill, viz_rgb edge, bool outline, const char *label) {
-    fill_rect(cr, *x, y - 10, 14, 12, fill);
-    if (outline) stroke_rect(cr, *x, y - 10, 14, 12, edge, 1.5);
+/* One legend entry at (*x, *y); wraps to a new line (x back to x0) past x_max. */
+static void swatch(cairo_t *cr, double *x, double *y, double x0, double x_max, viz_rgb fill, viz_rgb edge, bool outline,
+                   const char *label) {
+    font(cr, 11.5, false);
+    double w = 19 + text_width(cr, label);
+    if (*x + w > x_max && *x > x0) { *x = x0; *y += 18; }
+    fill_rect(cr, *x, *y - 10, 14, 12, fill);
+    if (outline) stroke_rect(cr, *x, *y - 10, 14, 12, edge, 1.5);
     *x += 19;
-    *x += text_at(cr, *x, y, 11.5, false, c_text, 0, label) + 16;
+    *x += text_at(cr, *x, *y, 11.5, false, c_text, 0, label) + 16;
 }
 
 static void draw_legend(cairo_t *cr, const viz_layout *l, const hh_mapdump_frame *f, const hh_mapdump_file_info *info) {
@@ -334,14 +357,15 @@ static void draw_legend(cairo_t *cr, const viz_layout *l, const hh_mapdump_frame
     if (info)   /* named tags always appear, so the legend does not jump between frames */
         for (uint32_t t = 0; t < info->tag_name_count; t++) if (info->tag_names[t][0]) seen[t] = true;
     char buf[40];
+    double x_max = l->width - MARGIN;
     for (uint32_t t = 0; t <= HH_MAPDUMP_MAX_TAGS; t++) {
         if (!seen[t]) continue;
-        if (x > l->width - 200) break;
-        swatch(cr, &x, y, viz_color_tag(t), c_text, false, t == HH_MAPDUMP_MAX_TAGS ? "other tags" : tag_name(info, t, buf, sizeof buf));
+        swatch(cr, &x, &y, l->map_x, x_max, viz_color_tag(t), c_text, false,
+               t == HH_MAPDUMP_MAX_TAGS ? "other tags" : tag_name(info, t, buf, sizeof buf));
     }
-    swatch(cr, &x, y, c_pinned, c_text, false, "pinned");
-    swatch(cr, &x, y, c_free, c_text, false, "free");
-    swatch(cr, &x, y, c_free, c_moved, true, "moved this frame");
+    swatch(cr, &x, &y, l->map_x, x_max, c_pinned, c_text, false, "pinned");
+    swatch(cr, &x, &y, l->map_x, x_max, c_free, c_text, false, "free");
+    swatch(cr, &x, &y, l->map_x, x_max, c_free, c_moved, true, "moved this frame");
     char a[32], b[32], line[256];
     snprintf(line, sizeof line, "1 cell = %s · 1 row = %s · offset 0 at bottom left, addresses grow → and ↑: "
              "the defrag step pushes holes up to the top",
@@ -380,7 +404,7 @@ static double draw_binned(cairo_t *cr, const viz_layout *l, const hh_mapdump_fra
              viz_fmt_bytes(a, sizeof a, (double)live_bytes));
     text_at(cr, x0, y + 28, 10.5, false, c_dim, 0, line);
     y += 38;
-    double gap = 2, s = 14;
+    double gap = 3, s = 24;
     int cols = 1;
     for (; s >= 4; s -= 2) {
         cols = (int)((w + gap) / (s + gap));
@@ -443,11 +467,15 @@ static double draw_stacks(cairo_t *cr, const viz_layout *l, const hh_mapdump_fra
     const viz_rgb used_c = { 0x58, 0xc4, 0xdd }, chunk_c = { 0x2a, 0x2f, 0x3b }, head_c = { 0x4a, 0x50, 0x5e };
     for (uint32_t i = 0; i < f->stack_count; i++) {
         const hh_mapdump_stack *s = &f->stacks[i];
-        snprintf(line, sizeof line, "%s: %s used of %s · %u chunk%s · %u open mark%s", s->name[0] ? s->name : "memstack",
-                 viz_fmt_bytes(a, sizeof a, (double)s->used_bytes), viz_fmt_bytes(b, sizeof b, (double)s->reserved_bytes),
-                 (unsigned)s->chunk_count, s->chunk_count == 1 ? "" : "s", (unsigned)s->mark_count, s->mark_count == 1 ? "" : "s");
-        text_at(cr, x0, y + 10, 10, false, c_text, 0, line);
-        y += 16;
+        double nw = text_at(cr, x0, y + 10, 11, true, c_text, 0, s->name[0] ? s->name : "memstack");
+        snprintf(line, sizeof line, "  %s used of %s", viz_fmt_bytes(a, sizeof a, (double)s->used_bytes),
+                 viz_fmt_bytes(b, sizeof b, (double)s->reserved_bytes));
+        text_at(cr, x0 + nw, y + 10, 10.5, false, c_text, 0, line);
+        snprintf(line, sizeof line, "%u chunk%s · %u open mark%s · peak %s", (unsigned)s->chunk_count,
+                 s->chunk_count == 1 ? "" : "s", (unsigned)s->mark_count, s->mark_count == 1 ? "" : "s",
+                 viz_fmt_bytes(a, sizeof a, (double)s->peak_reserved_bytes));
+        text_at(cr, x0, y + 24, 10, false, c_dim, 0, line);
+        y += 32;
         double bar_h = 16, total = 0;
         for (uint32_t k = 0; k < s->chunk_count; k++) total += (double)s->chunks[k].size;
         if (s->chunk_count == 0 || total <= 0) {
@@ -498,8 +526,9 @@ static double draw_stacks(cairo_t *cr, const viz_layout *l, const hh_mapdump_fra
         free(cx);
         y += bar_h + 24;
     }
-    text_at(cr, x0, y + 4, 9.5, false, c_dim, 0, "blue: used · grey: free · dark: chunk header · yellow: open marks");
-    return y + 16;
+    text_at(cr, x0, y + 4, 9.5, false, c_dim, 0, "blue: used · grey: free · dark: chunk header");
+    text_at(cr, x0, y + 17, 9.5, false, c_dim, 0, "yellow ticks: open marks (depth), white frame: top chunk");
+    return y + 30;
 }
 
 cairo_surface_t *viz_draw_frame(const hh_mapdump_frame *f, const hh_mapdump_file_info *info, int width, const viz_history *hist) {
@@ -517,7 +546,7 @@ cairo_surface_t *viz_draw_frame(const hh_mapdump_frame *f, const hh_mapdump_file
     draw_legend(cr, &l, f, info);
     if (l.panel) {
         double y = l.map_y, h = l.rows * l.row_h;
-        double stacks_h = f->stack_count ? 40 + 58.0 * f->stack_count : 0;
+        double stacks_h = f->stack_count ? 60 + 74.0 * f->stack_count : 0;
         if (f->has_binned) y = draw_binned(cr, &l, f, y, h - stacks_h);
         if (f->stack_count) draw_stacks(cr, &l, f, y);
     }
@@ -581,22 +610,33 @@ bool viz_timeline_add(viz_timeline *t, const hh_mapdump_frame *f) {
     return true;
 }
 
-/* Frame-number ticks along [x0, x1] at the bottom of a plot. */
+/* Frame-number ticks along [x0, x1] at the bottom of a plot: round frame
+   numbers (a 1-2-5 step giving at most ~10 ticks), each placed at the column
+   of the first frame at or after it. */
 static void frame_ticks(cairo_t *cr, double x0, double x1, double y, const uint64_t *frames, size_t count) {
     if (count == 0) return;
-    int ticks = (int)fmin(10, fmax(2, (x1 - x0) / 90));
+    uint64_t lo = frames[0], hi = frames[count - 1], span = hi > lo ? hi - lo : 1;
+    int max_ticks = (int)fmin(10, fmax(2, (x1 - x0) / 80));
+    uint64_t step = 1;
+    for (uint64_t p = 1;; p *= 10) {
+        if (span / p <= (uint64_t)max_ticks) { step = p; break; }
+        if (span / (2 * p) <= (uint64_t)max_ticks) { step = 2 * p; break; }
+        if (span / (5 * p) <= (uint64_t)max_ticks) { step = 5 * p; break; }
+    }
     char buf[32];
-    for (int k = 0; k <= ticks; k++) {
-        size_t i = (size_t)lrint((double)(count - 1) * k / ticks);
-        double x = x0 + (count > 1 ? (x1 - x0) * (double)i / (double)(count - 1) : 0);
-        if (count > 1) x = x0 + (x1 - x0) * ((double)i + 0.5) / (double)count;
+    size_t i = 0;
+    for (uint64_t v = (lo + step - 1) / step * step; v <= hi; v += step) {
+        while (i < count && frames[i] < v) i++;
+        if (i == count) break;
+        double x = x0 + (x1 - x0) * ((double)i + 0.5) / (double)count;
         set_rgb(cr, c_grid);
         cairo_set_line_width(cr, 1);
         cairo_move_to(cr, floor(x) + 0.5, y);
         cairo_line_to(cr, floor(x) + 0.5, y + 4);
         cairo_stroke(cr);
-        snprintf(buf, sizeof buf, "%llu", (unsigned long long)frames[i]);
+        snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);
         text_at(cr, x, y + 15, 10, false, c_dim, 0.5, buf);
+        if (v > UINT64_MAX - step) break;
     }
 }
 
@@ -748,8 +788,10 @@ static void plot_panel(cairo_t *cr, const viz_series *s, double x0, double x1, d
 /* A "nice" axis maximum >= v (1, 2, 5 times a power of ten). */
 static double nice_max(double v) {
     if (v <= 0) return 1;
+    static const double steps[] = { 1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10 };
     double p = pow(10, floor(log10(v))), m = v / p;
-    return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) if (m <= steps[i] * 1.0000001) return steps[i] * p;
+    return 10 * p;
 }
 static double nice_bytes(double v) {
     if (v <= 0) return 1024;
@@ -760,7 +802,7 @@ static double nice_bytes(double v) {
 
 cairo_surface_t *viz_draw_plot(const viz_series *s, int width) {
     if (width < 480) width = 480;
-    int panel_h = 130, gap = 46, top = 62, height = top + 4 * panel_h + 3 * gap + 44;
+    int panel_h = 130, gap = 46, top = 86, height = top + 4 * panel_h + 3 * gap + 44;
     cairo_surface_t *surf = cairo_image_surface_create(CAIRO_FORMAT_RGB24, width, height);
     if (cairo_surface_status(surf) != CAIRO_STATUS_SUCCESS) { cairo_surface_destroy(surf); return NULL; }
     cairo_t *cr = cairo_create(surf);

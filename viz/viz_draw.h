@@ -29,6 +29,9 @@ viz_rgb viz_color_moved(void);
 viz_rgb viz_color_background(void);
 /* Colour of a live block of the given tag. */
 viz_rgb viz_color_tag(uint32_t tag);
+/* Colour of block b in the heap map: its state / tag colour, a shade lighter
+   for about half of the live blocks (by offset) so that neighbours differ. */
+viz_rgb viz_block_color(const hh_mapdump_block *b);
 
 /* Layout of the heap map inside a frame picture of a given width. */
 typedef struct viz_layout {

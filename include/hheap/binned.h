@@ -116,13 +116,14 @@ typedef struct hh_binned_stats {
     hh_binned_class_stats classes[HH_BINNED_CLASS_COUNT];
     uint64_t small_live_blocks, small_live_bytes;   /* sums over the classes */
     uint64_t large_live_blocks, large_live_bytes;   /* OS-mapped blocks (usable bytes) */
-    size_t   large_mapped_bytes;                     /* bytes mapped for large blocks */
+    size_t   large_mapped_bytes;                     /* bytes mapped for live large blocks */
+    size_t   large_cached_bytes;                     /* freed large mappings kept for reuse */
     uint32_t spans;               /* 4 MiB spans mapped */
     uint32_t pages_in_classes;    /* pages owned by a class */
     uint32_t pages_free;          /* pages in the pool, not owned by a class */
     uint32_t pages_decommitted;   /* of those, pages given back to the OS */
     uint32_t thread_caches;       /* live thread caches */
-    size_t   mapped_bytes;        /* spans + large mappings */
+    size_t   mapped_bytes;        /* spans + large mappings (live and cached) */
 } hh_binned_stats;
 
 /* Fills *out. out NULL: HH_E_INVALID_ARG. */
@@ -131,8 +132,8 @@ HH_API void hh_binned_stats_get(hh_binned_stats *out);
 /* ---------------------------------------------------------------------------
    Maintenance
 --------------------------------------------------------------------------- */
-/* Gives empty pages back to the OS (decommit) and unmaps spans that became
-   wholly free. Spends at most about max_ns nanoseconds (0: no limit), so a
+/* Gives empty pages back to the OS (decommit), unmaps spans that became
+   wholly free and the freed large mappings kept for reuse. Spends at most about max_ns nanoseconds (0: no limit), so a
    game can call it once a frame. Does not touch thread caches (call
    hh_binned_thread_flush first to include the caller's). Returns the bytes
    given back. */

@@ -21,6 +21,16 @@
  *   flags         0
  *   on_move       NULL
  *
+ * Allocation-time compaction: hh_alloc / hh_alloc_ex / hh_resize that find no
+ * hole large enough while enough bytes are free compact and retry; they report
+ * HH_E_NO_MEMORY only when no compaction can make room (the free bytes are not
+ * there, or pinned blocks split them). Once the defrag service has state on
+ * the heap (any hh_defrag_* call but the getters) that compaction is its
+ * policy's, run unbudgeted until the request fits and joining the journal
+ * (defrag.h); before, it is a plain slide from the lowest hole.
+ * Memory: a heap that maps its own range gives the whole pages of its top free
+ * region back to the OS at defrag steps (hh_defrag_config, defrag.h).
+ *
  * Pointer validity (the frame contract): a pointer from hh_deref is valid until
  * the next hh_defrag_step / hh_defrag_full, the next hh_resize or hh_free of the
  * same handle, or an hh_alloc / hh_alloc_ex / hh_resize of any handle that had to
@@ -50,7 +60,12 @@ typedef struct hh_heap hh_heap;
 enum {
     HH_HEAP_THREADSAFE      = 1u << 0,  /* a lock around every mutation; hh_deref stays lock-free */
     HH_HEAP_DEBUG           = 1u << 1,  /* fill new/freed/moved-from bytes, guard bytes after blocks */
-    HH_HEAP_STRESS_MOVES    = 1u << 2,  /* every defrag step moves every movable block (catches stale raw pointers) */
+    HH_HEAP_STRESS_MOVES    = 1u << 2,  /* debug: every defrag step moves every movable block, whatever its
+                                           budget -- alternately up into the top free region (old bytes
+                                           become no-access) and back down by a full compaction -- so raw
+                                           pointers kept across a step fail fast under memcheck/ASan. In
+                                           the up phase a block the top region cannot take stays put
+                                           (heap more than half full). */
     HH_HEAP_NO_AUTO_COMPACT = 1u << 3,  /* hh_alloc never compacts to satisfy a request */
 };
 

@@ -6,6 +6,16 @@
  * valid until the allocator releases them wholesale (mark pop, free-to-marker,
  * frame reset, scratch reset, destroy) or, for the pool, until hh_pool_free.
  *
+ * Sections of this header:
+ *   Page pool         hh_pagepool_*     process-wide, thread-safe page cache
+ *   Mark stack        hh_memstack_*, hh_mark_*, HH_MARK_SCOPE
+ *   Walker            hh_memstack_info_get / _walk / _walk_marks / _check
+ *   Stack vector      hh_stackvec_*
+ *   GEA stacks        hh_stack_*, hh_dstack_*
+ *   Frame allocators  hh_frame_*, hh_dframe_*
+ *   Pool              hh_pool_*
+ *   Scratch buffer    hh_scratch_*
+ *
  * How to use the mark stack (Unreal FMemStack semantics):
  *
  *     hh_memstack *ms = hh_memstack_thread();          // this thread's own stack
@@ -20,7 +30,9 @@
  * Marks nest to any depth and must be popped in LIFO order: popping a mark that
  * is not the innermost open one returns HH_E_MARK_ORDER and changes nothing; a
  * second pop of the same mark returns HH_E_MARK_ORDER too. Popping restores the
- * top saved at push and gives the chunks added since then back to the page pool.
+ * top saved at push and gives the chunks added since then back to the page pool
+ * (a stack keeps its oldest chunk, emptied, and one spare chunk, so a scope loop
+ * stays on the fast path; hh_memstack_trim returns those too).
  * A mark must stay at the address it was pushed at (keep it on the C stack; do
  * not copy it) until it is popped.
  *
@@ -125,6 +137,11 @@ HH_API hh_status hh_memstack_create(const hh_memstack_desc *desc, hh_memstack **
    freed anyway. NULL is a no-op. Do not destroy the stack of hh_memstack_thread(). */
 HH_API void      hh_memstack_destroy(hh_memstack *ms);
 
+/* Gives the stack's spare chunk back to the page pool, and its bottom chunk too
+   when nothing is allocated and no mark is open. (Pops keep the oldest chunk,
+   emptied, and one spare, so scope loops stay on the fast path.) HH_E_INVALID_ARG. */
+HH_API hh_status hh_memstack_trim(hh_memstack *ms);
+
 /* The calling thread's own stack, created on first use (NULL + HH_E_NO_MEMORY if
    that fails) and destroyed when the thread exits. */
 HH_API hh_memstack *hh_memstack_thread(void);
@@ -152,7 +169,9 @@ HH_API void      hh_mark_scope_end(hh_mark *mark);
 
 #if defined(__GNUC__) || defined(__clang__)
 #  define HH_ATTR_CLEANUP(fn) __attribute__((cleanup(fn)))
-/* Declares hh_mark `name` pushed on ms, popped when `name` goes out of scope. */
+/* Declares hh_mark `name` pushed on ms, popped when `name` goes out of scope.
+   Expands to a declaration and a statement: write it inside a block, never as
+   the lone body of an if/for. */
 #  define HH_MARK_SCOPE(name, ms) \
       hh_mark name HH_ATTR_CLEANUP(hh_mark_scope_end); \
       hh_mark_push((ms), &name)
@@ -160,6 +179,12 @@ HH_API void      hh_mark_scope_end(hh_mark *mark);
 
 /* ---------------------------------------------------------------------------
    Mark stack walker (for hh_mapdump and tools)
+   Use from the thread that owns the stack (or with that thread stopped). For
+   a process-wide, thread-safe summary of all linear memory use
+   hh_pagepool_stats_get: every mark-stack chunk comes from the page pool.
+   A dump draws each chunk as [base, base+size): header_bytes of metadata,
+   used_bytes of allocations, the rest free (top chunk) or wasted (older ones);
+   marks sit at chunk base + offset.
    Chunks are visited oldest first. Accounting: a chunk's size is the whole
    mapping (header included); used_bytes runs from the chunk's payload start to
    its top (alignment padding included); wasted_bytes are chunk headers plus the

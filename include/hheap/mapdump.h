@@ -169,10 +169,24 @@ typedef struct hh_mapdump_stack {
     const hh_mapdump_mark  *marks;
 } hh_mapdump_stack;
 
+/* The defrag service's own view (hh_defrag_metrics_get) at the time of the frame. */
+typedef struct hh_mapdump_service {
+    uint64_t frames_to_compact;    /* estimate: steps of the last step's size to close the holes */
+    uint64_t stuck_holes;          /* holes the service found unclosable (under pinned blocks ...) */
+    uint64_t stuck_hole_bytes;
+    uint64_t blocking_pinned_bytes;/* pinned blocks right above those holes */
+    uint64_t decommitted_bytes;    /* top-region bytes given back to the OS */
+    uint64_t compact_steps;        /* steps so far that ended compact */
+    uint64_t steps;                /* steps so far */
+    bool     trigger_active;       /* hysteresis trigger state */
+} hh_mapdump_service;
+
 typedef struct hh_mapdump_frame {
     uint64_t                 frame;          /* the number given to hh_mapdump_write_frame */
     uint64_t                 managed_bytes;  /* size of the address space the blocks tile */
     hh_mapdump_metrics       metrics;
+    bool                     has_service;    /* the defrag-service section was present */
+    hh_mapdump_service       service;
     size_t                   block_count;
     const hh_mapdump_block  *blocks;         /* offset order */
     size_t                   move_count;

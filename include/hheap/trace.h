@@ -24,15 +24,28 @@
  * the replayed heap against it. A defrag step that stopped on its time budget
  * (max_ns) is replayed as a step of exactly the moves it made.
  *
+ * What a replay cannot see: the hook reports successful operations only, so
+ * a call that fails after changing something (an hh_alloc or hh_resize that
+ * compacted and still found no room; an hh_resize that touched the defrag
+ * cursor before failing) and hh_defrag_configure after the open are not in the
+ * trace; replaying such a trace reports HH_E_CORRUPT at the first divergence.
+ * A policy change is recorded (as an HH_TRACE_EV_POLICY record) just before the
+ * next event. For guaranteed replays of time-budgeted steps, record with
+ * hh_defrag_config.deterministic set.
+ *
  * File format (version 1; integers little-endian; "v" = LEB128 varint):
  *   header   "HHTRACE\0", u32 version, u64 capacity, u64 managed bytes,
  *            u32 max_handles, u32 flags, u32 policy, u32 base address mod 4096,
- *            u32 caller-owned memory (0/1)                             (48 bytes)
- *   events   u8 kind (hh_heap_event_kind), then
+ *            u32 caller-owned memory (0/1), defrag config: u32 bits
+ *            (1 deterministic, 2 trigger, 4 no_decommit), f64 start fragmentation,
+ *            u64 start wasted bytes, f64 stop fragmentation, u64 retain bytes,
+ *            u64 decommit min bytes, u32 0                             (96 bytes)
+ *   events   u8 kind (hh_heap_event_kind or HH_TRACE_EV_POLICY), then
  *              ALLOC  v handle, v size, v align, v tag
  *              FREE / PIN / UNPIN  v handle
  *              RESIZE v handle, v size
  *              DEFRAG_STEP  v policy, v max_moves, v moves, v max_bytes, v max_ns
+ *              POLICY v policy
  *   end      u8 0xFF, v event count, v blocks, u64 walk hash, v used_bytes,
  *            v free_bytes, v largest_free, v live, v free, v pinned blocks,
  *            v moves, v bytes moved (both counted from the open)
@@ -55,7 +68,10 @@
 extern "C" {
 #endif
 
-enum { HH_TRACE_VERSION = 1 };
+enum {
+    HH_TRACE_VERSION   = 1,
+    HH_TRACE_EV_POLICY = 64,       /* trace-only event kind: the defrag policy changed (`policy`) */
+};
 
 /* ---------------------------------------------------------------------------
    Recording
@@ -86,11 +102,13 @@ typedef struct hh_trace_info {     /* the recorded heap, from the header */
     hh_defrag_policy policy;       /* policy at open */
     uint32_t base_misalign;        /* hh_heap_base mod 4096: alignments above 16 depend on it */
     bool     caller_memory;        /* the heap ran on a caller-owned buffer */
+    hh_defrag_config defrag;       /* defrag configuration at open (resolved) */
 } hh_trace_info;
 
 typedef struct hh_trace_event {
-    hh_heap_event    ev;           /* as the hook saw it; ev.handle is the recorded handle */
-    hh_defrag_policy policy;       /* DEFRAG_STEP: policy the step ran with */
+    hh_heap_event    ev;           /* as the hook saw it; ev.handle is the recorded handle;
+                                      ev.kind may also be HH_TRACE_EV_POLICY */
+    hh_defrag_policy policy;       /* DEFRAG_STEP: policy the step ran with; POLICY: the new policy */
 } hh_trace_event;
 
 typedef struct hh_trace_summary {
@@ -131,8 +149,8 @@ HH_API bool      hh_trace_summary_equal(const hh_trace_summary *a, const hh_trac
 
 /* Called after each replayed event (index i) -- for measurements. */
 typedef void (*hh_trace_replay_fn)(hh_heap *heap, size_t i, void *user);
-/* Replays every event of log on heap, a fresh heap made from hh_trace_desc, sets
-   the recorded policy, then compares the final state with log->summary.
+/* Replays every event of log on heap, a fresh heap made from hh_trace_desc, after
+   setting the recorded policy and defrag configuration, then compares the final state with log->summary.
    HH_OK: identical. HH_E_CORRUPT: an operation failed or referred to an unknown
    handle, or the final state differs (the message names the event or the field).
    HH_E_INVALID_ARG (NULL argument, heap not empty), HH_E_NO_MEMORY. */

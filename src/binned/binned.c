@@ -5,6 +5,8 @@
 
 #include "../common/hh_error.h"
 
+#include <stdio.h>
+
 hh_status hhi_binned_fail(hh_status s, unsigned flags, const char *msg, const void *p) {
     bool quiet = (s == HH_E_FOREIGN_POINTER && (flags & HHI_QUIET_FOREIGN)) ||
                  ((s == HH_E_NO_MEMORY || s == HH_E_INVALID_ARG) && (flags & HHI_QUIET_OOM));
@@ -49,13 +51,13 @@ static void *small_alloc_slow(unsigned c, unsigned flags) {
                 hhi_stat_inc(&tc->stat[c].misses);
                 b = list;
                 bin->head = hhi_block_next(list);
-                bin->count = got - 1;
+                hhi_bin_count_set(bin, got - 1);
             }
         } else if (bin->head != NULL) {
             hhi_stat_inc(&tc->stat[c].hits);
             b = bin->head;
             bin->head = hhi_block_next(bin->head);
-            bin->count--;
+            hhi_bin_count_set(bin, hhi_bin_count(bin) - 1);
         } else {
             b = small_alloc_direct(c);
         }
@@ -130,16 +132,14 @@ void hhi_binned_free_slow(void *p, unsigned flags) {
         bin->cap = atomic_load_explicit(&hhi_bg.cap[c], memory_order_relaxed);
         if (bin->cap > 0) {
             /* Full bin: keep the newer half, return the older half in one batch. */
-            if (bin->count >= bin->cap) hhi_tcache_flush_bin(tc, c, bin->cap / 2);
-            hhi_stat_inc(&tc->stat[c].frees);
+            if (hhi_bin_count(bin) >= bin->cap) hhi_tcache_flush_bin(tc, c, bin->cap / 2);
             hhi_block_set_next((hhi_bblock *)p, bin->head);
             bin->head = (hhi_bblock *)p;
-            bin->count++;
+            hhi_bin_count_set(bin, hhi_bin_count(bin) + 1);
             return;
         }
         hhi_tcache_flush_bin(tc, c, 0);
     }
-    atomic_fetch_add_explicit(&hhi_bg.classes[c].direct_frees, 1, memory_order_relaxed);
     hhi_block_set_next((hhi_bblock *)p, NULL);
     hhi_class_put(c, (hhi_bblock *)p, 1);
 }
@@ -248,37 +248,38 @@ void hh_binned_stats_get(hh_binned_stats *out) {
         for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) out->classes[c].block_size = hhi_class_size[c];
         return;
     }
-    uint64_t hits[HHI_CLASS_COUNT], misses[HHI_CLASS_COUNT], frees[HHI_CLASS_COUNT];
+    uint64_t hits[HHI_CLASS_COUNT], misses[HHI_CLASS_COUNT], cached[HHI_CLASS_COUNT];
     hhi_lock_acquire(&hhi_bg.tc_lock);
     for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
         hits[c] = atomic_load(&hhi_bg.retired_hits[c]);
         misses[c] = atomic_load(&hhi_bg.retired_misses[c]);
-        frees[c] = atomic_load(&hhi_bg.retired_frees[c]);
+        cached[c] = 0;
     }
     for (hhi_tcache *tc = hhi_bg.tcaches; tc != NULL; tc = tc->next) {
         out->thread_caches++;
         for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
             hits[c] += atomic_load_explicit(&tc->stat[c].hits, memory_order_relaxed);
             misses[c] += atomic_load_explicit(&tc->stat[c].misses, memory_order_relaxed);
-            frees[c] += atomic_load_explicit(&tc->stat[c].frees, memory_order_relaxed);
+            cached[c] += hhi_bin_count(&tc->bins[c]);
         }
     }
     hhi_lock_release(&hhi_bg.tc_lock);
     for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
         hhi_bclass *k = &hhi_bg.classes[c];
         hh_binned_class_stats *cs = &out->classes[c];
-        uint64_t da = atomic_load(&k->direct_allocs), df = atomic_load(&k->direct_frees);
         cs->block_size = hhi_class_size[c];
-        cs->allocs = hits[c] + misses[c] + da;
+        cs->allocs = hits[c] + misses[c] + atomic_load(&k->direct_allocs);
         cs->cache_hits = hits[c];
-        uint64_t fr = frees[c] + df;
-        cs->live_blocks = cs->allocs > fr ? cs->allocs - fr : 0;
-        cs->live_bytes = cs->live_blocks * cs->block_size;
         cs->cache_hit_rate = cs->allocs ? (double)cs->cache_hits / (double)cs->allocs : 0.0;
         hhi_lock_acquire(&k->lock);
         cs->pages = k->pages;
         cs->empty_pages = k->empty;
+        uint64_t used = k->used;
         hhi_lock_release(&k->lock);
+        /* Blocks out of the pages, less those waiting in caches (a snapshot
+           of running threads' caches may be a few blocks off). */
+        cs->live_blocks = used > cached[c] ? used - cached[c] : 0;
+        cs->live_bytes = cs->live_blocks * cs->block_size;
         out->small_live_blocks += cs->live_blocks;
         out->small_live_bytes += cs->live_bytes;
         out->pages_in_classes += cs->pages;
@@ -292,8 +293,9 @@ void hh_binned_stats_get(hh_binned_stats *out) {
     out->large_live_blocks = hhi_bg.large_count;
     out->large_live_bytes = hhi_bg.large_bytes;
     out->large_mapped_bytes = hhi_bg.large_mapped;
+    out->large_cached_bytes = hhi_bg.lcache_bytes;
     hhi_lock_release(&hhi_bg.large_lock);
-    out->mapped_bytes = (size_t)out->spans * HHI_SPAN_SIZE + out->large_mapped_bytes;
+    out->mapped_bytes = (size_t)out->spans * HHI_SPAN_SIZE + out->large_mapped_bytes + out->large_cached_bytes;
 }
 
 /* ---------------------------------------------------------------------------
@@ -303,7 +305,7 @@ size_t hh_binned_trim(uint64_t max_ns) {
     if (!atomic_load_explicit(&hhi_bg.ready, memory_order_acquire)) return 0;
     uint64_t deadline = max_ns ? hhi_now_ns() + max_ns : 0;
     hhi_lock_acquire(&hhi_bg.trim_lock);
-    size_t n = hhi_pool_trim(deadline);
+    size_t n = hhi_large_trim() + hhi_pool_trim(deadline);
     hhi_lock_release(&hhi_bg.trim_lock);
     return n;
 }
@@ -311,12 +313,23 @@ size_t hh_binned_trim(uint64_t max_ns) {
 /* ---------------------------------------------------------------------------
    Check (all locks held; see the invariants in binned_internal.h)
 --------------------------------------------------------------------------- */
-#define CHECK(cond, ...) do { if (!(cond)) { st = hhi_error(HH_E_CORRUPT, __VA_ARGS__); goto done; } } while (0)
+/* The first broken invariant is formatted under the locks and reported after
+   they are released (the error handler may allocate). */
+#define CHECK(cond, ...)                               \
+    do {                                               \
+        if (!(cond)) {                                 \
+            snprintf(msg, sizeof msg, __VA_ARGS__);    \
+            st = HH_E_CORRUPT;                         \
+            goto done;                                 \
+        }                                              \
+    } while (0)
 
 hh_status hh_binned_check(void) {
     if (!atomic_load_explicit(&hhi_bg.ready, memory_order_acquire)) return HH_OK;
     hh_status st = HH_OK;
+    char msg[256];
     uint32_t class_pages[HHI_CLASS_COUNT] = { 0 }, class_empty[HHI_CLASS_COUNT] = { 0 };
+    uint64_t class_used[HHI_CLASS_COUNT] = { 0 };
     hhi_lock_acquire(&hhi_bg.trim_lock);
     hhi_lock_all();
     /* Caps within the limit (5). */
@@ -377,6 +390,7 @@ hh_status hh_binned_check(void) {
             CHECK(has_room == (pg->in_partial != 0), "binned check: page %p partial-list membership wrong (4)",
                   (void *)base);
             if (pg->used == 0) class_empty[c]++;
+            class_used[c] += pg->used;
         }
         CHECK(free_pages == s->free_pages, "binned check: span %p free_pages %u != %u (7)", (void *)s, s->free_pages,
               free_pages);
@@ -395,7 +409,8 @@ hh_status hh_binned_check(void) {
             if (pg->used == 0) seen_empty = true;
             else CHECK(!seen_empty, "binned check: class %u has a used page after an empty one (4)", c);
         }
-        CHECK(k->pages == class_pages[c] && k->empty == class_empty[c] && k->empty <= HHI_KEEP_EMPTY,
+        CHECK(k->pages == class_pages[c] && k->empty == class_empty[c] && k->empty <= HHI_KEEP_EMPTY &&
+                  k->used == class_used[c],
               "binned check: class %u counts pages %u/%u empty %u/%u (4)", c, k->pages, class_pages[c], k->empty,
               class_empty[c]);
     }
@@ -408,6 +423,18 @@ hh_status hh_binned_check(void) {
     }
     CHECK(nlarge == hhi_bg.large_count, "binned check: large count %llu != %llu (6)", (unsigned long long)nlarge,
           (unsigned long long)hhi_bg.large_count);
+    uint32_t ncached = 0;
+    size_t cached_bytes = 0;
+    for (hhi_blarge *h = hhi_bg.lcache; h != NULL; h = h->next) {
+        CHECK(ncached++ < hhi_bg.n_lcache, "binned check: large cache longer than its count (6)");
+        CHECK(((uintptr_t)h & HHI_SPAN_MASK) == 0 && h->magic == HHI_LCACHE_MAGIC &&
+                  hhi_registry_get((uintptr_t)h) == HHI_REG_LARGE_FREED && (h->next == NULL || h->next->prev == h),
+              "binned check: cached large mapping %p bad (6)", (void *)h);
+        cached_bytes += h->map_size;
+    }
+    CHECK(ncached == hhi_bg.n_lcache && cached_bytes == hhi_bg.lcache_bytes && ncached <= HHI_LCACHE_MAX &&
+              cached_bytes <= HHI_LCACHE_BYTES,
+          "binned check: large cache counters disagree (6)");
     /* The calling thread's cache (5). */
     hhi_tcache *tc = hhi_tc_self;
     if (tc != NULL) {
@@ -415,7 +442,7 @@ hh_status hh_binned_check(void) {
             uint32_t n = 0;
             for (hhi_bblock *b = tc->bins[c].head; b != NULL; b = hhi_block_next(b)) {
                 uintptr_t a = (uintptr_t)b;
-                CHECK(n++ < tc->bins[c].count, "binned check: cache bin %u longer than its count (5)", c);
+                CHECK(n++ < hhi_bin_count(&tc->bins[c]), "binned check: cache bin %u longer than its count (5)", c);
                 CHECK(hhi_registry_get(a) == HHI_REG_SPAN, "binned check: cached block %p not in a span (5)", (void *)b);
                 hhi_bpage *pg = hhi_page_of(a);
                 uint32_t i = hhi_block_index(pg, a);
@@ -423,12 +450,14 @@ hh_status hh_binned_check(void) {
                           hhi_state_get(pg, i) != HHI_ST_LIVE,
                       "binned check: cached block %p of class %u is wrong (5)", (void *)b, c);
             }
-            CHECK(n == tc->bins[c].count, "binned check: cache bin %u count %u != %u (5)", c, tc->bins[c].count, n);
+            CHECK(n == hhi_bin_count(&tc->bins[c]) && n <= tc->bins[c].cap,
+                  "binned check: cache bin %u count %u != %u or above cap (5)", c, hhi_bin_count(&tc->bins[c]), n);
         }
     }
 done:
     hhi_unlock_all();
     hhi_lock_release(&hhi_bg.trim_lock);
+    if (st != HH_OK) hhi_error(st, "%s", msg);
     return st;
 }
 

@@ -29,7 +29,9 @@
  *     LIVE); sum over classes of g.cap[c] * size[c] <= g.cache_limit.
  *  6. A large block's mapping starts at a 4 MiB boundary with a hhi_blarge
  *     header (magic HHI_LARGE_MAGIC); the user pointer is base + offset,
- *     offset < 4 MiB; it is on g.large.
+ *     offset < 4 MiB; it is on g.large. A freed mapping kept for reuse has
+ *     magic HHI_LCACHE_MAGIC, registry LARGE_FREED, and is on g.lcache
+ *     (at most HHI_LCACHE_MAX of them, HHI_LCACHE_BYTES in all).
  *  7. span->free_pages == number of its pages in the pool.
  *  8. Lock order: g.trim_lock -> g.tc_lock -> class locks (ascending) ->
  *     g.pool_lock -> g.large_lock. No lock is held while user code runs.
@@ -69,6 +71,10 @@
 #define HHI_MAX_ALIGN       (HHI_SPAN_SIZE / 2) /* largest alignment hh_bmemalign serves */
 #define HHI_LARGE_HDR       64u                 /* bytes before a large block's user pointer */
 #define HHI_LARGE_MAGIC     0x6868426c61726765ull
+#define HHI_LCACHE_MAGIC    0x6868426c63616368ull   /* a freed mapping in the large cache */
+#define HHI_LCACHE_MAX      32u                 /* mappings kept for reuse */
+#define HHI_LCACHE_BYTES    ((size_t)32 << 20)  /* bytes kept for reuse */
+#define HHI_LCACHE_BLOCK    ((size_t)8 << 20)   /* larger mappings are never kept */
 #define HHI_KEEP_EMPTY      1u                  /* empty pages a class keeps as spare */
 #define HHI_NO_CLASS        0xFFu
 #define HHI_DEFAULT_CACHE_LIMIT ((size_t)1 << 20)
@@ -113,8 +119,10 @@ typedef struct hhi_bpage {
     uint32_t used;              /* blocks held by caches or users (class lock) */
     uint32_t carved;            /* blocks [0, carved) were ever handed out */
     struct hhi_bpage *next, *prev;  /* class partial list or pool list */
+    uint64_t pad;                   /* 128 bytes: meta address = span + index << 7 */
     _Atomic uint8_t inline_state[HHI_INLINE_STATE];
 } hhi_bpage;
+_Static_assert(sizeof(hhi_bpage) == 128, "page meta is 128 bytes");
 
 typedef struct hhi_bspan {
     uint64_t magic;
@@ -135,19 +143,27 @@ typedef struct hhi_blarge {
 } hhi_blarge;
 _Static_assert(sizeof(hhi_blarge) <= HHI_LARGE_HDR, "large header size");
 
+/* A thread-cache bin. Only the owner writes; count is a relaxed atomic so
+   hh_binned_stats_get may read it from another thread (it compiles to plain
+   loads and stores). */
 typedef struct hhi_tbin {
     hhi_bblock *head;
-    uint32_t count;
+    _Atomic uint32_t count;
     uint32_t cap;
 } hhi_tbin;
 
+HH_INLINE uint32_t hhi_bin_count(const hhi_tbin *b) { return atomic_load_explicit(&b->count, memory_order_relaxed); }
+HH_INLINE void hhi_bin_count_set(hhi_tbin *b, uint32_t n) { atomic_store_explicit(&b->count, n, memory_order_relaxed); }
+
 /* Per-thread statistics, written by the owner only (relaxed atomics so other
-   threads may read them). */
+   threads may read them). Frees are not counted: live blocks are derived from
+   the pages (class used counts) less the blocks sitting in caches. */
 typedef struct hhi_tstat {
-    _Atomic uint64_t hits, misses, frees;
+    _Atomic uint64_t hits, misses;
 } hhi_tstat;
 
 typedef struct hhi_tcache {
+    _Atomic uint8_t *registry;        /* copy of hhi_bg.registry: one load less in free */
     hhi_tbin bins[HHI_CLASS_COUNT];
     hhi_tstat stat[HHI_CLASS_COUNT];
     struct hhi_tcache *next, *prev;   /* g.tcaches (tc_lock) */
@@ -158,7 +174,8 @@ typedef struct hhi_bclass {
     hhi_bpage *head, *tail;       /* partial pages; empty ones at the tail */
     uint32_t pages;               /* pages owned */
     uint32_t empty;               /* of those, with used == 0 */
-    _Atomic uint64_t direct_allocs, direct_frees;   /* cacheless path */
+    uint64_t used;                /* sum of page->used over the class's pages */
+    _Atomic uint64_t direct_allocs;   /* cacheless path */
 } hhi_bclass;
 
 typedef struct hhi_bglobal {
@@ -177,15 +194,17 @@ typedef struct hhi_bglobal {
     hhi_lock large_lock;
     hhi_blarge *large;
     uint64_t large_count, large_bytes;
-    size_t large_mapped;
+    size_t large_mapped;            /* live large mappings */
+    hhi_blarge *lcache;             /* freed mappings kept for reuse, newest first */
+    uint32_t n_lcache;
+    size_t lcache_bytes;
     /* thread caches */
     hhi_lock tc_lock;
     hhi_tcache *tcaches, *tc_free;
     char *tc_slab;
     size_t tc_slab_left;
     uint32_t n_tcaches;
-    _Atomic uint64_t retired_hits[HHI_CLASS_COUNT], retired_misses[HHI_CLASS_COUNT],
-        retired_frees[HHI_CLASS_COUNT];
+    _Atomic uint64_t retired_hits[HHI_CLASS_COUNT], retired_misses[HHI_CLASS_COUNT];
     hhi_lock trim_lock;
 } hhi_bglobal;
 
@@ -303,6 +322,7 @@ HH_INTERNAL void     hhi_tcache_compute_caps(size_t limit);
 HH_INTERNAL void    *hhi_large_alloc(size_t size, size_t align, unsigned flags);
 HH_INTERNAL hh_status hhi_large_free(uintptr_t a, unsigned flags);
 HH_INTERNAL size_t   hhi_large_usable(uintptr_t a);   /* 0 if not a live large block */
+HH_INTERNAL size_t   hhi_large_trim(void);            /* unmaps the large cache; bytes */
 
 /* ---------------------------------------------------------------------------
    Fast paths
@@ -315,7 +335,7 @@ HH_INLINE void *hhi_bmalloc_fast(size_t size, unsigned flags) {
         hhi_bblock *b = bin->head;
         if (hh_likely(b != NULL)) {
             bin->head = hhi_block_next(b);
-            bin->count--;
+            hhi_bin_count_set(bin, hhi_bin_count(bin) - 1);
             hhi_bpage *pg = hhi_page_of((uintptr_t)b);
             hhi_state_set(pg, hhi_block_index(pg, (uintptr_t)b), HHI_ST_LIVE);
             hhi_stat_inc(&tc->stat[c].hits);
@@ -329,19 +349,20 @@ HH_INLINE void *hhi_bmalloc_fast(size_t size, unsigned flags) {
 HH_INLINE void hhi_bfree_fast(void *p, unsigned flags) {
     hhi_tcache *tc = hhi_tc_self;
     uintptr_t a = (uintptr_t)p;
-    if (hh_likely(tc != NULL && (a >> HHI_ADDR_BITS) == 0 && hhi_registry_get(a) == HHI_REG_SPAN)) {
+    if (hh_likely(tc != NULL && (a >> HHI_ADDR_BITS) == 0 &&
+                  atomic_load_explicit(&tc->registry[a >> HHI_SPAN_SHIFT], memory_order_relaxed) == HHI_REG_SPAN)) {
         hhi_bpage *pg = hhi_page_of(a);
         uint32_t i = hhi_block_index(pg, a);
         if (hh_likely(i < pg->capacity && i * pg->block_size == (a & HHI_PAGE_MASK) &&
                       hhi_state_get(pg, i) == HHI_ST_LIVE)) {
             hhi_tbin *bin = &tc->bins[pg->cls];
-            if (hh_likely(bin->count < bin->cap)) {
+            uint32_t n = hhi_bin_count(bin);
+            if (hh_likely(n < bin->cap)) {
                 hhi_state_set(pg, i, HHI_ST_FREED);
-                hhi_stat_inc(&tc->stat[pg->cls].frees);
                 hhi_on_free(p, pg->block_size);
                 hhi_block_set_next((hhi_bblock *)p, bin->head);
                 bin->head = (hhi_bblock *)p;
-                bin->count++;
+                hhi_bin_count_set(bin, n + 1);
                 return;
             }
         }

@@ -5,7 +5,12 @@
  * pointer is base + offset (64, or the alignment). The registry byte of the
  * first 4 MiB chunk says LARGE, so free finds the header in O(1) from the
  * pointer by masking, and a pointer whose chunk says LARGE_FREED is a double
- * free (until the OS reuses the address range for something of ours). */
+ * free (until the OS reuses the address range for something of ours).
+ *
+ * Freed mappings up to 8 MiB are kept in a small cache (32 mappings, 32 MiB
+ * at most) and reused for a request that fits them with at most a quarter to
+ * spare: mapping, trimming and faulting in fresh pages cost far more than the
+ * block's use in frame-style code. hh_binned_trim empties the cache. */
 #include "binned_internal.h"
 
 #include "../common/hh_error.h"
@@ -22,7 +27,28 @@ void *hhi_large_alloc(size_t size, size_t align, unsigned flags) {
         return NULL;
     }
     size_t map_size = hh_align_up(offset + size, page);
-    char *base = hhi_os_map(map_size, HHI_SPAN_SIZE);
+    char *base = NULL;
+    bool reused = false;
+    {
+        hhi_lock_acquire(&hhi_bg.large_lock);
+        hhi_blarge *best = NULL;
+        for (hhi_blarge *c = hhi_bg.lcache; c != NULL; c = c->next)
+            if (c->map_size >= map_size && c->map_size - map_size <= map_size / 4 &&
+                (best == NULL || c->map_size < best->map_size))
+                best = c;
+        if (best != NULL) {
+            if (best->prev) best->prev->next = best->next;
+            else hhi_bg.lcache = best->next;
+            if (best->next) best->next->prev = best->prev;
+            hhi_bg.n_lcache--;
+            hhi_bg.lcache_bytes -= best->map_size;
+            map_size = best->map_size;
+            base = (char *)best;
+            reused = true;
+        }
+        hhi_lock_release(&hhi_bg.large_lock);
+    }
+    if (base == NULL) base = hhi_os_map(map_size, HHI_SPAN_SIZE);
     if (base == NULL) {
         hhi_binned_fail(HH_E_NO_MEMORY, flags, "binned: the OS refused a large block", NULL);
         return NULL;
@@ -43,9 +69,23 @@ void *hhi_large_alloc(size_t size, size_t align, unsigned flags) {
     atomic_store_explicit(&hhi_bg.registry[(uintptr_t)base >> HHI_SPAN_SHIFT], HHI_REG_LARGE, memory_order_release);
     hhi_lock_release(&hhi_bg.large_lock);
     void *p = base + offset;
-    hh_track_alloc(&hhi_bg, p, map_size - offset);
-    if (HH_DEBUG >= 2 && !(flags & HHI_ZERO)) memset(p, HH_FILL_ALLOC, size);
+    if (flags & HHI_ZERO) {
+        hh_track_alloc_defined(&hhi_bg, p, map_size - offset);   /* fresh mappings read as zero */
+        if (reused) memset(p, 0, size);
+    } else {
+        hh_track_alloc(&hhi_bg, p, map_size - offset);
+        if (HH_DEBUG >= 2) memset(p, HH_FILL_ALLOC, size);
+    }
     return p;
+}
+
+/* Unmaps a mapping no longer listed anywhere. The address range is made
+   accessible first: ASan keeps poison across munmap, and the range may come
+   back as one of our spans. */
+static void large_unmap(hhi_blarge *h) {
+    size_t size = h->map_size;
+    hh_track_undefined(h, size);
+    hhi_os_unmap(h, size);
 }
 
 /* The header of the live large block at a, or NULL. */
@@ -73,13 +113,53 @@ hh_status hhi_large_free(uintptr_t a, unsigned flags) {
     hhi_bg.large_count--;
     hhi_bg.large_bytes -= h->map_size - h->offset;
     hhi_bg.large_mapped -= h->map_size;
-    h->magic = 0;
     atomic_store_explicit(&hhi_bg.registry[a >> HHI_SPAN_SHIFT], HHI_REG_LARGE_FREED, memory_order_release);
-    size_t map_size = h->map_size;
+    size_t map_size = h->map_size, offset = h->offset;
+    hh_track_free(&hhi_bg, (void *)a, map_size - offset);
+    /* Keep it for reuse, evicting the oldest cached mappings to make room. */
+    hhi_blarge *evict[HHI_LCACHE_MAX + 1];
+    unsigned ne = 0;
+    if (map_size <= HHI_LCACHE_BLOCK) {
+        while (hhi_bg.n_lcache > 0 &&
+               (hhi_bg.n_lcache >= HHI_LCACHE_MAX || hhi_bg.lcache_bytes + map_size > HHI_LCACHE_BYTES)) {
+            hhi_blarge *old = hhi_bg.lcache;
+            while (old->next) old = old->next;
+            if (old->prev) old->prev->next = NULL;
+            else hhi_bg.lcache = NULL;
+            hhi_bg.n_lcache--;
+            hhi_bg.lcache_bytes -= old->map_size;
+            evict[ne++] = old;
+        }
+        h->magic = HHI_LCACHE_MAGIC;
+        h->prev = NULL;
+        h->next = hhi_bg.lcache;
+        if (h->next) h->next->prev = h;
+        hhi_bg.lcache = h;
+        hhi_bg.n_lcache++;
+        hhi_bg.lcache_bytes += map_size;
+    } else {
+        h->magic = 0;
+        evict[ne++] = h;
+    }
     hhi_lock_release(&hhi_bg.large_lock);
-    hh_track_free(&hhi_bg, (void *)a, map_size - h->offset);
-    hhi_os_unmap(h, map_size);
+    for (unsigned i = 0; i < ne; i++) large_unmap(evict[i]);
     return HH_OK;
+}
+
+size_t hhi_large_trim(void) {
+    hhi_lock_acquire(&hhi_bg.large_lock);
+    hhi_blarge *list = hhi_bg.lcache;
+    size_t bytes = hhi_bg.lcache_bytes;
+    hhi_bg.lcache = NULL;
+    hhi_bg.n_lcache = 0;
+    hhi_bg.lcache_bytes = 0;
+    hhi_lock_release(&hhi_bg.large_lock);
+    while (list != NULL) {
+        hhi_blarge *next = list->next;
+        large_unmap(list);
+        list = next;
+    }
+    return bytes;
 }
 
 size_t hhi_large_usable(uintptr_t a) {

@@ -15,11 +15,33 @@ hhi_bglobal hhi_bg = {
 };
 
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int atfork_done = 0;
+
+/* fork: hold every lock across the fork so the child never inherits one
+   taken by a thread that does not exist there. */
+static void fork_prepare(void) {
+    pthread_mutex_lock(&init_lock);
+    hhi_lock_acquire(&hhi_bg.trim_lock);
+    hhi_lock_acquire(&hhi_bg.tc_lock);
+    hhi_lock_all();
+}
+static void fork_parent(void) {
+    hhi_unlock_all();
+    hhi_lock_release(&hhi_bg.tc_lock);
+    hhi_lock_release(&hhi_bg.trim_lock);
+    pthread_mutex_unlock(&init_lock);
+}
+static void fork_child(void) { fork_parent(); }
 
 /* Maps the registry and sets up the classes, once. Nothing here allocates
-   through malloc, so the shim can call it from inside malloc. */
+   through malloc, so the shim can call it from inside malloc -- except
+   pthread_atfork, which is called first, holding no lock: a malloc nested in
+   it finds atfork_done set and initialises normally. Class locks are set up
+   before `ready` is published, so the fork handlers are in place before any
+   allocator lock can be taken. */
 bool hhi_binned_init(void) {
     if (hh_likely(atomic_load_explicit(&hhi_bg.ready, memory_order_acquire))) return true;
+    if (atomic_exchange(&atfork_done, 1) == 0) pthread_atfork(fork_prepare, fork_parent, fork_child);
     pthread_mutex_lock(&init_lock);
     bool ok = atomic_load_explicit(&hhi_bg.ready, memory_order_relaxed) != 0;
     if (!ok) {
@@ -192,6 +214,7 @@ uint32_t hhi_class_take(unsigned c, hhi_bblock **out, uint32_t want) {
             n++;
         }
         pg->used += n;
+        k->used += n;
         got += n;
         if (pg->free == NULL && pg->carved == pg->capacity) {
             list_remove(&k->head, &k->tail, pg);
@@ -213,6 +236,7 @@ void hhi_class_put(unsigned c, hhi_bblock *b, uint32_t n) {
         hhi_block_set_next(b, pg->free);
         pg->free = b;
         pg->used--;
+        k->used--;
         if (!pg->in_partial) {
             pg->in_partial = 1;
             list_push_front(&k->head, &k->tail, pg);

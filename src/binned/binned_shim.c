@@ -4,7 +4,7 @@
  * Traps handled:
  *  - allocation before TLS/caches are ready: the cacheless path serves it
  *    (hhi_tcache_get returns NULL while a cache is being made);
- *  - fork: binned_tcache.c registers pthread_atfork handlers that hold every
+ *  - fork: binned_page.c registers pthread_atfork handlers that hold every
  *    allocator lock across fork(), so the child never inherits a held lock;
  *  - pointers from another allocator reaching free(): the registry says they
  *    are not ours; free() ignores them silently, realloc() hands them to

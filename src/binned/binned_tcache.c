@@ -6,7 +6,8 @@
  * through g.tc_free; nothing here calls malloc, so the shim may run it from
  * inside malloc. pthread_setspecific may allocate (for high key numbers): the
  * thread is marked CREATING meanwhile so such a nested malloc takes the
- * cacheless path instead of recursing. */
+ * cacheless path instead of recursing. The fork handlers live with the init
+ * code in binned_page.c. */
 #include "binned_internal.h"
 
 #include <pthread.h>
@@ -20,7 +21,6 @@ static _Thread_local unsigned char tc_state HHI_TLS_MODEL = TC_NONE;
 
 static pthread_key_t tc_key;
 static atomic_int tc_key_state = 0;     /* 0 none, 1 creating, 2 made, 3 failed */
-static atomic_int atfork_done = 0;
 #define TC_SLAB_SIZE ((size_t)65536)
 
 /* Thread-cache bin caps from a byte limit: about limit/64 bytes per class,
@@ -44,7 +44,8 @@ void hhi_tcache_compute_caps(size_t limit) {
    back to the class. */
 void hhi_tcache_flush_bin(hhi_tcache *tc, unsigned c, uint32_t keep) {
     hhi_tbin *bin = &tc->bins[c];
-    if (bin->count <= keep) return;
+    uint32_t count = hhi_bin_count(bin);
+    if (count <= keep) return;
     hhi_bblock *rest;
     if (keep == 0) {
         rest = bin->head;
@@ -55,8 +56,8 @@ void hhi_tcache_flush_bin(hhi_tcache *tc, unsigned c, uint32_t keep) {
         rest = hhi_block_next(b);
         hhi_block_set_next(b, NULL);
     }
-    uint32_t n = bin->count - keep;
-    bin->count = keep;
+    uint32_t n = count - keep;
+    hhi_bin_count_set(bin, keep);
     hhi_class_put(c, rest, n);
 }
 
@@ -75,7 +76,6 @@ static void tcache_destructor(void *arg) {
     for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
         atomic_fetch_add(&hhi_bg.retired_hits[c], atomic_load(&tc->stat[c].hits));
         atomic_fetch_add(&hhi_bg.retired_misses[c], atomic_load(&tc->stat[c].misses));
-        atomic_fetch_add(&hhi_bg.retired_frees[c], atomic_load(&tc->stat[c].frees));
     }
     if (tc->prev) tc->prev->next = tc->next;
     else hhi_bg.tcaches = tc->next;
@@ -86,22 +86,6 @@ static void tcache_destructor(void *arg) {
     hhi_lock_release(&hhi_bg.tc_lock);
 }
 
-/* fork: hold every lock across the fork so the child never inherits one
-   taken by a thread that does not exist there. */
-static void fork_prepare(void) {
-    hhi_lock_acquire(&hhi_bg.trim_lock);
-    hhi_lock_acquire(&hhi_bg.tc_lock);
-    hhi_lock_all();
-}
-static void fork_parent(void) {
-    hhi_unlock_all();
-    hhi_lock_release(&hhi_bg.tc_lock);
-    hhi_lock_release(&hhi_bg.trim_lock);
-}
-static void fork_child(void) {
-    fork_parent();
-}
-
 static bool key_ready(void) {
     int st = atomic_load_explicit(&tc_key_state, memory_order_acquire);
     if (hh_likely(st == 2)) return true;
@@ -110,9 +94,6 @@ static bool key_ready(void) {
         if (atomic_compare_exchange_strong(&tc_key_state, &expect, 1)) {
             int ok = pthread_key_create(&tc_key, tcache_destructor) == 0;
             atomic_store_explicit(&tc_key_state, ok ? 2 : 3, memory_order_release);
-            /* pthread_atfork may allocate: done after the key, outside any lock. */
-            if (ok && atomic_exchange(&atfork_done, 1) == 0)
-                pthread_atfork(fork_prepare, fork_parent, fork_child);
             return ok;
         }
     }
@@ -140,6 +121,7 @@ static hhi_tcache *tcache_new(void) {
     }
     if (tc != NULL) {
         memset(tc, 0, sizeof *tc);
+        tc->registry = hhi_bg.registry;
         for (unsigned c = 0; c < HHI_CLASS_COUNT; c++)
             tc->bins[c].cap = atomic_load_explicit(&hhi_bg.cap[c], memory_order_relaxed);
         tc->next = hhi_bg.tcaches;
@@ -155,6 +137,9 @@ hhi_tcache *hhi_tcache_get(void) {
     if (hhi_tc_self != NULL) return hhi_tc_self;
     if (tc_state != TC_NONE) return NULL;   /* creating (nested call) or thread exiting */
     if (!hhi_binned_init() || !key_ready()) return NULL;
+    /* pthread_atfork/pthread_key_create may have allocated, and that nested
+       call may have made this thread's cache already. */
+    if (hhi_tc_self != NULL || tc_state != TC_NONE) return hhi_tc_self;
     tc_state = TC_CREATING;
     hhi_tcache *tc = tcache_new();
     if (tc == NULL) {

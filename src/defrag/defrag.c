@@ -30,7 +30,6 @@
 #include "defrag_internal.h"
 
 #include <math.h>
-#include <stdlib.h>
 
 #include "../common/hh_error.h"
 #include "../common/hh_meta.h"
@@ -56,6 +55,7 @@ typedef struct move_plan {
     hhi_block *b;                     /* block to move (NULL: H is stuck) */
     hhi_block *dst;                   /* free block to move it into */
     bool       slide;                 /* b is right above dst: slide it down */
+    bool       absorb;                /* no move: dst, a sliver, becomes its lower neighbour's slack */
 } move_plan;
 
 /* ---------------------------------------------------------------------------
@@ -136,13 +136,28 @@ static hhi_block *fit_for(const hh_heap *h, size_t size, size_t align) {
 /* ---------------------------------------------------------------------------
    Choosing a move for the lowest hole
 --------------------------------------------------------------------------- */
+/* Remainder class of putting a block of `need` bytes into a hole of `hsize`
+   bytes, given the window's other candidates: 3 the hole closes (the rest is
+   absorbed as slack), 2 another window block fills the rest exactly, 1 the
+   rest can still take the smallest window block, 0 the rest is a sliver that
+   only slides can close. */
+static int fit_class(size_t hsize, size_t need, const size_t *needs, unsigned n, unsigned self, size_t min_need) {
+    size_t rest = hsize - need;
+    if (rest <= HHI_DEFRAG_ABSORB) return 3;
+    for (unsigned i = 0; i < n; i++)
+        if (i != self && needs[i] <= rest && rest - needs[i] <= HHI_DEFRAG_ABSORB) return 2;
+    return rest >= min_need ? 1 : 0;
+}
+
 /* The window block (highest movable blocks above H, Y excluded) that fills H
-   best: the largest that fits, an exact fit ending the search. NULL if none. */
+   best: first by what its remainder allows (fit_class), then the largest. An
+   exact fit met on the way ends the search. NULL if none fits. */
 static hhi_block *window_best(step_ctx *c, hhi_block *H, const hhi_block *Y) {
     hh_heap *h = c->h;
-    size_t hoff = blk_offset(h, H), hsize = blk_size(H), best_need = 0;
-    hhi_block *best = NULL;
-    unsigned seen = 0;
+    size_t hoff = blk_offset(h, H), hsize = blk_size(H), min_need = SIZE_MAX;
+    hhi_block *cand[HH_DEFRAG_WINDOW];
+    size_t needs[HH_DEFRAG_WINDOW];
+    unsigned n = 0, seen = 0;
     for (hhi_block *b = highest_block(h); b && blk_offset(h, b) > hoff && seen < HH_DEFRAG_WINDOW;
          b = hhi_heap_block_before(h, b)) {
         if (++c->work > c->work_max) break;
@@ -150,10 +165,22 @@ static hhi_block *window_best(step_ctx *c, hhi_block *H, const hhi_block *Y) {
         seen++;
         if (b == Y) continue;                          /* that one slides, it does not fill */
         size_t need = blk_need(b);
-        if (need > hsize || need <= best_need || !hhi_heap_fits(h, H, need, blk_align(b), NULL)) continue;
-        best = b;
-        best_need = need;
-        if (hsize - need < HHI_MIN_BLOCK) break;       /* exact (the rest becomes slack) */
+        if (need < min_need) min_need = need;
+        if (need > hsize || !hhi_heap_fits(h, H, need, blk_align(b), NULL)) continue;
+        if (hsize - need <= HHI_DEFRAG_ABSORB) return b;   /* closes the hole: take the highest such */
+        cand[n] = b;
+        needs[n++] = need;
+    }
+    hhi_block *best = NULL;
+    int best_class = -1;
+    size_t best_need = 0;
+    for (unsigned i = 0; i < n; i++) {
+        int k = fit_class(hsize, needs[i], needs, n, i, min_need);
+        if (k > best_class || (k == best_class && needs[i] > best_need)) {
+            best = cand[i];
+            best_class = k;
+            best_need = needs[i];
+        }
     }
     return best;
 }
@@ -201,6 +228,8 @@ static void choose(step_ctx *c, hhi_block *H, move_plan *mv) {
     if (c->policy == HH_DEFRAG_FILL && fill_highest(c, H, Y, mv)) return;
     hhi_block *b = window_best(c, H, Y);
     if (b) *mv = (move_plan){ .b = b, .dst = H };
+    else if (c->policy != HH_DEFRAG_SLIDE && blk_size(H) <= HHI_DEFRAG_SLIVER && blk_offset(h, H) > 0)
+        *mv = (move_plan){ .dst = H, .absorb = true };   /* cheaper than the chain of slides it would take */
     else if (can_slide) *mv = (move_plan){ .b = Y, .dst = H, .slide = true };
 }
 
@@ -292,6 +321,20 @@ static void run_moves(step_ctx *c) {
             c->r.stop = HH_DEFRAG_STOP_WORK;
             return;
         }
+        if (mv.absorb) {
+            size_t sliver = blk_size(mv.dst);
+            if (hhi_heap_absorb_hole(h, mv.dst)) {
+                if (c->d) c->d->absorbed_bytes += sliver;
+                continue;
+            }
+            hhi_block *Y = blk_next(h, mv.dst);       /* the block below is full of slack: slide if possible */
+            mv = (move_plan){0};
+            if (Y && movable(c, Y)) {
+                size_t dst = 0;
+                (void)hhi_heap_fits(h, mv.dst ? mv.dst : H, 0, blk_align(Y), &dst);
+                if (dst < blk_offset(h, Y)) mv = (move_plan){ .b = Y, .dst = H, .slide = true };
+            }
+        }
         if (mv.b == NULL) {                            /* stuck: the cursor rises above it */
             hhi_block *Y = blk_next(h, H);
             d->floor = blk_offset(h, H) + blk_size(H);
@@ -303,7 +346,7 @@ static void run_moves(step_ctx *c) {
         }
         size_t bytes = blk_usable(h, mv.b);
         if (!budget_allows(c, bytes)) return;
-        hhi_block *nb = mv.slide ? hhi_heap_slide_down(h, mv.dst, mv.b) : hhi_heap_move_into(h, mv.b, mv.dst);
+        hhi_block *nb = mv.slide ? hhi_heap_slide_down(h, mv.dst, mv.b) : hhi_heap_move_into(h, mv.b, mv.dst, HHI_DEFRAG_ABSORB);
         if (HH_NEVER(nb == NULL)) {                    /* choose() checked the slide can go down */
             c->r.stop = HH_DEFRAG_STOP_WORK;
             return;
@@ -334,8 +377,8 @@ static step_ctx ctx_make(hh_heap *h, struct hhi_defrag *d, const hh_defrag_budge
 static void stress_moves(step_ctx *c) {
     hh_heap *h = c->h;
     struct hhi_defrag *d = c->d;
-    bool up = d == NULL || d->stress_up;
-    if (d) d->stress_up = !d->stress_up;
+    bool up = d == NULL || !d->stress_down;
+    if (d) d->stress_down = !d->stress_down;
     if (!up) {
         run_moves(c);
         return;
@@ -351,7 +394,7 @@ static void stress_moves(step_ctx *c) {
         t = hhi_heap_top_free(h);
         if (t == NULL || !hhi_heap_fits(h, t, blk_need(b), blk_align(b), NULL)) continue;
         size_t bytes = blk_usable(h, b);
-        hhi_heap_move_into(h, b, t);
+        hhi_heap_move_into(h, b, t, 0);
         c->r.moves++;
         c->r.bytes_moved += bytes;
     }
@@ -376,7 +419,7 @@ static bool trigger_wants_work(hh_heap *h, struct hhi_defrag *d) {
 
 /* Gives the top region's pages back when it may have grown (lock held). */
 static void maybe_decommit(hh_heap *h, struct hhi_defrag *d, bool moved) {
-    if (d == NULL || d->cfg.no_decommit || getenv("XX_NODC")) return;
+    if (d == NULL || d->cfg.no_decommit) return;
     if (!moved && d->dc_mutations == h->mutations) return;
     d->dc_mutations = h->mutations;
     hhi_heap_decommit_top(h, d->cfg.decommit_retain_bytes, d->cfg.decommit_min_bytes);
@@ -385,9 +428,10 @@ static void maybe_decommit(hh_heap *h, struct hhi_defrag *d, bool moved) {
 static hh_defrag_report defrag_run(hh_heap *h, const hh_defrag_budget *budget, bool full) {
     heap_lock(h);
     struct hhi_defrag *d = defrag_state(h);
-    step_ctx c = ctx_make(h, d, budget, full);
+    bool stress = (h->flags & HH_HEAP_STRESS_MOVES) != 0;
+    step_ctx c = ctx_make(h, d, budget, full || stress);   /* stress: the budget does not hold it back */
     hhi_heap_journal_reset(h);
-    if (h->flags & HH_HEAP_STRESS_MOVES) {
+    if (stress) {
         stress_moves(&c);
     } else if (!full && !trigger_wants_work(h, d)) {
         c.r.stop = HH_DEFRAG_STOP_IDLE;
@@ -564,6 +608,7 @@ hh_status hh_defrag_metrics_get(const hh_heap *heap, hh_defrag_metrics *out) {
         out->idle_steps = d->steps_idle;
         out->moves = d->moves;
         out->bytes_moved = d->bytes_moved;
+        out->absorbed_bytes = d->absorbed_bytes;
     }
     heap_unlock(h);
     return HH_OK;

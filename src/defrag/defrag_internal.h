@@ -38,6 +38,11 @@ enum {
     HHI_DEFRAG_WORK_BASE    = 64,           /* work units of a bounded step, plus ... */
     HHI_DEFRAG_WORK_PER_MOVE = HH_DEFRAG_WINDOW + 8,   /* ... this many per allowed move */
     HHI_DEFRAG_WORK_NO_MOVES = 4096,        /* moves assumed when a bounded step has no move limit */
+    HHI_DEFRAG_ABSORB       = 48,           /* a fill leaving at most this many bytes of its hole closes
+                                               it: the rest becomes the moved block's slack (a sliver
+                                               that small would otherwise cost a chain of slides) */
+    HHI_DEFRAG_SLIVER       = 64,           /* a hole this small that nothing in the window fills becomes
+                                               the slack of the block below it (AUTO, FILL) */
 };
 
 struct hhi_defrag {
@@ -56,13 +61,14 @@ struct hhi_defrag {
     /* trigger and pages */
     bool     active;               /* hysteresis trigger state */
     uint64_t dc_mutations;         /* heap->mutations at the last decommit check */
-    bool     stress_up;            /* HH_HEAP_STRESS_MOVES: next stress step moves blocks up */
+    bool     stress_down;          /* HH_HEAP_STRESS_MOVES: next stress step compacts (else moves blocks up) */
 
     /* statistics */
     uint32_t last_max_moves;       /* N of the last step (for the frames estimate) */
     bool     have_stepped;
     uint64_t steps, steps_compact, steps_idle;
     uint64_t moves, bytes_moved;   /* steps and full compactions */
+    uint64_t absorbed_bytes;       /* sliver holes closed as slack (hhi_heap_absorb_hole) */
 };
 
 #endif

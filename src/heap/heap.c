@@ -160,16 +160,17 @@ bool hhi_heap_fits(const hh_heap *h, const hhi_block *f, size_t bs, size_t align
 
 /* Takes a block of bs bytes at alignment align out of free block f (which must
    fit it). The new block's header has size, alignment and slack set, no pins;
-   slot and tag are the caller's. Split remainders >= HHI_MIN_BLOCK stay free;
-   smaller ones become slack (tail) or join the previous block (lead). */
-static hhi_block *carve(hh_heap *h, hhi_block *f, size_t bs, size_t align) {
+   slot and tag are the caller's. Split remainders >= HHI_MIN_BLOCK stay free
+   unless they are at most `absorb` bytes (< 16 granules); smaller ones become
+   slack (tail) or join the previous block (lead). */
+static hhi_block *carve(hh_heap *h, hhi_block *f, size_t bs, size_t align, size_t absorb) {
     size_t foff = blk_offset(h, f), fsize = blk_size(f), dst = 0;
     bool ok = hhi_heap_fits(h, f, bs, align, &dst);
     hh_assert(ok);
     (void)ok;
     size_t lead = dst - foff, tail = fsize - lead - bs;
     unsigned slack = 0;
-    if (tail < HHI_MIN_BLOCK) {
+    if (tail < HHI_MIN_BLOCK || tail <= absorb) {
         bs += tail;
         slack = (unsigned)(tail / HHI_GRANULE);
         tail = 0;
@@ -292,13 +293,14 @@ hhi_block *hhi_heap_slide_down(hh_heap *h, hhi_block *f, hhi_block *b) {
     return nb;
 }
 
-hhi_block *hhi_heap_move_into(hh_heap *h, hhi_block *b, hhi_block *f) {
+hhi_block *hhi_heap_move_into(hh_heap *h, hhi_block *b, hhi_block *f, size_t absorb) {
+    hh_assert(absorb < (HHI_MAX_SLACK + 1) * HHI_GRANULE);
     hh_assert(blk_is_free(f) && !blk_is_free(b) && blk_pins(b) == 0);
     size_t boff = blk_offset(h, b), align = blk_align(b), usable = blk_usable(h, b);
     size_t bs = blk_size(b) - (size_t)blk_slack(b) * HHI_GRANULE;
     uint32_t slot = b->u.live.slot, tag = b->u.live.tag;
     void *op = blk_payload(b);
-    hhi_block *nb = carve(h, f, bs, align);           /* may flip b's PREV_FREE or grow its slack */
+    hhi_block *nb = carve(h, f, bs, align, absorb);   /* may flip b's PREV_FREE or grow its slack */
     size_t bfull = blk_size(b);
     h->used_bytes += blk_size(nb);
     nb->u.live.slot = slot;
@@ -313,6 +315,23 @@ hhi_block *hhi_heap_move_into(hh_heap *h, hhi_block *b, hhi_block *f) {
     region_release(h, boff, bfull, prev_free);
     move_record(h, nb, slot, op, boff, usable);
     return nb;
+}
+
+bool hhi_heap_absorb_hole(hh_heap *h, hhi_block *f) {
+    size_t foff = blk_offset(h, f), fsize = blk_size(f);
+    hh_assert(blk_is_free(f) && foff + fsize < h->managed);
+    hhi_block *p = hhi_heap_block_before(h, f);
+    if (p == NULL || blk_slack(p) + fsize / HHI_GRANULE > HHI_MAX_SLACK) return false;
+    hhi_freelist_remove(h, f);
+    unsigned slack = blk_slack(p) + (unsigned)(fsize / HHI_GRANULE);
+    p->word = (p->word & ~((uint64_t)0xF << BLK_SLACK_SHIFT) & ~BLK_SIZE_MASK) | (uint64_t)(blk_size(p) + fsize) |
+              ((uint64_t)slack << BLK_SLACK_SHIFT);
+    h->used_bytes += fsize;
+    if (blk_pins(p)) h->pinned_bytes += fsize;
+    hhi_bitmap_clear(&h->starts, off_granule(foff));
+    blk_at(h, foff + fsize)->word &= ~BLK_PREV_FREE;
+    hh_track_noaccess(h->base + foff, fsize);         /* slack: nobody's bytes */
+    return true;
 }
 
 void hhi_heap_journal_reset(hh_heap *h) {
@@ -562,7 +581,7 @@ static hh_handle heap_alloc(hh_heap *h, size_t size, size_t align, uint32_t tag,
                   align, free_bytes, largest);
         return HH_NULL;
     }
-    hhi_block *b = carve(h, f, bs, align);
+    hhi_block *b = carve(h, f, bs, align, 0);
     void *p = blk_payload(b);
     hh_handle hd = hh_handle_alloc(&h->handles, p);     /* cannot fail: checked table_full */
     b->u.live.slot = hh_handle_index(hd);
@@ -706,7 +725,7 @@ static hhi_block *resize_move(hh_heap *h, hhi_block *b, size_t nbs) {
     size_t boff = blk_offset(h, b), old_usable = blk_usable(h, b);
     uint32_t tag = b->u.live.tag;
     void *op = blk_payload(b);
-    hhi_block *nb = carve(h, f, nbs, align);
+    hhi_block *nb = carve(h, f, nbs, align, 0);
     size_t bfull = blk_size(b);                       /* after carve: it may have grown b's slack */
     nb->u.live.slot = slot;
     nb->u.live.tag = tag;

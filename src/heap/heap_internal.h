@@ -295,8 +295,15 @@ HH_INTERNAL bool hhi_heap_fits(const hh_heap *h, const hhi_block *f, size_t bs, 
    Returns the moved block. Records the move (journal, stats, on_move, tools). */
 HH_INTERNAL hhi_block *hhi_heap_slide_down(hh_heap *h, hhi_block *f, hhi_block *b);
 /* Moves live, unpinned block b into free block f (not adjacent below b; caller
-   checked hhi_heap_fits). Returns the moved block. Records the move. */
-HH_INTERNAL hhi_block *hhi_heap_move_into(hh_heap *h, hhi_block *b, hhi_block *f);
+   checked hhi_heap_fits). A remainder of f of at most `absorb` bytes (< 256)
+   becomes the moved block's slack instead of a free block, closing f. Returns
+   the moved block. Records the move. */
+HH_INTERNAL hhi_block *hhi_heap_move_into(hh_heap *h, hhi_block *b, hhi_block *f, size_t absorb);
+/* Closes free block f (not the top region, at most HHI_MAX_SLACK granules) by
+   making it slack of the block before it: nothing moves, the bytes count as
+   used until that block moves (a move drops slack) or is freed. false (nothing
+   changed) if f is at offset 0 or that block's slack would overflow. */
+HH_INTERNAL bool hhi_heap_absorb_hole(hh_heap *h, hhi_block *f);
 /* Clears the journal (start of a defrag step). */
 HH_INTERNAL void hhi_heap_journal_reset(hh_heap *h);
 /* Default compaction used by allocation: slides blocks down from the lowest

@@ -88,12 +88,13 @@ static bool chunk_push(hh_memstack *ms, size_t need) {
 
 /* Unwinds the stack to (chunk, top): releases every newer chunk and cuts the
    memcheck pool of `chunk` at top. chunk NULL empties the stack; with
-   keep_bottom the oldest chunk then stays, empty, so a scope loop on an empty
-   stack (the common hh_memstack_thread pattern) never leaves the fast path. */
+   keep_bottom the oldest chunk then stays, empty (unless it is oversize), so a
+   scope loop on an empty stack (the common hh_memstack_thread pattern) never
+   leaves the fast path. */
 static void stack_unwind(hh_memstack *ms, hhi_chunk *chunk, uint8_t *top, bool keep_bottom) {
     while (ms->chunk != chunk && ms->chunk != NULL) {
         hhi_chunk *c = ms->chunk;
-        if (chunk == NULL && keep_bottom && c->prev == NULL) {
+        if (chunk == NULL && keep_bottom && c->prev == NULL && c->kind != HH_LCHUNK_OVERSIZE) {
             chunk = c;
             top = hhi_chunk_payload(c);
             break;
@@ -219,16 +220,23 @@ bool hhi_memstack_try_grow(hh_memstack *ms, void *p, size_t old_size, size_t new
 /* ---------------------------------------------------------------------------
    Public interface: create / destroy / thread
 --------------------------------------------------------------------------- */
+/* The one place hh_memstack_desc defaults are applied (table in linear.h). */
+static hh_memstack_desc memstack_desc_defaults(const hh_memstack_desc *desc) {
+    hh_memstack_desc d = desc != NULL ? *desc : (hh_memstack_desc){ 0 };
+    if (d.name == NULL) d.name = "memstack";
+    return d;
+}
+
 hh_status hh_memstack_create(const hh_memstack_desc *desc, hh_memstack **out) {
     if (out == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_memstack_create: out is NULL");
     *out = NULL;
-    hh_memstack_desc d = desc != NULL ? *desc : (hh_memstack_desc){ 0 };
+    hh_memstack_desc d = memstack_desc_defaults(desc);
     if ((d.flags & ~(uint32_t)HH_MEMSTACK_ENFORCE_MARKS) != 0)
         return hhi_error(HH_E_INVALID_ARG, "hh_memstack_create: unknown flags 0x%x", (unsigned)d.flags);
     hh_memstack *ms = hhi_meta_alloc(sizeof *ms);
     if (ms == NULL) return hhi_error(HH_E_NO_MEMORY, "hh_memstack_create: no memory for the stack object");
     ms->flags = d.flags;
-    ms->name = d.name != NULL ? d.name : "memstack";
+    ms->name = d.name;
     stack_update_fast_end(ms);
     *out = ms;
     return HH_OK;
@@ -253,6 +261,18 @@ void hh_memstack_destroy(hh_memstack *ms) {
         return;
     }
     stack_destroy(ms, "hh_memstack_destroy");
+}
+
+hh_status hh_memstack_trim(hh_memstack *ms) {
+    if (ms == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_memstack_trim: stack is NULL");
+    if (ms->spare != NULL) {
+        hhi_linear_page_put(ms->spare, ms->spare->kind, ms->spare->size);
+        ms->spare = NULL;
+    }
+    /* the bottom chunk goes only when nothing lives in it and no mark refers to it */
+    if (ms->mark_count == 0 && ms->chunk_count == 1 && ms->top == hhi_chunk_payload(ms->chunk))
+        stack_free_all(ms);
+    return HH_OK;
 }
 
 hh_memstack *hh_memstack_thread(void) {

@@ -45,7 +45,9 @@ enum {
     MD_SEC_MOVES   = 4,
     MD_SEC_BINNED  = 5,
     MD_SEC_STACKS  = 6,
+    MD_SEC_SERVICE = 7,                /* MD_SERVICE_V1_FIELDS varints (hh_defrag_metrics_get) */
 };
+enum { MD_SERVICE_V1_FIELDS = 8 };
 
 /* Block flag byte. */
 enum { MD_BLOCK_STATE_MASK = 0x3, MD_BLOCK_MOVED = 0x4 };

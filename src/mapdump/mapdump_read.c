@@ -231,6 +231,17 @@ static bool parse_moves(hh_mapdump_reader *r, cursor *c, const char **why) {
     return true;
 }
 
+static bool parse_service(hh_mapdump_reader *r, cursor *c, const char **why) {
+    uint64_t v[MD_SERVICE_V1_FIELDS];
+    for (size_t i = 0; i < MD_SERVICE_V1_FIELDS; i++) v[i] = cur_varint(c);
+    if (c->bad || v[7] > 1) { *why = "bad defrag-service section"; return false; }
+    r->frame.service = (hh_mapdump_service){ .frames_to_compact = v[0], .stuck_holes = v[1], .stuck_hole_bytes = v[2],
+                                             .blocking_pinned_bytes = v[3], .decommitted_bytes = v[4],
+                                             .compact_steps = v[5], .steps = v[6], .trigger_active = v[7] != 0 };
+    r->frame.has_service = true;
+    return true;
+}
+
 static bool parse_binned(hh_mapdump_reader *r, cursor *c, const char **why) {
     uint32_t n = cur_u32(c);
     if (c->bad || n > cur_left(c) / 8) { *why = "region count exceeds the section"; return false; }  /* >= 8 bytes each */
@@ -326,7 +337,7 @@ static hh_status parse_frame(hh_mapdump_reader *r, const uint8_t *p, size_t n, u
                              (unsigned long long)sec_at);
         cursor s = { c.p, c.p + len, false };
         c.p += len;
-        if (id >= 1 && id <= MD_SEC_STACKS) {
+        if (id >= 1 && id <= MD_SEC_SERVICE) {
             if (seen & (1u << id))
                 return hhi_error(HH_E_CORRUPT, "hh_mapdump: section %u repeated at byte %llu", id, (unsigned long long)sec_at);
             seen |= 1u << id;
@@ -348,6 +359,7 @@ static hh_status parse_frame(hh_mapdump_reader *r, const uint8_t *p, size_t n, u
         case MD_SEC_MOVES:   ok = parse_moves(r, &s, &why); break;
         case MD_SEC_BINNED:  ok = parse_binned(r, &s, &why); break;
         case MD_SEC_STACKS:  ok = parse_stacks(r, &s, &why); break;
+        case MD_SEC_SERVICE: ok = parse_service(r, &s, &why); break;
         default: break;      /* a section of a later minor version (F4) */
         }
         if (!ok) {

@@ -277,6 +277,18 @@ static void write_heap_sections(hh_mapdump_writer *w, const hh_defrag_report *st
     *out = *m;
 }
 
+/* SERVICE: the defrag service's metrics, when it can give them. */
+static void write_service_section(hh_mapdump_writer *w) {
+    hh_defrag_metrics dm;
+    if (hh_defrag_metrics_get(w->heap, &dm) != HH_OK) return;   /* reported by the service; the frame goes on */
+    size_t at = sec_begin(w, MD_SEC_SERVICE);
+    const uint64_t v[MD_SERVICE_V1_FIELDS] = { dm.frames_to_compact, dm.stuck_holes, dm.stuck_hole_bytes,
+                                               dm.blocking_pinned_bytes, dm.decommitted_bytes, dm.compact_steps,
+                                               dm.steps, dm.trigger_active ? 1u : 0u };
+    for (size_t i = 0; i < MD_SERVICE_V1_FIELDS; i++) put_varint(w, v[i]);
+    sec_end(w, at);
+}
+
 /* BINNED: one entry per page / large block of hh_binned_walk. */
 typedef struct binned_state { hh_mapdump_writer *w; uint64_t count; } binned_state;
 
@@ -417,6 +429,7 @@ hh_status hh_mapdump_write_frame(hh_mapdump_writer *w, uint64_t frame, const hh_
     sec_end(w, at);
     hh_mapdump_metrics m;
     write_heap_sections(w, step, &m);
+    write_service_section(w);
     if (w->flags & HH_MAPDUMP_BINNED) write_binned_section(w);
     if (w->stack_count) write_stacks_section(w);
     hh_status s = rec_finish(w, "frame");

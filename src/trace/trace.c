@@ -35,7 +35,7 @@
 enum {
     TRACE_BUF_BYTES    = 64 * 1024,  /* write buffer */
     TRACE_EVENT_MAX    = 64,         /* upper bound of one encoded record (6 varints + kind) */
-    TRACE_HEADER_BYTES = 48,
+    TRACE_HEADER_BYTES = 96,
     TRACE_END          = 0xFF,       /* kind byte of the end record */
     TRACE_ALIGN_PAGE   = 4096,
 };
@@ -53,6 +53,7 @@ struct hh_trace {
     uint64_t  moves0, bytes0;      /* heap totals at open (T3) */
     size_t    len;                 /* bytes used in buf */
     bool      io_error;            /* a write failed: later events are dropped */
+    hh_defrag_policy policy;       /* policy last recorded */
     uint8_t   buf[TRACE_BUF_BYTES];
 };
 
@@ -99,6 +100,12 @@ static uint8_t *put_u64(uint8_t *p, uint64_t v) {
     return p;
 }
 
+static uint8_t *put_f64(uint8_t *p, double v) {
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    return put_u64(p, bits);
+}
+
 static uint64_t get_varint(cursor *c) {
     uint64_t v = 0;
     for (unsigned shift = 0; shift < 64; shift += 7) {
@@ -136,8 +143,17 @@ static void trace_flush(hh_trace *t) {
 /* The event hook: one record per event (heap lock held by the caller). */
 static void trace_hook(const hh_heap_event *e, void *user) {
     hh_trace *t = user;
-    if (t->len + TRACE_EVENT_MAX > sizeof t->buf) trace_flush(t);
+    if (t->len + 2 * TRACE_EVENT_MAX > sizeof t->buf) trace_flush(t);
     uint8_t *p = t->buf + t->len;
+    /* hh_defrag_set_policy has no event: a change shows up before the next one.
+       The policy is a plain field read (no lock), safe from inside the hook. */
+    hh_defrag_policy pol = hh_defrag_get_policy(t->heap);
+    if (pol != t->policy) {
+        *p++ = HH_TRACE_EV_POLICY;
+        p = put_varint(p, (uint64_t)pol);
+        t->policy = pol;
+        t->events++;
+    }
     *p++ = (uint8_t)e->kind;
     switch (e->kind) {
     case HH_EV_ALLOC:
@@ -156,16 +172,16 @@ static void trace_hook(const hh_heap_event *e, void *user) {
         p = put_varint(p, e->handle.id);
         break;
     case HH_EV_DEFRAG_STEP:
-        /* The policy is a plain field read: no lock is taken, so this is safe
-           from inside the hook. */
-        p = put_varint(p, (uint64_t)hh_defrag_get_policy(t->heap));
+        p = put_varint(p, (uint64_t)pol);
         p = put_varint(p, e->max_moves);
         p = put_varint(p, e->moves);
         p = put_varint(p, e->max_bytes);
         p = put_varint(p, e->max_ns);
         break;
     default:
-        return;                    /* an event kind this version does not know */
+        p--;                       /* an event kind this version does not know: dropped */
+        t->len = (size_t)(p - t->buf);
+        return;
     }
     t->len = (size_t)(p - t->buf);
     t->events++;
@@ -218,8 +234,17 @@ static long long decode_events(cursor *c, hh_trace_event *out, size_t cap, const
         case HH_EV_UNPIN:
             ev.ev.handle.id = get_varint(c);
             break;
+        case HH_TRACE_EV_POLICY:
         case HH_EV_DEFRAG_STEP: {
             uint64_t pol = get_varint(c);
+            if (kind == HH_TRACE_EV_POLICY) {
+                if (pol > HH_DEFRAG_FILL) {
+                    *why = "unknown defrag policy";
+                    return -1;
+                }
+                ev.policy = (hh_defrag_policy)pol;
+                break;
+            }
             ev.ev.max_moves = (uint32_t)get_varint(c);
             ev.ev.moves = (uint32_t)get_varint(c);
             ev.ev.max_bytes = (size_t)get_varint(c);
@@ -239,7 +264,7 @@ static long long decode_events(cursor *c, hh_trace_event *out, size_t cap, const
             *why = "record cut short";
             return -1;
         }
-        if (kind != HH_EV_DEFRAG_STEP && ev.ev.handle.id == 0) {
+        if (kind != HH_EV_DEFRAG_STEP && kind != HH_TRACE_EV_POLICY && ev.ev.handle.id == 0) {
             *why = "null handle in a record";
             return -1;
         }
@@ -304,6 +329,18 @@ static hh_status parse_trace(const char *path, const uint8_t *data, size_t len, 
     uint32_t pol = (uint32_t)get_fixed(&c, 4);
     in->base_misalign = (uint32_t)get_fixed(&c, 4);
     in->caller_memory = get_fixed(&c, 4) != 0;
+    uint32_t bits = (uint32_t)get_fixed(&c, 4);
+    in->defrag.deterministic = bits & 1;
+    in->defrag.trigger = (bits >> 1) & 1;
+    in->defrag.no_decommit = (bits >> 2) & 1;
+    uint64_t f = get_fixed(&c, 8);
+    memcpy(&in->defrag.trigger_start_fragmentation, &f, sizeof f);
+    in->defrag.trigger_start_wasted_bytes = (size_t)get_fixed(&c, 8);
+    f = get_fixed(&c, 8);
+    memcpy(&in->defrag.trigger_stop_fragmentation, &f, sizeof f);
+    in->defrag.decommit_retain_bytes = (size_t)get_fixed(&c, 8);
+    in->defrag.decommit_min_bytes = (size_t)get_fixed(&c, 8);
+    (void)get_fixed(&c, 4);
     if (pol > HH_DEFRAG_FILL || in->base_misalign >= TRACE_ALIGN_PAGE || in->capacity == 0)
         return hhi_error(HH_E_CORRUPT, "hh_trace_load: %s: bad header", path);
     in->policy = (hh_defrag_policy)pol;
@@ -346,6 +383,14 @@ static hh_status parse_trace(const char *path, const uint8_t *data, size_t len, 
 /* ---------------------------------------------------------------------------
    Replay helpers
 --------------------------------------------------------------------------- */
+static bool config_equal(const hh_defrag_config *a, const hh_defrag_config *b) {
+    return a->deterministic == b->deterministic && a->trigger == b->trigger && a->no_decommit == b->no_decommit &&
+           a->trigger_start_fragmentation == b->trigger_start_fragmentation &&
+           a->trigger_start_wasted_bytes == b->trigger_start_wasted_bytes &&
+           a->trigger_stop_fragmentation == b->trigger_stop_fragmentation &&
+           a->decommit_retain_bytes == b->decommit_retain_bytes && a->decommit_min_bytes == b->decommit_min_bytes;
+}
+
 /* The replay slot of a recorded handle id; grows the map as needed. NULL:
    no memory (reported). */
 static replay_slot *map_slot(replay_slot **map, size_t *cap, uint64_t rec) {
@@ -375,7 +420,8 @@ static hh_handle map_find(const replay_slot *map, size_t cap, uint64_t rec) {
 }
 
 /* Applies one event to heap. HH_OK or HH_E_CORRUPT/HH_E_NO_MEMORY (reported). */
-static hh_status replay_one(hh_heap *heap, const hh_trace_event *te, size_t i, replay_slot **map, size_t *cap) {
+static hh_status replay_one(hh_heap *heap, const hh_trace_event *te, size_t i, bool deterministic, replay_slot **map,
+                            size_t *cap) {
     const hh_heap_event *e = &te->ev;
     if (e->kind == HH_EV_ALLOC) {
         replay_slot *s = map_slot(map, cap, e->handle.id);
@@ -391,12 +437,18 @@ static hh_status replay_one(hh_heap *heap, const hh_trace_event *te, size_t i, r
         s->now = h;
         return HH_OK;
     }
+    if (e->kind == (hh_heap_event_kind)HH_TRACE_EV_POLICY) {
+        hh_defrag_set_policy(heap, te->policy);
+        return HH_OK;
+    }
     if (e->kind == HH_EV_DEFRAG_STEP) {
         if (hh_defrag_get_policy(heap) != te->policy) hh_defrag_set_policy(heap, te->policy);
         hh_defrag_budget b = { .max_moves = e->max_moves, .max_bytes = e->max_bytes, .max_ns = e->max_ns };
-        if (b.max_ns) {
+        if (b.max_ns && !deterministic) {
             /* The time limit cannot be replayed: make exactly the recorded moves.
-               Zero moves: a byte budget no block fits runs the step without a move. */
+               Zero moves: a byte budget no block fits runs the step without a move.
+               (Exact unless the step's work cap, which follows max_moves, bites
+               first; deterministic mode ignores max_ns, so its budget replays as is.) */
             b.max_ns = 0;
             b.max_moves = e->moves;
             if (e->moves == 0) b.max_bytes = 1;
@@ -449,7 +501,10 @@ hh_status hh_trace_open(hh_heap *heap, const char *path, hh_trace **out) {
     }
     hh_heap_desc d;
     hh_heap_desc_get(heap, &d);
+    hh_defrag_config cfg;
+    hh_defrag_config_get(heap, &cfg);
     t->heap = heap;
+    t->policy = hh_defrag_get_policy(heap);
     t->hash = fnv_offset;
     t->moves0 = st.total_moves;
     t->bytes0 = st.total_bytes_moved;
@@ -464,6 +519,13 @@ hh_status hh_trace_open(hh_heap *heap, const char *path, hh_trace **out) {
     p = put_u32(p, (uint32_t)hh_defrag_get_policy(heap));
     p = put_u32(p, (uint32_t)((uintptr_t)hh_heap_base(heap) % TRACE_ALIGN_PAGE));
     p = put_u32(p, d.memory != NULL);
+    p = put_u32(p, (uint32_t)cfg.deterministic | (uint32_t)cfg.trigger << 1 | (uint32_t)cfg.no_decommit << 2);
+    p = put_f64(p, cfg.trigger_start_fragmentation);
+    p = put_u64(p, cfg.trigger_start_wasted_bytes);
+    p = put_f64(p, cfg.trigger_stop_fragmentation);
+    p = put_u64(p, cfg.decommit_retain_bytes);
+    p = put_u64(p, cfg.decommit_min_bytes);
+    p = put_u32(p, 0);
     t->len = (size_t)(p - t->buf);
     hh_heap_set_event_hook(heap, trace_hook, t);                 /* T2 */
     *out = t;
@@ -585,13 +647,21 @@ hh_status hh_trace_replay(const hh_trace_log *log, hh_heap *heap, hh_trace_repla
     if (st.live_blocks != 0 || st.pinned_blocks != 0 || st.total_moves != 0)
         return hhi_error(HH_E_INVALID_ARG, "hh_trace_replay: the heap must be fresh (%u live blocks, %llu moves)",
                          st.live_blocks, (unsigned long long)st.total_moves);
-    hh_defrag_set_policy(heap, log->info.policy);
+    /* Only what differs is set: both calls create the defrag state, which the
+       recorded heap may not have had yet. */
+    if (hh_defrag_get_policy(heap) != log->info.policy) hh_defrag_set_policy(heap, log->info.policy);
+    hh_defrag_config cur;
+    hh_defrag_config_get(heap, &cur);
+    if (!config_equal(&cur, &log->info.defrag)) {
+        hh_status cs = hh_defrag_configure(heap, &log->info.defrag);
+        if (cs != HH_OK) return cs;
+    }
     replay_slot *map = NULL;
     size_t cap = 0, want = (size_t)log->info.max_handles + 2;
     if (map_slot(&map, &cap, want - 1) == NULL) return HH_E_NO_MEMORY;
     hh_status ret = HH_OK;
     for (size_t i = 0; i < log->event_count && ret == HH_OK; i++) {
-        ret = replay_one(heap, &log->events[i], i, &map, &cap);
+        ret = replay_one(heap, &log->events[i], i, log->info.defrag.deterministic, &map, &cap);
         if (ret == HH_OK && fn) fn(heap, i, user);
     }
     hhi_meta_free(map);

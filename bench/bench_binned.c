@@ -1,0 +1,376 @@
+/* bench_binned.c -- binned allocator benchmarks (make bench-binned).
+ *
+ * Workloads (our own):
+ *   pairs     one thread: malloc + free of a small size (16..512 B), back to back
+ *   churn     larson-like: 4 threads replace random slots of their own array
+ *             of 8000 blocks (16..1024 B, ~16 MB live in all); one free in
+ *             eight is of a block another thread allocated (blocks travel
+ *             through per-thread mailboxes)
+ *   prodcons  one thread allocates 64..256 B blocks, another frees them
+ *   mixed     a "game frame" loop: 150000 long-lived nodes (~17 MB), short
+ *             strings, growing arrays (realloc), a few 64 KiB..1 MiB buffers
+ *             per frame
+ *
+ * Part 1, in process: hh_b* against glibc malloc, interleaved (A B A B ...),
+ * medians of bench_reps() runs: BENCH binned <workload> ns/op hh ... glibc ...
+ * Part 2, out of process: the same workload binary on plain malloc under
+ * LD_PRELOAD of each peer library given as name=path arguments (the Makefile
+ * finds them with dpkg -L) and of our shim, all interleaved per repetition:
+ *   BENCH binned preload-<workload> ns/op shim ... <peer> ...
+ *   BENCH binned rss-<workload> bytes shim ... glibc ...   (peak RSS, ru_maxrss)
+ * Internal mode: bench_binned --child <workload> <hh|libc> runs once and
+ * prints "RESULT <ns/op> <maxrss bytes>".
+ */
+#define _GNU_SOURCE 1
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench_util.h"
+#include "hheap/binned.h"
+
+extern char **environ;
+
+static uint64_t rng_next(uint64_t *s) {
+    uint64_t x = *s;
+    x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+static volatile uintptr_t sink;
+static double scale = 1.0;     /* QUICK=1: a third of the work */
+
+/* Each workload is written once as a macro over the allocator calls and
+   instantiated twice, so both sides run identical code with direct calls. */
+#define DEFINE_WORKLOADS(NAME, MALLOC, FREE, REALLOC)                                                     \
+    static double pairs_##NAME(void) {                                                                    \
+        size_t sizes[256];                                                                                \
+        uint64_t s = 42;                                                                                  \
+        for (int i = 0; i < 256; i++) sizes[i] = 16 + rng_next(&s) % 497;                                 \
+        long n = (long)(20000000 * scale);                                                                \
+        uintptr_t acc = 0;                                                                                \
+        uint64_t t0 = bench_now_ns();                                                                     \
+        for (long i = 0; i < n; i++) {                                                                    \
+            char *p = MALLOC(sizes[i & 255]);                                                             \
+            p[0] = (char)i;                                                                               \
+            acc += (uintptr_t)p;                                                                          \
+            FREE(p);                                                                                      \
+        }                                                                                                 \
+        sink = acc;                                                                                       \
+        return (double)(bench_now_ns() - t0) / (double)n;                                                 \
+    }                                                                                                     \
+                                                                                                          \
+    typedef struct churn_ctx_##NAME {                                                                     \
+        pthread_mutex_t lock;                                                                             \
+        void *mail[256];                                                                                  \
+        unsigned n;                                                                                       \
+        char pad[64];                                                                                     \
+    } churn_ctx_##NAME;                                                                                   \
+    static churn_ctx_##NAME churn_box_##NAME[CHURN_THREADS];                                              \
+    static long churn_ops_##NAME;                                                                         \
+                                                                                                          \
+    static void *churn_thread_##NAME(void *arg) {                                                         \
+        unsigned id = (unsigned)(uintptr_t)arg;                                                           \
+        enum { SLOTS = 8000 };                                                                            \
+        void **slot = calloc(SLOTS, sizeof *slot);                                                        \
+        uint64_t s = id * 7919 + 1;                                                                       \
+        churn_ctx_##NAME *mine = &churn_box_##NAME[id], *next = &churn_box_##NAME[(id + 1) % CHURN_THREADS]; \
+        for (unsigned i = 0; i < SLOTS; i++) slot[i] = MALLOC(16 + rng_next(&s) % 1009);                  \
+        for (long k = 0; k < churn_ops_##NAME; k++) {                                                     \
+            uint64_t r = rng_next(&s);                                                                    \
+            unsigned i = (unsigned)(r % SLOTS);                                                           \
+            if ((r >> 32) % 8 == 0) {                                                                     \
+                pthread_mutex_lock(&next->lock);                                                          \
+                if (next->n < 256) {                                                                      \
+                    next->mail[next->n++] = slot[i];                                                      \
+                    slot[i] = NULL;                                                                       \
+                }                                                                                         \
+                pthread_mutex_unlock(&next->lock);                                                        \
+            }                                                                                             \
+            FREE(slot[i]);                                                                                \
+            slot[i] = MALLOC(16 + (r >> 40) % 1009);                                                      \
+            ((char *)slot[i])[0] = 1;                                                                     \
+            if ((k & 63) == 0 && mine->n > 0) {                                                           \
+                void *got[256];                                                                           \
+                pthread_mutex_lock(&mine->lock);                                                          \
+                unsigned m = mine->n;                                                                     \
+                memcpy(got, mine->mail, m * sizeof *got);                                                 \
+                mine->n = 0;                                                                              \
+                pthread_mutex_unlock(&mine->lock);                                                        \
+                for (unsigned j = 0; j < m; j++) FREE(got[j]);                                            \
+            }                                                                                             \
+        }                                                                                                 \
+        for (unsigned i = 0; i < SLOTS; i++) FREE(slot[i]);                                               \
+        free(slot);                                                                                       \
+        return NULL;                                                                                      \
+    }                                                                                                     \
+                                                                                                          \
+    static double churn_##NAME(void) {                                                                    \
+        pthread_t t[CHURN_THREADS];                                                                       \
+        churn_ops_##NAME = (long)(3000000 * scale);                                                       \
+        for (int i = 0; i < CHURN_THREADS; i++) {                                                         \
+            pthread_mutex_init(&churn_box_##NAME[i].lock, NULL);                                          \
+            churn_box_##NAME[i].n = 0;                                                                    \
+        }                                                                                                 \
+        uint64_t t0 = bench_now_ns();                                                                     \
+        for (uintptr_t i = 0; i < CHURN_THREADS; i++) pthread_create(&t[i], NULL, churn_thread_##NAME, (void *)i); \
+        for (int i = 0; i < CHURN_THREADS; i++) pthread_join(t[i], NULL);                                 \
+        double ns = (double)(bench_now_ns() - t0) / (double)(churn_ops_##NAME * CHURN_THREADS);           \
+        for (int i = 0; i < CHURN_THREADS; i++) {                                                         \
+            for (unsigned j = 0; j < churn_box_##NAME[i].n; j++) FREE(churn_box_##NAME[i].mail[j]);      \
+            churn_box_##NAME[i].n = 0;                                                                    \
+        }                                                                                                 \
+        return ns;                                                                                        \
+    }                                                                                                     \
+                                                                                                          \
+    static struct {                                                                                       \
+        pthread_mutex_t lock;                                                                             \
+        pthread_cond_t cond;                                                                              \
+        void **batch[8];                                                                                  \
+        unsigned head, count;                                                                             \
+        int done;                                                                                         \
+    } pc_##NAME = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, { 0 }, 0, 0, 0 };               \
+                                                                                                          \
+    static void *pc_consumer_##NAME(void *arg) {                                                          \
+        (void)arg;                                                                                        \
+        for (;;) {                                                                                        \
+            pthread_mutex_lock(&pc_##NAME.lock);                                                          \
+            while (pc_##NAME.count == 0 && !pc_##NAME.done) pthread_cond_wait(&pc_##NAME.cond, &pc_##NAME.lock); \
+            if (pc_##NAME.count == 0) {                                                                   \
+                pthread_mutex_unlock(&pc_##NAME.lock);                                                    \
+                return NULL;                                                                              \
+            }                                                                                             \
+            void **b = pc_##NAME.batch[pc_##NAME.head];                                                   \
+            pc_##NAME.head = (pc_##NAME.head + 1) % 8;                                                    \
+            pc_##NAME.count--;                                                                            \
+            pthread_cond_broadcast(&pc_##NAME.cond);                                                      \
+            pthread_mutex_unlock(&pc_##NAME.lock);                                                        \
+            for (int i = 0; i < PC_BATCH; i++) FREE(b[i]);                                                \
+            free(b);                                                                                      \
+        }                                                                                                 \
+    }                                                                                                     \
+                                                                                                          \
+    static double prodcons_##NAME(void) {                                                                 \
+        long batches = (long)(40000 * scale);                                                             \
+        pthread_t c;                                                                                      \
+        pc_##NAME.head = pc_##NAME.count = 0;                                                             \
+        pc_##NAME.done = 0;                                                                               \
+        uint64_t s = 99;                                                                                  \
+        uint64_t t0 = bench_now_ns();                                                                     \
+        pthread_create(&c, NULL, pc_consumer_##NAME, NULL);                                               \
+        for (long k = 0; k < batches; k++) {                                                              \
+            void **b = malloc(PC_BATCH * sizeof *b);                                                      \
+            for (int i = 0; i < PC_BATCH; i++) {                                                          \
+                b[i] = MALLOC(64 + rng_next(&s) % 193);                                                   \
+                ((char *)b[i])[0] = 1;                                                                    \
+            }                                                                                             \
+            pthread_mutex_lock(&pc_##NAME.lock);                                                          \
+            while (pc_##NAME.count == 8) pthread_cond_wait(&pc_##NAME.cond, &pc_##NAME.lock);             \
+            pc_##NAME.batch[(pc_##NAME.head + pc_##NAME.count++) % 8] = b;                                \
+            pthread_cond_broadcast(&pc_##NAME.cond);                                                      \
+            pthread_mutex_unlock(&pc_##NAME.lock);                                                        \
+        }                                                                                                 \
+        pthread_mutex_lock(&pc_##NAME.lock);                                                              \
+        pc_##NAME.done = 1;                                                                               \
+        pthread_cond_broadcast(&pc_##NAME.cond);                                                          \
+        pthread_mutex_unlock(&pc_##NAME.lock);                                                            \
+        pthread_join(c, NULL);                                                                            \
+        return (double)(bench_now_ns() - t0) / (double)(batches * PC_BATCH);                              \
+    }                                                                                                     \
+                                                                                                          \
+    static double mixed_##NAME(void) {                                                                    \
+        enum { NODES = 150000, STRS = 512, VECS = 64 };                                                    \
+        void **node = calloc(NODES, sizeof *node);                                                        \
+        char **str = calloc(STRS, sizeof *str);                                                           \
+        char **vec = calloc(VECS, sizeof *vec);                                                           \
+        size_t *vlen = calloc(VECS, sizeof *vlen);                                                        \
+        uint64_t s = 7;                                                                                   \
+        long frames = (long)(400 * scale), ops = 0;                                                       \
+        uint64_t t0 = bench_now_ns();                                                                     \
+        for (long f = 0; f < frames; f++) {                                                               \
+            for (int i = 0; i < 500; i++, ops++) { /* long-lived objects: replace a few */                \
+                unsigned k = (unsigned)(rng_next(&s) % NODES);                                            \
+                FREE(node[k]);                                                                            \
+                node[k] = MALLOC(32 + rng_next(&s) % 160);                                                \
+                memset(node[k], 1, 32);                                                                   \
+            }                                                                                             \
+            for (int i = 0; i < 2000; i++, ops++) { /* short strings */                                   \
+                unsigned k = (unsigned)(rng_next(&s) % STRS);                                             \
+                FREE(str[k]);                                                                             \
+                size_t len = 8 + rng_next(&s) % 90;                                                       \
+                str[k] = MALLOC(len);                                                                     \
+                memset(str[k], 'a', len - 1);                                                             \
+                str[k][len - 1] = 0;                                                                      \
+            }                                                                                             \
+            for (int i = 0; i < 200; i++, ops++) { /* growing arrays */                                   \
+                unsigned k = (unsigned)(rng_next(&s) % VECS);                                             \
+                size_t n = vlen[k] ? vlen[k] * 2 : 16;                                                    \
+                if (n > 65536) {                                                                          \
+                    FREE(vec[k]);                                                                         \
+                    vec[k] = NULL;                                                                        \
+                    n = 16;                                                                               \
+                }                                                                                         \
+                vec[k] = REALLOC(vec[k], n);                                                              \
+                memset(vec[k] + vlen[k] % n, 2, n - vlen[k] % n);                                         \
+                vlen[k] = n;                                                                              \
+            }                                                                                             \
+            for (int i = 0; i < 4; i++, ops++) { /* frame buffers */                                      \
+                size_t n = 65536u << (rng_next(&s) % 5);                                                  \
+                char *b = MALLOC(n);                                                                      \
+                memset(b, 3, n / 4);                                                                      \
+                FREE(b);                                                                                  \
+            }                                                                                             \
+        }                                                                                                 \
+        double ns = (double)(bench_now_ns() - t0) / (double)ops;                                          \
+        for (int i = 0; i < NODES; i++) FREE(node[i]);                                                    \
+        for (int i = 0; i < STRS; i++) FREE(str[i]);                                                      \
+        for (int i = 0; i < VECS; i++) FREE(vec[i]);                                                      \
+        free(node); free(str); free(vec); free(vlen);                                                     \
+        return ns;                                                                                        \
+    }
+
+enum { CHURN_THREADS = 4, PC_BATCH = 256 };
+
+DEFINE_WORKLOADS(hh, hh_bmalloc, hh_bfree, hh_brealloc)
+DEFINE_WORKLOADS(libc, malloc, free, realloc)
+
+typedef struct workload {
+    const char *name;
+    double (*hh)(void);
+    double (*libc)(void);
+} workload;
+
+static const workload workloads[] = {
+    { "pairs", pairs_hh, pairs_libc },
+    { "churn", churn_hh, churn_libc },
+    { "prodcons", prodcons_hh, prodcons_libc },
+    { "mixed", mixed_hh, mixed_libc },
+};
+enum { NW = sizeof workloads / sizeof workloads[0] };
+
+static double call_hh(void *ctx) { return ((const workload *)ctx)->hh(); }
+static double call_libc(void *ctx) { return ((const workload *)ctx)->libc(); }
+
+/* ---------------------------------------------------------------------------
+   Out-of-process runs
+--------------------------------------------------------------------------- */
+typedef struct peer { const char *name, *path; } peer;
+
+/* Runs `self --child w libc` with LD_PRELOAD=path (NULL: none); ns/op and
+   peak RSS out. false if the run failed. */
+static int run_child(const char *self, const char *w, const char *preload, double *ns, double *rss) {
+    int fd[2];
+    if (pipe(fd) != 0) return 0;
+    pid_t pid = fork();
+    if (pid < 0) return 0;
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        close(fd[0]);
+        size_t n = 0;
+        while (environ[n]) n++;
+        char **env = calloc(n + 2, sizeof *env);
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+            if (strncmp(environ[i], "LD_PRELOAD=", 11) != 0) env[k++] = environ[i];
+        char pre[4096];
+        if (preload) {
+            snprintf(pre, sizeof pre, "LD_PRELOAD=%s", preload);
+            env[k++] = pre;
+        }
+        env[k] = NULL;
+        execle(self, self, "--child", w, "libc", (char *)NULL, env);
+        _exit(127);
+    }
+    close(fd[1]);
+    char buf[256] = { 0 };
+    size_t got = 0;
+    ssize_t r;
+    while (got < sizeof buf - 1 && (r = read(fd[0], buf + got, sizeof buf - 1 - got)) > 0) got += (size_t)r;
+    close(fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 && sscanf(buf, "RESULT %lf %lf", ns, rss) == 2;
+}
+
+static int child_main(const char *w, const char *api) {
+    for (int i = 0; i < NW; i++) {
+        if (strcmp(workloads[i].name, w) != 0) continue;
+        double ns = strcmp(api, "hh") == 0 ? workloads[i].hh() : workloads[i].libc();
+        /* VmHWM, not ru_maxrss: the latter survives exec and would report the
+           parent's peak. */
+        double hwm = 0;
+        char line[256];
+        FILE *f = fopen("/proc/self/status", "r");
+        while (f && fgets(line, sizeof line, f))
+            if (sscanf(line, "VmHWM: %lf kB", &hwm) == 1) break;
+        if (f) fclose(f);
+        printf("RESULT %.4f %.0f\n", ns, hwm * 1024.0);
+        return 0;
+    }
+    return 2;
+}
+
+int main(int argc, char **argv) {
+    if (bench_quick()) scale = 1.0 / 3;
+    if (argc == 4 && strcmp(argv[1], "--child") == 0) return child_main(argv[2], argv[3]);
+    int reps = bench_reps();
+
+    printf("bench_binned: part 1, in process, hh_b* vs glibc malloc (%d interleaved runs, %d threads in churn)\n", reps,
+           CHURN_THREADS);
+    for (int i = 0; i < NW; i++)
+        bench_pair("binned", workloads[i].name, "ns/op", call_hh, "glibc", call_libc, (void *)&workloads[i], reps);
+
+    /* Part 2: peers given as name=path; "shim" is ours. */
+    peer peers[8];
+    int np = 0;
+    const char *shim = NULL;
+    for (int i = 1; i < argc && np < 8; i++) {
+        char *eq = strchr(argv[i], '=');
+        if (!eq || eq[1] == 0) {
+            printf("bench_binned: skipping peer argument '%s' (no library path)\n", argv[i]);
+            continue;
+        }
+        *eq = 0;
+        if (strcmp(argv[i], "shim") == 0) shim = eq + 1;
+        else peers[np++] = (peer){ argv[i], eq + 1 };
+    }
+    if (shim == NULL) {
+        printf("bench_binned: no shim=PATH argument, part 2 skipped\n");
+        return 0;
+    }
+    char self[4096];
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (sl <= 0) return 0;
+    self[sl] = 0;
+    printf("bench_binned: part 2, the same workload binary on plain malloc, LD_PRELOAD per allocator "
+           "(%d interleaved runs)\n", reps);
+    for (int w = 0; w < NW; w++) {
+        /* columns: 0 shim, 1 glibc, 2.. peers */
+        double ns[10][64], rss[10][64];
+        int ok = 1;
+        for (int r = 0; r < reps && ok; r++) {
+            ok &= run_child(self, workloads[w].name, shim, &ns[0][r], &rss[0][r]);
+            ok &= run_child(self, workloads[w].name, NULL, &ns[1][r], &rss[1][r]);
+            for (int p = 0; p < np; p++) ok &= run_child(self, workloads[w].name, peers[p].path, &ns[2 + p][r], &rss[2 + p][r]);
+        }
+        if (!ok) {
+            printf("bench_binned: a child run of %s failed; skipped\n", workloads[w].name);
+            continue;
+        }
+        char name[64];
+        bench_summary shim_ns = bench_summarise(ns[0], reps), shim_rss = bench_summarise(rss[0], reps);
+        snprintf(name, sizeof name, "preload-%s", workloads[w].name);
+        bench_print("binned", name, "ns/op", shim_ns, "glibc", bench_summarise(ns[1], reps));
+        for (int p = 0; p < np; p++) bench_print("binned", name, "ns/op", shim_ns, peers[p].name, bench_summarise(ns[2 + p], reps));
+        snprintf(name, sizeof name, "rss-%s", workloads[w].name);
+        bench_print("binned", name, "bytes", shim_rss, "glibc", bench_summarise(rss[1], reps));
+        for (int p = 0; p < np; p++) bench_print("binned", name, "bytes", shim_rss, peers[p].name, bench_summarise(rss[2 + p], reps));
+    }
+    return 0;
+}
