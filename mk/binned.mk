@@ -9,7 +9,7 @@
 LIB_EXCLUDE += src/binned/binned_shim.c
 ALL_EXTRA   += $(BUILD)/libhheap_malloc.so
 CHECK_EXTRA += check-binned-wrong check-shim
-DEPS_PKGS   += libmimalloc-dev libjemalloc-dev libgoogle-perftools-dev git
+DEPS_PKGS   += libmimalloc-dev libjemalloc-dev libgoogle-perftools-dev git python3
 CLEAN_EXTRA +=
 
 BINNED_SHIM_SRCS := $(filter-out src/binned/binned_shim.c,$(wildcard src/binned/*.c)) $(wildcard src/common/*.c)
@@ -58,12 +58,38 @@ same() {
   fi
 }
 LD_PRELOAD=$$shim true || { echo "  the shim does not load"; exit 1; }
+inuse=$$(LD_PRELOAD=$$shim python3 -c 'import ctypes; l=ctypes.CDLL(None); l.malloc.restype=ctypes.c_void_p; l.hh_busable.restype=ctypes.c_size_t; print("yes" if l.hh_busable(ctypes.c_void_p(l.malloc(100))) == 112 else "no")')
+[ "$$inuse" = yes ] && echo "  malloc in python3 is served by the shim (hh_busable(malloc(100)) == 112)" || { echo "  the shim is not serving malloc"; exit 1; }
 same "python3 json/dict/list churn" python3 -c 'import json; d={str(i):[j*i for j in range(i%60)] for i in range(30000)}; s=json.dumps(d,sort_keys=True); e=json.loads(s); print(len(s), sum(len(v) for v in e.values()), sorted(e)[:3])'
 seq 1 300000 | awk '{print ($$1*7919)%100003, "k"$$1}' >"$$tmp/in.txt"
 same "sort -n of 300000 lines" sort -n -k1,1 -s in.txt
 printf '#include <stdio.h>\n#include <stdlib.h>\nstatic int cmp(const void*a,const void*b){return *(const int*)a-*(const int*)b;}\nint main(void){int v[1000];for(int i=0;i<1000;i++)v[i]=(i*7919)%%1009;qsort(v,1000,sizeof v[0],cmp);long s=0;for(int i=0;i<1000;i++)s+=(long)v[i]*i;printf("%%ld\\n",s);return 0;}\n' >"$$tmp/prog.c"
 same "$$CC -O2 -S prog.c" $$CC -O2 -S -o - prog.c
 same "$$CC -O2 prog.c && ./prog" sh -c "$$CC -O2 -o prog prog.c && ./prog"
+cat >"$$tmp/edge.c" <<'EOF_EDGE'
+#include <malloc.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+extern void *__libc_malloc(size_t);
+static volatile int stop;
+static void *spin(void *a) { (void)a; while (!stop) { void *p = malloc(64); free(p); } return NULL; }
+int main(void) {
+  void *f = __libc_malloc(32); free(f);                       /* another allocator's pointer */
+  char *r = realloc(strcpy(__libc_malloc(16), "kept"), 4096); /* ... reallocated: forwarded */
+  pthread_t t[2]; for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, spin, NULL);
+  int ok = 0; for (int i = 0; i < 20; i++) { pid_t p = fork(); if (p == 0) { void *x = malloc(100); free(x); _exit(0); }
+    int st; waitpid(p, &st, 0); ok += WIFEXITED(st) && WEXITSTATUS(st) == 0; }
+  stop = 1; for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  void *a = NULL; int e = posix_memalign(&a, 4096, 100); void *b = aligned_alloc(64, 128), *v = valloc(10);
+  printf("%s forks %d align %d %d %d usable %d\n", r, ok, e == 0 && ((size_t)a & 4095) == 0, ((size_t)b & 63) == 0,
+         ((size_t)v & 4095) == 0, malloc_usable_size(b) >= 128);
+  free(a); free(b); free(v); return 0; }
+EOF_EDGE
+same "foreign pointers, fork under threads, aligned calls" sh -c "$$CC -O1 -w -o edge edge.c -pthread && ./edge"
 same "git --version" git --version
 git init -q "$$tmp/repo" && for i in 1 2 3 4 5; do echo "line $$i" >>"$$tmp/repo/f.txt"; git -C "$$tmp/repo" add f.txt;   GIT_AUTHOR_DATE="2020-01-0$$i 10:00:00 +0000" GIT_COMMITTER_DATE="2020-01-0$$i 10:00:00 +0000"   git -C "$$tmp/repo" -c user.name=t -c user.email=t@t commit -q -m "commit $$i"; done
 same "git log -p in a temp repo" git -C repo log -p --stat

@@ -86,7 +86,7 @@ $(TSAN_DIR)/obj/tests/%.o: tests/%.c $(REL_HEADERS) | $(BUILD)/test/suites.h
 # One sanitizer build of the library and the Check runner: $(1) dir, $(2) sanitizer flags.
 # Objects are (re)made by the pattern rules through a sub-make; archive + link are cheap.
 define REL_SAN_BUILD
-	@$(MAKE) --no-print-directory $(call REL_LIB_OBJS,$(1)) $(call REL_TEST_OBJS,$(1)) $(4)
+	@$(MAKE) --no-print-directory -s $(call REL_LIB_OBJS,$(1)) $(call REL_TEST_OBJS,$(1)) $(4)
 	@rm -f $(1)/libhheap.a
 	$(Q)$(AR) rcs $(1)/libhheap.a $(call REL_LIB_OBJS,$(1))
 	$(Q)$(REL_CC) $(2) -pthread -o $(1)/hh-tests $(call REL_TEST_OBJS,$(1)) $(1)/libhheap.a $(3) $(REL_CHECK_LIBS) $(LDLIBS)
@@ -148,10 +148,10 @@ $(FUZZ_DIR)/obj/tests/fuzz/%.o: tests/fuzz/%.c $(REL_HEADERS)
 
 .PHONY: fuzz check-fuzz fuzz-build check-fuzz-corpus
 fuzz-build:
-	@$(MAKE) --no-print-directory $(call REL_LIB_OBJS,$(FUZZ_DIR)) $(foreach n,$(FUZZ_NAMES),$(FUZZ_DIR)/obj/tests/fuzz/fuzz_$(n).o)
+	@$(MAKE) --no-print-directory -s $(call REL_LIB_OBJS,$(FUZZ_DIR)) $(foreach n,$(FUZZ_NAMES),$(FUZZ_DIR)/obj/tests/fuzz/fuzz_$(n).o)
 	@rm -f $(FUZZ_DIR)/libhheap.a
 	$(Q)$(AR) rcs $(FUZZ_DIR)/libhheap.a $(call REL_LIB_OBJS,$(FUZZ_DIR))
-	@$(MAKE) --no-print-directory $(ASAN_DIR)/obj/tests/fuzz/asan_unmap_shim.o
+	@$(MAKE) --no-print-directory -s $(ASAN_DIR)/obj/tests/fuzz/asan_unmap_shim.o
 	$(Q)for n in $(FUZZ_NAMES); do \
 	  $(REL_CC) $(FUZZ_SAN) -fsanitize=fuzzer -pthread -o $(FUZZ_DIR)/fuzz_$$n \
 	    $(FUZZ_DIR)/obj/tests/fuzz/fuzz_$$n.o $(FUZZ_DIR)/libhheap.a $(REL_ASAN_LINK) $(LDLIBS) || exit 1; done
@@ -192,7 +192,7 @@ $(REPLAY_DIR)/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(REL_HEADERS) $
 	$(Q)$(CC) $(CPPFLAGS) -Isrc $(TEST_CFLAGS) -o $@ tests/fuzz/fuzz_$*.c tests/fuzz/replay.c $(BUILD)/test/libhheap-test.a $(LDLIBS)
 
 check-fuzz-corpus:
-	@$(MAKE) --no-print-directory $(foreach n,$(FUZZ_NAMES),$(REPLAY_DIR)/replay_$(n))
+	@$(MAKE) --no-print-directory -s $(foreach n,$(FUZZ_NAMES),$(REPLAY_DIR)/replay_$(n))
 	@echo "== fuzz corpora replayed without libFuzzer (plain, then memcheck)"
 	@for n in $(FUZZ_NAMES); do \
 	  FUZZ_STRICT=$(FUZZ_STRICT) $(REPLAY_DIR)/replay_$$n tests/fuzz/corpus_$$n || { echo "replay_$$n FAILED"; exit 1; }; \
@@ -215,15 +215,22 @@ $(REL_WRONG_DIR)/mc_%: tests/wrong/%.c $(BUILD)/test/libhheap-test.a
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CPPFLAGS) -std=c11 -g -O0 -pthread -o $@ $< $(BUILD)/test/libhheap-test.a $(LDLIBS)
 
+$(REL_WRONG_DIR)/ctl_%: tests/wrong/%.c $(BUILD)/test/libhheap-test.a
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CPPFLAGS) -std=c11 -g -O0 -pthread -DHH_WRONG_CONTROL=1 -o $@ $< $(BUILD)/test/libhheap-test.a $(LDLIBS)
+
 $(REL_WRONG_DIR)/asan_%: tests/wrong/%.c
 	@mkdir -p $(dir $@)
 	$(Q)$(REL_CC) $(CPPFLAGS) -std=c11 -g -O0 -pthread $(ASAN_SAN) -o $@ $< $(ASAN_DIR)/libhheap.a $(REL_ASAN_LINK) $(LDLIBS)
 
 .PHONY: check-wrong-rel
 check-wrong-rel: rel-asan-build
-	@$(MAKE) --no-print-directory $(patsubst tests/wrong/%.c,$(REL_WRONG_DIR)/mc_%,$(REL_WRONG_MC) $(REL_WRONG_LIB)) \
+	@$(MAKE) --no-print-directory -s $(patsubst tests/wrong/%.c,$(REL_WRONG_DIR)/mc_%,$(REL_WRONG_MC) $(REL_WRONG_LIB)) \
+	  $(patsubst tests/wrong/%.c,$(REL_WRONG_DIR)/ctl_%,$(REL_WRONG_MC)) \
 	  $(patsubst tests/wrong/%.c,$(REL_WRONG_DIR)/asan_%,$(REL_WRONG_ALL))
 	@echo "== must-be-caught programs: rel_* under memcheck, all under ASan"
+	@for s in $(REL_WRONG_MC); do n=$$(basename $$s .c); c=$(REL_WRONG_DIR)/ctl_$$n; \
+	  valgrind -q --error-exitcode=99 $$c >/dev/null 2>$$c.log || { echo "  control build of $$n not clean"; cat $$c.log; exit 1; }; done
 	@for s in $(REL_WRONG_MC); do n=$$(basename $$s .c); b=$(REL_WRONG_DIR)/mc_$$n; \
 	  valgrind -q --error-exitcode=99 $$b >/dev/null 2>$$b.log; rc=$$?; \
 	  if [ $$rc -eq 99 ] && grep -q "Invalid read\|Invalid write" $$b.log; then echo "  memcheck caught: $$n"; \

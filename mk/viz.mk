@@ -4,9 +4,9 @@
 #   make demo            installs what is missing (make deps), runs hh-demo with its
 #                        defaults and writes everything under out/demo/:
 #                        demo.hhmap, frames/frame_NNNNNN.png, timeline.png, plot.png, index.html
-#   make check-demo      (part of `make check`) a short demo under memcheck-free timing,
-#                        its outputs verified, plus the render test (known colours at
-#                        known pixels) and hh-viz on damaged dumps
+#   make check-demo      (part of `make check`) the render test (known colours at known
+#                        pixels), a 60-frame demo with every output verified, hh-viz
+#                        options and damaged dumps, and hh-demo + hh-viz under memcheck
 #   make check-flipbook  index.html in headless Chromium: the script runs and the
 #                        screenshot shows the frame (installs chromium-headless-shell)
 #
@@ -15,11 +15,11 @@
 ALL_EXTRA    += $(BUILD)/hh-viz $(BUILD)/hh-demo
 INSTALL_BINS += $(BUILD)/hh-viz $(BUILD)/hh-demo
 CHECK_EXTRA  += check-demo
-DEPS_PKGS    += libcairo2-dev libpng-dev zlib1g-dev fonts-dejavu-core
-CLEAN_EXTRA  += out/demo out/check-demo out/check-flipbook
+DEPS_PKGS    += libcairo2-dev libfontconfig-dev libpng-dev zlib1g-dev fonts-dejavu-core
+CLEAN_EXTRA  += out/demo out/check-demo out/check-demo.log out/check-flipbook
 
-VIZ_CAIRO   = $(shell pkg-config --libs cairo libpng zlib 2>/dev/null || echo -lcairo -lpng -lz)
-VIZ_CFLAGS  = $(WARN) $(CFLAGS) -pthread $(shell pkg-config --cflags cairo libpng zlib 2>/dev/null)
+VIZ_CAIRO   = $(shell pkg-config --libs cairo fontconfig libpng zlib 2>/dev/null || echo -lcairo -lfontconfig -lpng -lz)
+VIZ_CFLAGS  = $(WARN) $(CFLAGS) -pthread $(shell pkg-config --cflags cairo fontconfig libpng zlib 2>/dev/null)
 VIZ_COMMON  := viz/viz_draw.c viz/viz_render.c viz/viz_html.c viz/viz_png.c
 VIZ_HEADERS := viz/viz_draw.h viz/viz_render.h $(wildcard include/hheap/*.h) include/hheap.h
 
@@ -65,11 +65,15 @@ check-demo: $(BUILD)/hh-demo $(BUILD)/hh-viz $(BUILD)/test/viz_render_test
 	  if $(BUILD)/hh-viz --quiet --out out/check-demo/bad out/check-demo/bad.hhmap 2> out/check-demo/bad.err; then \
 	    echo "check-demo: hh-viz accepted garbage"; exit 1; fi; grep -q "not a .hhmap file" out/check-demo/bad.err \
 	  || { cat out/check-demo/bad.err; echo "check-demo: bad magic not reported"; exit 1; }
-	@echo "  demo: 60 frames checked, dump + $$(ls out/check-demo/frames | wc -l) pictures + timeline + plot + index.html"
+	@$(VALGRIND) $(BUILD)/hh-demo --frames 30 --heap-mib 2 --seed 5 --no-render --quiet --out out/check-demo/vg > /dev/null \
+	  || { echo "check-demo: hh-demo under memcheck failed"; exit 1; }
+	@$(VALGRIND) $(BUILD)/hh-viz --quiet --no-progress --every 10 --out out/check-demo/vg out/check-demo/vg/demo.hhmap \
+	  || { echo "check-demo: hh-viz under memcheck failed"; exit 1; }
+	@echo "  demo: 60 frames checked, dump + $$(ls out/check-demo/frames | wc -l) pictures + timeline + plot + index.html;" \
+	      "hh-demo and hh-viz clean under memcheck"
 
 # Headless Chromium: the flipbook's script must run (the DOM shows the asked
 # frame's numbers) and the screenshot must show the frame picture.
-FLIPBOOK_BROWSER = $(firstword $(shell command -v chromium-headless-shell chromium chromium-browser google-chrome 2>/dev/null))
 check-flipbook: $(BUILD)/hh-demo $(BUILD)/test/viz_render_test
 	@command -v chromium-headless-shell >/dev/null 2>&1 || command -v chromium >/dev/null 2>&1 || \
 	  $(MAKE) --no-print-directory deps DEPS_PKGS=chromium-headless-shell

@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hheap.h"
 
@@ -218,6 +219,76 @@ START_TEST(binned_faults) {
     report_faults("binned", fired, runs + 1);
 } END_TEST
 
+/* A fresh thread (a new thread cache) allocating from many classes while the
+   n-th seam call fails: failures are NULL + HH_E_NO_MEMORY in that thread, its
+   other blocks stay intact, and nothing is left behind when it exits. */
+typedef struct bf_thread { unsigned fails, wrong_status, corrupt, allocated; } bf_thread;
+
+static void *bf_main(void *arg) {
+    bf_thread *r = arg;
+    enum { N = 160 };
+    static _Thread_local unsigned char *blocks[N];
+    for (unsigned i = 0; i < N; i++) {
+        size_t size = hh_binned_class_size((int)(i % HH_BINNED_CLASS_COUNT)) - (i % 5);
+        hh_clear_last_error();
+        blocks[i] = hh_bmalloc(size);
+        if (blocks[i] == NULL) {
+            r->fails++;
+            if (hh_last_error() != HH_E_NO_MEMORY) r->wrong_status++;
+            continue;
+        }
+        r->allocated++;
+        hh_test_fill(blocks[i], size, i + 5);
+    }
+    for (unsigned i = 0; i < N; i++) {
+        size_t size = hh_binned_class_size((int)(i % HH_BINNED_CLASS_COUNT)) - (i % 5);
+        if (blocks[i] && hh_test_verify(blocks[i], size, i + 5) >= 0) r->corrupt++;
+        hh_bfree(blocks[i]);
+    }
+    return NULL;                                  /* thread exit flushes its cache */
+}
+
+static atomic_ulong bf_messages;
+static void bf_on_error(hh_status st, const char *message, void *user) {
+    (void)st; (void)message; (void)user;
+    atomic_fetch_add(&bf_messages, 1);
+}
+
+START_TEST(binned_thread_faults) {
+    hh_binned_thread_flush();
+    size_t base_bytes, base_leaks = hh_binned_leak_report(NULL, NULL, &base_bytes);
+    hh_set_error_handler(bf_on_error, NULL);
+    unsigned long fired = 0;
+    unsigned n, runs = 0;
+    for (n = 0;; n++, runs++) {
+        bf_thread r = {0};
+        atomic_store(&bf_messages, 0);
+        hh_binned_trim(0);                        /* give pages back so the thread must map again */
+        hh_test_fail_after(n);
+        pthread_t t;
+        ck_assert_int_eq(pthread_create(&t, NULL, bf_main, &r), 0);
+        pthread_join(t, NULL);
+        unsigned f = hh_test_fail_count();
+        hh_test_fail_after(-1);
+        fired += f;
+        ck_assert_uint_eq(r.wrong_status, 0);                                    /* F1 */
+        ck_assert_uint_eq(atomic_load(&bf_messages), r.fails);
+        ck_assert_uint_eq(r.corrupt, 0);                                         /* F3 */
+        ck_assert_int_eq(hh_binned_check(), HH_OK);                              /* F2 */
+        if (f == 0) {
+            ck_assert_uint_eq(r.fails, 0);
+            break;
+        }
+        if (n > 200) break;                       /* bounded: the countdown outlives the thread's calls */
+    }
+    hh_test_capture_errors();
+    hh_binned_thread_flush();
+    size_t bytes;
+    ck_assert_uint_eq(hh_binned_leak_report(NULL, NULL, &bytes), base_leaks);   /* F4 */
+    ck_assert_uint_eq(bytes, base_bytes);
+    report_faults("binned new thread", fired, runs + 1);
+} END_TEST
+
 /* ---------------------------------------------------------------------------
    Linear allocators under faults
 --------------------------------------------------------------------------- */
@@ -316,6 +387,87 @@ START_TEST(linear_create_faults) {
 } END_TEST
 
 /* ---------------------------------------------------------------------------
+   Heap-map dump (writer and reader) under faults
+--------------------------------------------------------------------------- */
+/* Writes a 6-frame dump of a changing heap with the n-th seam call failing,
+   then reads it back (no fault): every frame the writer accepted must read
+   back, and a failed write_frame leaves a file the reader still understands. */
+START_TEST(mapdump_faults) {
+    hh_test_capture_errors();
+    unsigned long fired = 0;
+    unsigned n, runs = 0;
+    char path[] = "/tmp/hh-rel-mapdump-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    for (n = 0;; n++, runs++) {
+        hh_heap *h;
+        ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 16 }, &h), HH_OK);
+        hh_handle hs[64];
+        for (unsigned i = 0; i < 64; i++) hs[i] = hh_alloc(h, 40 + i * 8);
+        hh_test_reset_captured();
+        hh_test_fail_after(n);
+        hh_mapdump_writer *w = NULL;
+        hh_status s = hh_mapdump_create(path, &(hh_mapdump_desc){ .heap = h, .flags = HH_MAPDUMP_BINNED, .label = "faults" }, &w);
+        unsigned failed = s != HH_OK, written = 0;
+        if (s != HH_OK) {
+            ck_assert_int_eq(s, HH_E_NO_MEMORY);                                 /* F1 */
+            ck_assert_ptr_null(w);
+        } else {
+            for (unsigned f = 0; f < 6; f++) {
+                hh_free(h, hs[f * 3]);
+                hs[f * 3] = HH_NULL;
+                hh_defrag_report r = hh_defrag_step(h, 2);
+                hh_status ws = hh_mapdump_write_frame(w, f, &r);
+                if (ws == HH_OK) written++;
+                else {
+                    ck_assert_int_eq(ws, HH_E_NO_MEMORY);
+                    failed++;
+                }
+            }
+        }
+        unsigned f = hh_test_fail_count();
+        hh_test_fail_after(-1);
+        fired += f;
+        ck_assert_uint_eq(hh_test_captured_count(), failed);                    /* F1: one message each */
+        ck_assert_int_eq(hh_heap_check(h), HH_OK);                               /* F2 */
+        if (w != NULL) ck_assert_int_eq(hh_mapdump_close(w), HH_OK);
+        if (s == HH_OK) {                                                         /* read back, no fault */
+            hh_mapdump_reader *rd;
+            ck_assert_int_eq(hh_mapdump_open(path, &rd), HH_OK);
+            const hh_mapdump_frame *fr;
+            unsigned frames = 0;
+            while (hh_mapdump_next(rd, &fr) == HH_OK && fr != NULL) frames++;
+            ck_assert_uint_eq(frames, written);
+            ck_assert_uint_eq(hh_mapdump_frames_written(rd), written);
+            hh_mapdump_reader_close(rd);
+            /* and the reader itself under the same fault */
+            hh_test_reset_captured();
+            hh_test_fail_after(n);
+            hh_status os = hh_mapdump_open(path, &rd);
+            unsigned rfail = 0;
+            if (os == HH_OK) {
+                hh_status ns;
+                while ((ns = hh_mapdump_next(rd, &fr)) == HH_OK && fr != NULL) {}
+                if (ns != HH_OK) { ck_assert_int_eq(ns, HH_E_NO_MEMORY); rfail = 1; }
+            } else {
+                ck_assert_int_eq(os, HH_E_NO_MEMORY);
+                rfail = 1;
+            }
+            fired += hh_test_fail_count();
+            hh_test_fail_after(-1);
+            ck_assert_uint_eq(hh_test_captured_count(), rfail);
+            if (os == HH_OK) hh_mapdump_reader_close(rd);
+        }
+        for (unsigned i = 0; i < 64; i++) ck_assert_int_eq(hh_free(h, hs[i]), HH_OK);
+        hh_heap_destroy(h);
+        if (f == 0) break;
+    }
+    unlink(path);
+    report_faults("mapdump write + read", fired, runs + 1);
+} END_TEST
+
+/* ---------------------------------------------------------------------------
    Concurrency: one HH_HEAP_THREADSAFE heap, THREADS threads, frames
 --------------------------------------------------------------------------- */
 enum { THREADS = 4, OBJS_PER_THREAD = 48 };
@@ -337,6 +489,15 @@ typedef struct mt_ctx {
     char              why[256];
     pthread_mutex_t   why_lock;
 } mt_ctx;
+
+/* The error handler runs on the failing thread: the threaded tests count
+   messages atomically (test_util's capture handler is single-threaded). */
+static atomic_ulong mt_errors, mt_pinned_errors;
+static void mt_on_error(hh_status st, const char *message, void *user) {
+    (void)message; (void)user;
+    atomic_fetch_add(&mt_errors, 1);
+    if (st == HH_E_PINNED) atomic_fetch_add(&mt_pinned_errors, 1);
+}
 
 typedef struct mt_thread { mt_ctx *c; unsigned idx; tobj objs[OBJS_PER_THREAD]; unsigned count; } mt_thread;
 
@@ -464,7 +625,9 @@ static void *mt_main(void *arg) {
 }
 
 START_TEST(threadsafe_heap_frames) {
-    hh_test_capture_errors();
+    atomic_store(&mt_errors, 0);
+    atomic_store(&mt_pinned_errors, 0);
+    hh_set_error_handler(mt_on_error, NULL);
     static mt_ctx c;
     static mt_thread th[THREADS];
     memset(&c, 0, sizeof c);
@@ -479,7 +642,10 @@ START_TEST(threadsafe_heap_frames) {
         ck_assert_int_eq(pthread_create(&tid[i], NULL, mt_main, &th[i]), 0);
     }
     for (unsigned i = 0; i < THREADS; i++) pthread_join(tid[i], NULL);
+    hh_test_capture_errors();
     ck_assert_msg(!atomic_load(&c.failed), "%s", c.why);
+    /* The only expected failures: resizes of pinned blocks that had to move. */
+    ck_assert_uint_eq(atomic_load(&mt_errors), atomic_load(&mt_pinned_errors));
     ck_assert_int_eq(hh_heap_check(c.heap), HH_OK);
     hh_heap_stats st;
     hh_heap_stats_get(c.heap, &st);
@@ -541,7 +707,8 @@ static void *bx_main(void *arg) {
 }
 
 START_TEST(binned_thread_churn) {
-    hh_test_capture_errors();
+    atomic_store(&mt_errors, 0);
+    hh_set_error_handler(mt_on_error, NULL);
     hh_binned_thread_flush();
     size_t base_bytes, base = hh_binned_leak_report(NULL, NULL, &base_bytes);
     static bx x;
@@ -554,6 +721,7 @@ START_TEST(binned_thread_churn) {
         for (unsigned i = 0; i < WAVE_THREADS; i++) ck_assert_int_eq(pthread_create(&tid[i], NULL, bx_main, &x), 0);
         for (unsigned i = 0; i < WAVE_THREADS; i++) pthread_join(tid[i], NULL);
         ck_assert_msg(!atomic_load(&x.failed), "binned churn failed (%d) in wave %u", atomic_load(&x.failed), w);
+        ck_assert_uint_eq(atomic_load(&mt_errors), 0);
         ck_assert_int_eq(hh_binned_check(), HH_OK);
     }
     for (unsigned s = 0; s < XCHG; s++) {                    /* blocks of threads long gone */
@@ -564,7 +732,8 @@ START_TEST(binned_thread_churn) {
     size_t bytes;
     ck_assert_uint_eq(hh_binned_leak_report(NULL, NULL, &bytes), base);
     ck_assert_uint_eq(bytes, base_bytes);
-    ck_assert_uint_eq(hh_test_captured_count(), 0);
+    ck_assert_uint_eq(atomic_load(&mt_errors), 0);
+    hh_test_capture_errors();
     fprintf(stderr, "reliability: binned churn: %u waves x %u threads, %lu operations\n", waves, WAVE_THREADS,
             atomic_load(&x.ops));
     pthread_mutex_destroy(&x.lock);
@@ -578,8 +747,10 @@ Suite *hh_test_reliability_suite(void) {
     tcase_add_test(tc, heap_workload_faults);
     tcase_add_test(tc, forged_small_handle);
     tcase_add_test(tc, binned_faults);
+    tcase_add_test(tc, binned_thread_faults);
     tcase_add_test(tc, memstack_faults);
     tcase_add_test(tc, linear_create_faults);
+    tcase_add_test(tc, mapdump_faults);
     suite_add_tcase(s, tc);
     tc = tcase_create("concurrency");
     tcase_set_timeout(tc, 600);

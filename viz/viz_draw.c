@@ -121,6 +121,16 @@ static double text_at(cairo_t *cr, double x, double y, double size, bool bold, v
     return w;
 }
 
+/* As text_at (left aligned), the font shrunk (down to 60%) until s fits max_w. */
+static void text_fit(cairo_t *cr, double x, double y, double size, bool bold, viz_rgb c, double max_w, const char *s) {
+    double sz = size;
+    font(cr, sz, bold);
+    while (sz > size * 0.6 && text_width(cr, s) > max_w) font(cr, sz -= 0.5, bold);
+    set_rgb(cr, c);
+    cairo_move_to(cr, x, y);
+    cairo_show_text(cr, s);
+}
+
 static void fill_rect(cairo_t *cr, double x, double y, double w, double h, viz_rgb c) {
     set_rgb(cr, c);
     cairo_rectangle(cr, x, y, w, h);
@@ -255,6 +265,14 @@ static bool draw_map(cairo_surface_t *surf, const viz_layout *l, const hh_mapdum
     return true;
 }
 
+/* Offset of the lowest hole (a free block with another block above it);
+   false if there is none. */
+static bool lowest_hole(const hh_mapdump_frame *f, uint64_t *off) {
+    for (size_t i = 0; i + 1 < f->block_count; i++)
+        if (f->blocks[i].state == HH_BLOCK_FREE) { *off = f->blocks[i].offset; return true; }
+    return false;
+}
+
 /* ---------------------------------------------------------------------------
    Frame picture: header, axis, legend, side panel
 --------------------------------------------------------------------------- */
@@ -287,25 +305,34 @@ static void draw_header(cairo_t *cr, const viz_layout *l, const hh_mapdump_frame
         text_at(cr, x, 39, 15, true, chip[i].c, 0, chip[i].value);
         x += w + 24;
     }
-    snprintf(t, sizeof t, "%s", viz_fmt_bytes(a, sizeof a, (double)m->used_bytes));
-    char line[256];
-    snprintf(line, sizeof line, "%u live blocks (%u pinned) · %s used of %s · %u free blocks · defrag step %.3f ms",
-             (unsigned)m->live_blocks, (unsigned)m->pinned_blocks, t, viz_fmt_bytes(b, sizeof b, (double)m->managed_bytes),
-             (unsigned)m->free_blocks, m->defrag_ns / 1e6);
+    /* Second line: as many of these parts as fit the width, in order. */
+    char parts[6][96];
+    int np = 0;
+    snprintf(parts[np++], 96, "%u live blocks (%u pinned)", (unsigned)m->live_blocks, (unsigned)m->pinned_blocks);
+    snprintf(parts[np++], 96, "%s used of %s", viz_fmt_bytes(a, sizeof a, (double)m->used_bytes),
+             viz_fmt_bytes(b, sizeof b, (double)m->managed_bytes));
+    snprintf(parts[np++], 96, "%u free blocks", (unsigned)m->free_blocks);
+    snprintf(parts[np++], 96, "defrag step %.3f ms", m->defrag_ns / 1e6);
     if (f->has_service) {
-        size_t len = strlen(line);
         if (f->service.frames_to_compact)
-            snprintf(line + len, sizeof line - len, " · ≈%llu frames to compact", (unsigned long long)f->service.frames_to_compact);
-        else snprintf(line + len, sizeof line - len, " · compact");
-        len = strlen(line);
+            snprintf(parts[np++], 96, "≈%llu frames to compact", (unsigned long long)f->service.frames_to_compact);
+        else snprintf(parts[np++], 96, "compact");
         if (f->service.stuck_holes)
-            snprintf(line + len, sizeof line - len, " · %llu hole%s stuck under pinned blocks", (unsigned long long)f->service.stuck_holes,
+            snprintf(parts[np++], 96, "%llu hole%s stuck under pinned blocks", (unsigned long long)f->service.stuck_holes,
                      f->service.stuck_holes == 1 ? "" : "s");
+    }
+    char line[640] = "";
+    font(cr, 11.5, false);
+    for (int i = 0; i < np; i++) {
+        char trial[640];
+        snprintf(trial, sizeof trial, "%s%s%s", line, i ? " · " : "", parts[i]);
+        if (text_width(cr, trial) > l->width - 2 * MARGIN) break;
+        memcpy(line, trial, sizeof line);
     }
     text_at(cr, MARGIN, 62, 11.5, false, c_dim, 0, line);
 
     if (spark_w) {     /* fragmentation so far, newest at the right */
-        double x0 = l->width - MARGIN - spark_w, y0 = 12, h = 36;
+        double x0 = l->width - MARGIN - spark_w, y0 = 8, h = 40;
         fill_rect(cr, x0, y0, spark_w, h, (viz_rgb){ 0x18, 0x1b, 0x23 });
         size_t n0 = hist->count > (size_t)spark_w ? hist->count - (size_t)spark_w : 0;
         size_t cnt = hist->count - n0;
@@ -317,20 +344,39 @@ static void draw_header(cairo_t *cr, const viz_layout *l, const hh_mapdump_frame
             if (i == 0) cairo_move_to(cr, xx, yy); else cairo_line_to(cr, xx, yy);
         }
         cairo_stroke(cr);
-        text_at(cr, x0 + spark_w, y0 + h + 12, 9.5, false, c_dim, 1, "fragmentation history");
+        text_at(cr, x0 + 4, y0 + 11, 9, false, c_dim, 0, "fragmentation, last frames");
     }
 }
 
+/* A small arrow left of the map pointing at the row of the lowest hole: the
+   compaction front, which the defrag step pushes upwards. */
+static void draw_front(cairo_t *cr, const viz_layout *l, const hh_mapdump_frame *f) {
+    uint64_t off;
+    if (!lowest_hole(f, &off)) return;
+    int x, y;
+    viz_layout_pixel(l, off, &x, &y);
+    set_rgb(cr, c_accent);
+    cairo_move_to(cr, l->map_x - 1, y + 0.5);
+    cairo_line_to(cr, l->map_x - 8, y - 4.5);
+    cairo_line_to(cr, l->map_x - 8, y + 5.5);
+    cairo_close_path(cr);
+    cairo_fill(cr);
+}
+
+/* Offset labels at round values (a 1-2-4-8 step of a power of 1024 giving 4 to
+   8 labels), each at the row that holds that offset. */
 static void draw_axis(cairo_t *cr, const viz_layout *l) {
-    double row_bytes = l->bytes_per_cell * l->map_w;
-    int every = (int)ceil(l->rows / 8.0);
+    double row_bytes = l->bytes_per_cell * l->map_w, total = (double)l->managed_bytes;
+    double step = 1;
+    while (total / step > 8) step *= 2;                  /* powers of two: KiB / MiB stay round */
     char buf[32];
-    for (int r = 0; r <= l->rows; r += every) {
-        double y = row_top(l, r) + l->row_h;      /* boundary below row r: offset r * row_bytes */
-        text_at(cr, l->map_x - 8, y + 3.5, 10, false, c_dim, 1, viz_fmt_bytes(buf, sizeof buf, r * row_bytes));
+    for (double v = 0; v <= total + 0.5; v += step) {
+        int r = (int)(v / row_bytes);
+        double y = r >= l->rows ? l->map_y : row_top(l, r) + l->row_h;   /* boundary below the row */
+        text_at(cr, l->map_x - 10, y + 3.5, 10, false, c_dim, 1, viz_fmt_bytes(buf, sizeof buf, v));
         set_rgb(cr, c_grid);
         cairo_set_line_width(cr, 1);
-        cairo_move_to(cr, l->map_x - 5, y + 0.5);
+        cairo_move_to(cr, l->map_x - 7, y + 0.5);
         cairo_line_to(cr, l->map_x - 1, y + 0.5);
         cairo_stroke(cr);
     }
@@ -366,11 +412,20 @@ static void draw_legend(cairo_t *cr, const viz_layout *l, const hh_mapdump_frame
     swatch(cr, &x, &y, l->map_x, x_max, c_pinned, c_text, false, "pinned");
     swatch(cr, &x, &y, l->map_x, x_max, c_free, c_text, false, "free");
     swatch(cr, &x, &y, l->map_x, x_max, c_free, c_moved, true, "moved this frame");
+    font(cr, 11.5, false);
+    if (x + 110 > x_max) { x = l->map_x; y += 18; }
+    set_rgb(cr, c_accent);
+    cairo_move_to(cr, x + 12, y - 4);
+    cairo_line_to(cr, x + 3, y - 9);
+    cairo_line_to(cr, x + 3, y + 1);
+    cairo_close_path(cr);
+    cairo_fill(cr);
+    text_at(cr, x + 19, y, 11.5, false, c_text, 0, "lowest hole");
     char a[32], b[32], line[256];
     snprintf(line, sizeof line, "1 cell = %s · 1 row = %s · offset 0 at bottom left, addresses grow → and ↑: "
              "the defrag step pushes holes up to the top",
              viz_fmt_bytes(a, sizeof a, l->bytes_per_cell), viz_fmt_bytes(b, sizeof b, l->bytes_per_cell * l->map_w));
-    text_at(cr, l->map_x, y + 22, 11, false, c_dim, 0, line);
+    text_fit(cr, l->map_x, y + 22, 11, false, c_dim, l->width - MARGIN - l->map_x, line);
 }
 
 static int cmp_region(const void *pa, const void *pb) {
@@ -402,7 +457,7 @@ static double draw_binned(cairo_t *cr, const viz_layout *l, const hh_mapdump_fra
     text_at(cr, x0, y + 12, 13, true, c_text, 0, "binned pages");
     snprintf(line, sizeof line, "%zu pages · %llu blocks · %s live", n, (unsigned long long)live,
              viz_fmt_bytes(a, sizeof a, (double)live_bytes));
-    text_at(cr, x0, y + 28, 10.5, false, c_dim, 0, line);
+    text_fit(cr, x0, y + 28, 10.5, false, c_dim, w, line);
     y += 38;
     double gap = 3, s = 24;
     int cols = 1;
@@ -444,13 +499,13 @@ static double draw_binned(cairo_t *cr, const viz_layout *l, const hh_mapdump_fra
         snprintf(line, sizeof line, "%u B class: %u page%s, %llu of %llu blocks (%.0f%%)", (unsigned)cls_bs[best],
                  (unsigned)cls_pages[best], cls_pages[best] == 1 ? "" : "s", (unsigned long long)cls_live[best],
                  (unsigned long long)cls_cap[best], cls_cap[best] ? 100.0 * (double)cls_live[best] / (double)cls_cap[best] : 0.0);
-        text_at(cr, x0 + 14, y + 10.5, 10, false, c_text, 0, line);
+        text_fit(cr, x0 + 14, y + 10.5, 10, false, c_text, w - 14, line);
         cls_pages[best] = 0;
         y += 15;
     }
     if (large) {
         snprintf(line, sizeof line, "+ %zu large block%s, %s", large, large == 1 ? "" : "s", viz_fmt_bytes(b, sizeof b, (double)large_bytes));
-        text_at(cr, x0, y + 10.5, 10, false, c_dim, 0, line);
+        text_fit(cr, x0, y + 10.5, 10, false, c_dim, w, line);
         y += 15;
     }
     free(pages);
@@ -474,7 +529,7 @@ static double draw_stacks(cairo_t *cr, const viz_layout *l, const hh_mapdump_fra
         snprintf(line, sizeof line, "%u chunk%s · %u open mark%s · peak %s", (unsigned)s->chunk_count,
                  s->chunk_count == 1 ? "" : "s", (unsigned)s->mark_count, s->mark_count == 1 ? "" : "s",
                  viz_fmt_bytes(a, sizeof a, (double)s->peak_reserved_bytes));
-        text_at(cr, x0, y + 24, 10, false, c_dim, 0, line);
+        text_fit(cr, x0, y + 24, 10, false, c_dim, w, line);
         y += 32;
         double bar_h = 16, total = 0;
         for (uint32_t k = 0; k < s->chunk_count; k++) total += (double)s->chunks[k].size;
@@ -526,8 +581,8 @@ static double draw_stacks(cairo_t *cr, const viz_layout *l, const hh_mapdump_fra
         free(cx);
         y += bar_h + 24;
     }
-    text_at(cr, x0, y + 4, 9.5, false, c_dim, 0, "blue: used · grey: free · dark: chunk header");
-    text_at(cr, x0, y + 17, 9.5, false, c_dim, 0, "yellow ticks: open marks (depth), white frame: top chunk");
+    text_fit(cr, x0, y + 4, 9.5, false, c_dim, w, "blue: used · grey: free · dark: chunk header");
+    text_fit(cr, x0, y + 17, 9.5, false, c_dim, w, "yellow ticks: open marks (depth), white frame: top chunk");
     return y + 30;
 }
 
@@ -543,6 +598,7 @@ cairo_surface_t *viz_draw_frame(const hh_mapdump_frame *f, const hh_mapdump_file
     if (!draw_map(surf, &l, f)) { cairo_destroy(cr); cairo_surface_destroy(surf); return NULL; }
     draw_header(cr, &l, f, hist);
     draw_axis(cr, &l);
+    draw_front(cr, &l, f);
     draw_legend(cr, &l, f, info);
     if (l.panel) {
         double y = l.map_y, h = l.rows * l.row_h;
@@ -640,8 +696,7 @@ static void frame_ticks(cairo_t *cr, double x0, double x1, double y, const uint6
     }
 }
 
-cairo_surface_t *viz_draw_timeline(const viz_timeline *t, const hh_mapdump_file_info *info, int width, int *plot_x0, int *plot_x1) {
-    (void)info;
+cairo_surface_t *viz_draw_timeline(const viz_timeline *t, const hh_mapdump_file_info *info, int width, viz_axes *axes) {
     if (width < 480) width = 480;
     int x0 = MARGIN + AXIS_W, x1 = width - MARGIN, y0 = 60, h = t->col_h, height = y0 + h + 56;
     cairo_surface_t *surf = cairo_image_surface_create(CAIRO_FORMAT_RGB24, width, height);
@@ -679,7 +734,8 @@ cairo_surface_t *viz_draw_timeline(const viz_timeline *t, const hh_mapdump_file_
     }
     stroke_rect(cr, x0 - 1, y0 - 1, pw + 2, h + 2, c_grid, 1);
     char buf[64];
-    text_at(cr, MARGIN, 26, 17, true, c_text, 0, "heap over time");
+    double tw = text_at(cr, MARGIN, 26, 17, true, c_text, 0, "heap over time");
+    if (info && info->label[0]) text_at(cr, MARGIN + tw + 14, 26, 11.5, false, c_dim, 0, info->label);
     text_at(cr, MARGIN, 45, 11, false, c_dim, 0,
             "frames →, offsets ↑ · dark = free space · bright = moved that frame · yellow = top of the live data: "
             "holes rise and merge as hh_defrag_step runs");
@@ -689,8 +745,7 @@ cairo_surface_t *viz_draw_timeline(const viz_timeline *t, const hh_mapdump_file_
     }
     frame_ticks(cr, x0, x1, y0 + h + 2, t->frame_no, t->frame_count);
     text_at(cr, (x0 + x1) / 2.0, y0 + h + 36, 10.5, false, c_dim, 0.5, "frame");
-    if (plot_x0) *plot_x0 = x0;
-    if (plot_x1) *plot_x1 = x1;
+    if (axes) *axes = (viz_axes){ x0, x1, y0, y0 + h, width, height };
     cairo_destroy(cr);
     return surf;
 }
@@ -749,7 +804,15 @@ static void plot_panel(cairo_t *cr, const viz_series *s, double x0, double x1, d
         cairo_line_to(cr, x1, floor(y) + 0.5);
         cairo_stroke(cr);
         double v = ymax * k / 4.0;
-        if (bytes) viz_fmt_bytes(buf, sizeof buf, v);
+        if (bytes) {                                  /* every label in the unit of the axis maximum */
+            static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+            int u = 0;
+            double scale = 1;
+            while (u < 4 && scale * 1024 <= ymax) { scale *= 1024; u++; }
+            double x = v / scale;
+            snprintf(buf, sizeof buf, x == floor(x) ? "%.0f %s" : fabs(x * 10 - floor(x * 10 + 0.5)) < 1e-9 ? "%.1f %s" : "%.2f %s",
+                     x, units[u]);
+        }
         else if (unit[0] == '%') snprintf(buf, sizeof buf, "%.0f%%", v * 100);
         else snprintf(buf, sizeof buf, "%.0f", v);
         text_at(cr, x0 - 8, y + 3.5, 10, false, c_dim, 1, buf);
@@ -785,22 +848,27 @@ static void plot_panel(cairo_t *cr, const viz_series *s, double x0, double x1, d
     }
 }
 
-/* A "nice" axis maximum >= v (1, 2, 5 times a power of ten). */
-static double nice_max(double v) {
-    if (v <= 0) return 1;
+/* An axis maximum >= v that is 4 round steps (the panels have 4 grid
+   intervals): step from 1, 1.5, 2, 2.5, 3, 4, 5, 6, 8 times a power of ten,
+   at least min_step (1 for counts, so the tick labels stay whole). */
+static double nice_max(double v, double min_step) {
     static const double steps[] = { 1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10 };
-    double p = pow(10, floor(log10(v))), m = v / p;
-    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) if (m <= steps[i] * 1.0000001) return steps[i] * p;
-    return 10 * p;
+    double want = v / 4;
+    if (want <= min_step) return 4 * min_step;
+    double p = pow(10, floor(log10(want))), m = want / p;
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
+        if (m <= steps[i] * 1.0000001) return 4 * fmax(min_step, steps[i] * p);
+    return 40 * p;
 }
+/* The same in bytes: steps counted in B, KiB, MiB ... */
 static double nice_bytes(double v) {
-    if (v <= 0) return 1024;
+    if (v <= 0) return 4096;
     double p = 1;
     while (p * 1024 <= v) p *= 1024;
-    return nice_max(v / p) * p;
+    return nice_max(v / p, p == 1 ? 1 : 0.25) * p;
 }
 
-cairo_surface_t *viz_draw_plot(const viz_series *s, int width) {
+cairo_surface_t *viz_draw_plot(const viz_series *s, int width, const char *label, viz_axes *axes) {
     if (width < 480) width = 480;
     int panel_h = 130, gap = 46, top = 86, height = top + 4 * panel_h + 3 * gap + 44;
     cairo_surface_t *surf = cairo_image_surface_create(CAIRO_FORMAT_RGB24, width, height);
@@ -809,7 +877,8 @@ cairo_surface_t *viz_draw_plot(const viz_series *s, int width) {
     set_rgb(cr, c_bg);
     cairo_paint(cr);
     double x0 = MARGIN + AXIS_W, x1 = width - MARGIN;
-    text_at(cr, MARGIN, 26, 17, true, c_text, 0, "defragmentation per frame");
+    double tw = text_at(cr, MARGIN, 26, 17, true, c_text, 0, "defragmentation per frame");
+    if (label && label[0]) text_at(cr, MARGIN + tw + 14, 26, 11.5, false, c_dim, 0, label);
     text_at(cr, MARGIN, 45, 11, false, c_dim, 0,
             "fragmentation = 1 - largest free / free bytes; sum-of-squares = 1 - Σ free² / (Σ free)²; "
             "a hole is a free block below the top free region");
@@ -828,7 +897,7 @@ cairo_surface_t *viz_draw_plot(const viz_series *s, int width) {
     const series_fn f2[] = { s_holes };
     const viz_rgb c2[] = { { 0x9b, 0x6c, 0xe0 } };
     const char *const n2[] = { "holes below the top free region" };
-    plot_panel(cr, s, x0, x1, y, panel_h, "holes", "", nice_max(maxh), false, 1, f2, c2, n2, false);
+    plot_panel(cr, s, x0, x1, y, panel_h, "holes", "", nice_max(maxh, 1), false, 1, f2, c2, n2, false);
     y += panel_h + gap;
     const series_fn f3[] = { s_moved };
     const viz_rgb c3[] = { { 0x4f, 0x8d, 0xf5 } };
@@ -840,6 +909,7 @@ cairo_surface_t *viz_draw_plot(const viz_series *s, int width) {
     const char *const n4[] = { "live bytes above the lowest hole" };
     plot_panel(cr, s, x0, x1, y, panel_h, "compaction debt", "", nice_bytes(maxd), true, 1, f4, c4, n4, false);
     frame_ticks(cr, x0, x1, y + panel_h + 2, s->frame, s->count);
+    if (axes) *axes = (viz_axes){ (int)x0, (int)x1, top, (int)(y + panel_h), width, height };
     cairo_destroy(cr);
     return surf;
 }

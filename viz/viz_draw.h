@@ -78,9 +78,12 @@ void viz_timeline_init(viz_timeline *t, int col_h);
 /* Appends frame f's column; false on out of memory. */
 bool viz_timeline_add(viz_timeline *t, const hh_mapdump_frame *f);
 void viz_timeline_free(viz_timeline *t);
-/* Draws the timeline; *plot_x0 / *plot_x1 receive the x range of the frame axis. */
-cairo_surface_t *viz_draw_timeline(const viz_timeline *t, const hh_mapdump_file_info *info, int width,
-                                   int *plot_x0, int *plot_x1);
+/* Where the frame axis of a timeline or plot lies in its picture (pixels):
+   frame i of n is drawn at x0 + (x1 - x0) * (i + 0.5) / n, between y0 and y1. */
+typedef struct viz_axes { int x0, x1, y0, y1, width, height; } viz_axes;
+
+/* Draws the timeline; *axes (may be NULL) receives where the frames are. */
+cairo_surface_t *viz_draw_timeline(const viz_timeline *t, const hh_mapdump_file_info *info, int width, viz_axes *axes);
 
 /* Per-frame numbers for the plot (and index.html). */
 typedef struct viz_series {
@@ -93,7 +96,8 @@ typedef struct viz_series {
 
 bool viz_series_add(viz_series *s, const hh_mapdump_frame *f);
 void viz_series_free(viz_series *s);
-cairo_surface_t *viz_draw_plot(const viz_series *s, int width);
+/* label (may be NULL): shown under the title (the dump's label). */
+cairo_surface_t *viz_draw_plot(const viz_series *s, int width, const char *label, viz_axes *axes);
 
 /* Writes an RGB24 surface as an 8-bit RGB PNG (viz_png.c); 0 on success. */
 int viz_write_png(cairo_surface_t *s, const char *path);

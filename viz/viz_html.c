@@ -23,7 +23,8 @@ static const char html_head[] =
 "button:hover{background:#2c3340}\ninput[type=range]{flex:1;min-width:240px;accent-color:#ffd166}\n"
 "#cur{font-weight:bold;min-width:110px;display:inline-block}\n"
 ".wrap{position:relative;display:inline-block;max-width:100%}\n.wrap img{display:block;max-width:100%;height:auto}\n"
-".cursor{position:absolute;top:0;bottom:0;width:2px;background:#ffd166;opacity:.85;pointer-events:none}\n"
+".cursor{position:absolute;top:0;height:0;width:2px;background:#ffd166;opacity:.85;pointer-events:none}\n"
+".row{display:flex;flex-wrap:wrap;gap:8px 28px;align-items:flex-start}\n"
 "table{border-collapse:collapse;margin:6px 0 16px}\ntd{padding:2px 14px 2px 0}\ntd.k{color:#8d96a8}\ntd.v{font-weight:bold;text-align:right}\n"
 "h2{font-size:15px;margin:22px 0 6px}\n.clickable{cursor:crosshair}\n.note{color:#8d96a8;font-size:12px}\n"
 "</style></head><body>\n";
@@ -36,8 +37,8 @@ static const char html_body[] =
 "<input type=\"range\" id=\"slider\" min=\"0\" value=\"0\"><span id=\"cur\"></span>"
 "<label class=\"note\">speed <select id=\"speed\"><option value=\"200\">5/s</option><option value=\"83\" selected>12/s</option>"
 "<option value=\"33\">30/s</option></select></label></div>\n"
-"<div class=\"wrap\"><img id=\"frame\" alt=\"heap map of the shown frame\"></div>\n"
-"<table id=\"nums\"></table>\n"
+"<div class=\"row\"><div class=\"wrap\"><img id=\"frame\" alt=\"heap map of the shown frame\"></div>\n"
+"<table id=\"nums\"></table></div>\n"
 "<h2>Heap over time</h2><div class=\"note\">Click to jump to a frame.</div>\n"
 "<div class=\"wrap clickable\" id=\"tlwrap\"><img src=\"timeline.png\" alt=\"timeline\"><div class=\"cursor\" id=\"tlcur\"></div></div>\n"
 "<h2>Per-frame metrics</h2>\n"
@@ -54,8 +55,9 @@ static const char html_script[] =
 "$('label').textContent=(LABEL?LABEL+' \\u00b7 ':'')+D.length+' frames recorded, '+shown.length+' pictures';\n"
 "$('slider').max=Math.max(0,shown.length-1);\n"
 "function pad(n){return String(n).padStart(6,'0');}\n"
-"function place(cur,wrap,x0,x1,w,i){const img=wrap.querySelector('img');const s=img.clientWidth/w;"
-"const fi=D.indexOf(shown[i]);cur.style.left=((x0+(x1-x0)*(fi+0.5)/D.length)*s-1)+'px';}\n"
+"function place(cur,wrap,A,i){const img=wrap.querySelector('img');const s=img.clientWidth/A[2];"
+"const fi=D.indexOf(shown[i]);cur.style.left=((A[0]+(A[1]-A[0])*(fi+0.5)/D.length)*s-1)+'px';"
+"cur.style.top=(A[3]*s)+'px';cur.style.height=((A[4]-A[3])*s)+'px';}\n"
 "function show(i){if(!shown.length)return;idx=Math.max(0,Math.min(shown.length-1,i));const r=shown[idx];\n"
 " const src='frames/frame_'+pad(r[0])+'.png';if($('frame').getAttribute('src')!==src)$('frame').setAttribute('src',src);\n"
 " $('slider').value=idx;$('cur').textContent='frame '+r[0];\n"
@@ -65,9 +67,9 @@ static const char html_script[] =
 " $('nums').innerHTML=rows.map(x=>'<tr><td class=\"k\">'+x[0]+'</td><td class=\"v\">'+x[1]+'</td></tr>').join('');\n"
 " cursors();\n"
 " document.body.dataset.frame=r[0];if(location.hash!=='#frame='+r[0])history.replaceState(null,'','#frame='+r[0]);}\n"
-"function cursors(){if(!shown.length)return;place($('tlcur'),$('tlwrap'),TL[0],TL[1],TL[2],idx);place($('plcur'),$('plwrap'),PL[0],PL[1],PL[2],idx);}\n"
-"function jump(wrap,x0,x1,w,ev){const img=wrap.querySelector('img');const s=img.clientWidth/w;const rect=img.getBoundingClientRect();"
-"const x=(ev.clientX-rect.left)/s;const fi=Math.floor((x-x0)/(x1-x0)*D.length);const f=D[Math.max(0,Math.min(D.length-1,fi))][0];"
+"function cursors(){if(!shown.length)return;place($('tlcur'),$('tlwrap'),TL,idx);place($('plcur'),$('plwrap'),PL,idx);}\n"
+"function jump(wrap,A,ev){const img=wrap.querySelector('img');const s=img.clientWidth/A[2];const rect=img.getBoundingClientRect();"
+"const x=(ev.clientX-rect.left)/s;const fi=Math.floor((x-A[0])/(A[1]-A[0])*D.length);const f=D[Math.max(0,Math.min(D.length-1,fi))][0];"
 "let best=0;shown.forEach((r,k)=>{if(Math.abs(r[0]-f)<Math.abs(shown[best][0]-f))best=k;});stop();show(best);}\n"
 "function stop(){if(timer){clearInterval(timer);timer=null;$('play').textContent='play';}}\n"
 "function play(){if(timer){stop();return;}$('play').textContent='pause';"
@@ -75,7 +77,7 @@ static const char html_script[] =
 "$('prev').onclick=()=>{stop();show(idx-1);};$('next').onclick=()=>{stop();show(idx+1);};$('play').onclick=play;\n"
 "$('speed').onchange=()=>{if(timer){stop();play();}};\n"
 "$('slider').oninput=e=>{stop();show(+e.target.value);};\n"
-"$('tlwrap').onclick=e=>jump($('tlwrap'),TL[0],TL[1],TL[2],e);$('plwrap').onclick=e=>jump($('plwrap'),PL[0],PL[1],PL[2],e);\n"
+"$('tlwrap').onclick=e=>jump($('tlwrap'),TL,e);$('plwrap').onclick=e=>jump($('plwrap'),PL,e);\n"
 "document.addEventListener('keydown',e=>{if(e.key==='ArrowLeft'){stop();show(idx-1);}else if(e.key==='ArrowRight'){stop();show(idx+1);}"
 "else if(e.key===' '){e.preventDefault();play();}});\n"
 "window.addEventListener('resize',cursors);document.querySelectorAll('.wrap img').forEach(i=>i.addEventListener('load',cursors));\n"
@@ -96,14 +98,15 @@ static void json_str(FILE *f, const char *s) {
 }
 
 int viz_write_html(const char *path, const viz_series *s, const unsigned char *drawn, const char *label,
-                   int tl_x0, int tl_x1, int tl_w, int plot_x0, int plot_x1, int plot_w) {
+                   const viz_axes *tl, const viz_axes *pl) {
     FILE *f = fopen(path, "w");
     if (!f) return -1;
     fputs(html_head, f);
     fputs(html_body, f);
     fputs("<script>\nconst LABEL=", f);
     json_str(f, label ? label : "");
-    fprintf(f, ";\nconst TL=[%d,%d,%d],PL=[%d,%d,%d];\nconst D=[\n", tl_x0, tl_x1, tl_w, plot_x0, plot_x1, plot_w);
+    fprintf(f, ";\nconst TL=[%d,%d,%d,%d,%d,%d],PL=[%d,%d,%d,%d,%d,%d];\nconst D=[\n", tl->x0, tl->x1, tl->width, tl->y0,
+            tl->y1, tl->height, pl->x0, pl->x1, pl->width, pl->y0, pl->y1, pl->height);
     for (size_t i = 0; i < s->count; i++) {
         fprintf(f, "[%llu,%d,%.4f,%.4f,%u,%llu,%u,%llu,%llu,%llu,%llu]%s\n", (unsigned long long)s->frame[i], drawn[i] ? 1 : 0,
                 (double)s->frag[i], (double)s->frag_sq[i], (unsigned)s->holes[i], (unsigned long long)s->largest_hole[i],

@@ -25,8 +25,8 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* mkdir -p for one or two levels; 0 on success. */
-static int make_dir(const char *path) {
+/* mkdir -p; 0 on success. */
+int viz_render_mkdir(const char *path) {
     char buf[4096];
     size_t n = strlen(path);
     if (n == 0 || n >= sizeof buf) return -1;
@@ -63,10 +63,10 @@ int viz_render(const char *dump_path, const viz_opts *o, viz_result *res) {
     memset(res, 0, sizeof *res);
     int width = o->width ? o->width : 1024;
     char path[4096];
-    if (make_dir(o->out_dir) != 0) { fprintf(stderr, "hh-viz: cannot create %s: %s\n", o->out_dir, strerror(errno)); return 1; }
+    if (viz_render_mkdir(o->out_dir) != 0) { fprintf(stderr, "hh-viz: cannot create %s: %s\n", o->out_dir, strerror(errno)); return 1; }
     if (!o->no_frames) {
         snprintf(path, sizeof path, "%s/frames", o->out_dir);
-        if (make_dir(path) != 0) { fprintf(stderr, "hh-viz: cannot create %s: %s\n", path, strerror(errno)); return 1; }
+        if (viz_render_mkdir(path) != 0) { fprintf(stderr, "hh-viz: cannot create %s: %s\n", path, strerror(errno)); return 1; }
     }
     hh_mapdump_reader *r;
     if (hh_mapdump_open(dump_path, &r) != HH_OK) { fprintf(stderr, "hh-viz: cannot read %s\n", dump_path); return 1; }
@@ -133,14 +133,14 @@ int viz_render(const char *dump_path, const viz_opts *o, viz_result *res) {
     free(fr);
 
     /* Summary pictures and the flipbook. */
-    int tl_x0 = 0, tl_x1 = 0, tl_w = width < 480 ? 480 : width;
-    cairo_surface_t *ts = rc == 0 ? viz_draw_timeline(&tl, &info, width, &tl_x0, &tl_x1) : NULL;
+    viz_axes tl_axes = {0}, plot_axes = {0};
+    cairo_surface_t *ts = rc == 0 ? viz_draw_timeline(&tl, &info, width, &tl_axes) : NULL;
     if (ts) {
         snprintf(path, sizeof path, "%s/timeline.png", o->out_dir);
         if (write_png(ts, path) != 0) { fprintf(stderr, "hh-viz: cannot write %s\n", path); rc = 1; }
         cairo_surface_destroy(ts);
     } else if (rc == 0) { fprintf(stderr, "hh-viz: drawing the timeline failed\n"); rc = 1; }
-    cairo_surface_t *ps = rc == 0 ? viz_draw_plot(&se, width) : NULL;
+    cairo_surface_t *ps = rc == 0 ? viz_draw_plot(&se, width, info.label, &plot_axes) : NULL;
     if (ps) {
         snprintf(path, sizeof path, "%s/plot.png", o->out_dir);
         if (write_png(ps, path) != 0) { fprintf(stderr, "hh-viz: cannot write %s\n", path); rc = 1; }
@@ -148,8 +148,7 @@ int viz_render(const char *dump_path, const viz_opts *o, viz_result *res) {
     } else if (rc == 0) { fprintf(stderr, "hh-viz: drawing the plot failed\n"); rc = 1; }
     if (rc == 0) {
         snprintf(path, sizeof path, "%s/index.html", o->out_dir);
-        /* The plot's frame axis spans the same x range as the timeline's. */
-        if (viz_write_html(path, &se, drawn, info.label, tl_x0, tl_x1, tl_w, tl_x0, tl_x1, tl_w) != 0) {
+        if (viz_write_html(path, &se, drawn, info.label, &tl_axes, &plot_axes) != 0) {
             fprintf(stderr, "hh-viz: cannot write %s\n", path);
             rc = 1;
         }

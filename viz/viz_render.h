@@ -32,9 +32,13 @@ typedef struct viz_result {
    one line "hh-viz: ..." on stderr and returns 1. */
 int viz_render(const char *dump_path, const viz_opts *o, viz_result *res);
 
+/* mkdir -p path; 0 on success. */
+int viz_render_mkdir(const char *path);
+
 /* Writes index.html (see viz_html.c). */
 struct viz_series;
+struct viz_axes;
 int viz_write_html(const char *path, const struct viz_series *s, const unsigned char *drawn, const char *label,
-                   int tl_x0, int tl_x1, int tl_w, int plot_x0, int plot_x1, int plot_w);
+                   const struct viz_axes *timeline, const struct viz_axes *plot);
 
 #endif /* HH_VIZ_RENDER_H */

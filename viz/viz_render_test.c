@@ -142,8 +142,10 @@ static int render_test(void) {
     viz_timeline t;
     viz_timeline_init(&t, 100);
     CHECK(viz_timeline_add(&t, f), "timeline add");
-    int tx0, tx1;
-    cairo_surface_t *ts = viz_draw_timeline(&t, &info, 600, &tx0, &tx1);
+    viz_axes ax;
+    cairo_surface_t *ts = viz_draw_timeline(&t, &info, 600, &ax);
+    int tx0 = ax.x0, tx1 = ax.x1;
+    CHECK(ax.width == 600 && ax.y1 - ax.y0 == 100 && ax.x1 > ax.x0, "timeline axes");
     CHECK(ts && cairo_image_surface_get_width(ts) == 600, "timeline size");
     if (ts) {
         int h = cairo_image_surface_get_height(ts);
@@ -157,7 +159,7 @@ static int render_test(void) {
     }
     viz_series se = {0};
     CHECK(viz_series_add(&se, f), "series add");
-    cairo_surface_t *ps = viz_draw_plot(&se, 700);
+    cairo_surface_t *ps = viz_draw_plot(&se, 700, "test", NULL);
     CHECK(ps && cairo_image_surface_get_width(ps) == 700, "plot size");
     if (ps) cairo_surface_destroy(ps);
     viz_series_free(&se);

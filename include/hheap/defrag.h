@@ -110,7 +110,10 @@ typedef struct hh_defrag_report {
 HH_API hh_defrag_report hh_defrag_step(hh_heap *heap, uint32_t max_moves);
 /* A step under a full budget (NULL: no limit). */
 HH_API hh_defrag_report hh_defrag_step_ex(hh_heap *heap, const hh_defrag_budget *budget);
-/* Compacts completely: no budget, no trigger, oversize blocks move too. */
+/* Compacts completely: no budget, no trigger, oversize blocks move too. One
+   address-order sweep slides every run of movable blocks down with a single
+   memmove each (SLIDE order, whatever the policy: it is the fastest way to move
+   everything), then the policy closes what pinned or aligned blocks left. */
 HH_API hh_defrag_report hh_defrag_full(hh_heap *heap);
 /* Policy for later steps and for allocation-time compaction. Unknown policy:
    HH_E_INVALID_ARG, policy unchanged. */

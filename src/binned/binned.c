@@ -84,8 +84,8 @@ static hh_status small_lookup(uintptr_t a, hhi_bpage **out_pg, uint32_t *out_i) 
     if (pg->capacity == 0 || i >= pg->capacity || i * pg->block_size != (a & HHI_PAGE_MASK))
         return HH_E_FOREIGN_POINTER;
     unsigned st = hhi_state_get(pg, i);
-    if (st == HHI_ST_FREED) return HH_E_DOUBLE_FREE;
-    if (st != HHI_ST_LIVE) return HH_E_FOREIGN_POINTER;
+    if (st == HHI_ST_FREED) return HH_E_DOUBLE_FREE;   /* also in a pooled page (invariant 2) */
+    if (st != HHI_ST_LIVE || pg->cls == HHI_NO_CLASS) return HH_E_FOREIGN_POINTER;
     *out_pg = pg;
     *out_i = i;
     return HH_OK;
@@ -100,7 +100,8 @@ static hh_status classify(uintptr_t a, hhi_bpage **pg, uint32_t *i, bool *large)
     switch (hhi_registry_get(a)) {
     case HHI_REG_SPAN: return small_lookup(a, pg, i);
     case HHI_REG_LARGE: *large = true; return HH_OK;
-    case HHI_REG_LARGE_FREED: return HH_E_DOUBLE_FREE;
+    case HHI_REG_LARGE_FREED:
+    case HHI_REG_SPAN_FREED: return HH_E_DOUBLE_FREE;
     default: return HH_E_FOREIGN_POINTER;
     }
 }
@@ -349,8 +350,11 @@ hh_status hh_binned_check(void) {
             hhi_bpage *pg = &s->pages[pi];
             CHECK(pg->index == pi, "binned check: page %u of span %p has index %u", pi, (void *)s, pg->index);
             if (pg->cls == HHI_NO_CLASS) {
-                CHECK(pg->pool != HHI_POOL_NONE && pg->capacity == 0 && pg->block_size == 0,
+                CHECK(pg->pool != HHI_POOL_NONE && pg->used == 0 && pg->free == NULL,
                       "binned check: page %p owned by no class but not pooled (2)", (void *)hhi_page_base(pg));
+                for (uint32_t i = 0; i < pg->capacity; i++)
+                    CHECK(hhi_state_get(pg, i) != HHI_ST_LIVE, "binned check: pooled page %p has a live block (2)",
+                          (void *)hhi_page_base(pg));
                 free_pages++;
                 n_pool++;
                 if (pg->pool == HHI_POOL_DECOMMITTED) n_decommitted++;
@@ -543,11 +547,12 @@ size_t hh_binned_leak_report(hh_binned_leak_fn fn, void *user, size_t *bytes) {
                 hhi_bpage *pg = &s->pages[pi];
                 uint32_t i = 0;
                 for (;;) {
-                    unsigned n = 0, c = pg->cls;
-                    if (c == HHI_NO_CLASS) break;
-                    hhi_bclass *k = &hhi_bg.classes[c];
-                    hhi_lock_acquire(&k->lock);
-                    if (pg->cls == c) {
+                    unsigned n = 0;
+                    /* Every lock: a page changes class under its old and new
+                       class locks and the pool lock. A shutdown tool. */
+                    hhi_lock_all();
+                    unsigned c = pg->cls;
+                    if (c != HHI_NO_CLASS) {
                         uintptr_t base = hhi_page_base(pg);
                         for (; i < pg->carved && n < BATCH; i++)
                             if (hhi_state_get(pg, i) == HHI_ST_LIVE) {
@@ -555,8 +560,8 @@ size_t hh_binned_leak_report(hh_binned_leak_fn fn, void *user, size_t *bytes) {
                                 sizes[n++] = pg->block_size;
                             }
                     }
-                    bool more = pg->cls == c && i < pg->carved;
-                    hhi_lock_release(&k->lock);
+                    bool more = c != HHI_NO_CLASS && i < pg->carved;
+                    hhi_unlock_all();
                     for (unsigned j = 0; j < n; j++) {
                         count++;
                         total += sizes[j];

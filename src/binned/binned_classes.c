@@ -84,20 +84,16 @@ const uint8_t hhi_class_large[129] = {
 };
 _Static_assert(HH_ARRAY_LEN(hhi_class_large) == HH_BINNED_SMALL_MAX / 256 + 1, "coarse table covers 1025..32768");
 
-/* Blocks per page: as many as fit together with their state bytes. Classes
-   whose page has no room for them in the tail keep them inline in the page
-   meta (capacity <= HHI_INLINE_STATE there). */
+/* Blocks per page. Up to HHI_STATE_SLOT blocks the state bytes live in the
+   span header and the page is all blocks; above, they share the page (one
+   byte per block at its tail). */
 uint32_t hhi_class_capacity(unsigned c) {
     uint32_t size = hhi_class_size[c];
     uint32_t n = (uint32_t)(HHI_PAGE_SIZE / size);
-    if (HHI_PAGE_SIZE - (size_t)n * size >= n || n <= HHI_INLINE_STATE) return n;
-    return (uint32_t)(HHI_PAGE_SIZE / (size + 1u));
+    return n <= HHI_STATE_SLOT ? n : (uint32_t)(HHI_PAGE_SIZE / (size + 1u));
 }
 
-bool hhi_class_tail_state(unsigned c) {
-    uint32_t n = hhi_class_capacity(c);
-    return HHI_PAGE_SIZE - (size_t)n * hhi_class_size[c] >= n && n > HHI_INLINE_STATE;
-}
+bool hhi_class_tail_state(unsigned c) { return HHI_PAGE_SIZE / hhi_class_size[c] > HHI_STATE_SLOT; }
 
 size_t hh_binned_class_size(int cls) {
     return cls >= 0 && cls < HHI_CLASS_COUNT ? hhi_class_size[cls] : 0;

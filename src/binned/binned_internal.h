@@ -9,14 +9,17 @@
  * Ownership: a byte per 4 MiB of address space (the registry, one flat array
  * mapped once, 32 MiB of address space, touched sparsely) says whether a chunk
  * is one of our spans, the first chunk of a large mapping, or a large mapping
- * freed earlier. Block state: one byte per block (NEVER / LIVE / FREED) in the
- * page tail or, for big classes, inline in the page meta.
+ * freed earlier. Block state: one byte per block (NEVER / LIVE / FREED) in a
+ * slot of the span header or, for classes below 80 B, in the page's tail.
  *
  * Invariants (hh_binned_check verifies 1-7):
  *  1. registry[chunk] == HHI_REG_SPAN iff a live span starts at chunk; the span
  *     is on g.spans; HHI_REG_LARGE iff a live large mapping starts there.
- *  2. A page is either in the pool (cls == HHI_NO_CLASS, capacity 0, on the
- *     dirty or clean pool list) or owned by exactly one class.
+ *  2. A page is either in the pool (cls == HHI_NO_CLASS, on the dirty or
+ *     clean pool list) or owned by exactly one class. A pooled page keeps the
+ *     geometry and block states of its last class (no block LIVE), so a late
+ *     second free of one of its blocks is still reported as a double free;
+ *     capacity 0 when it never served a class or its states were lost.
  *  3. Every block of a class page is exactly one of: uncarved (index >=
  *     carved, state NEVER); on the page free list (state != LIVE); held by a
  *     thread cache (state != LIVE); live with the user (state LIVE).
@@ -67,7 +70,7 @@
 #define HHI_PAGES_PER_SPAN  (1u << (HHI_SPAN_SHIFT - HHI_PAGE_SHIFT))
 #define HHI_ADDR_BITS       47u                 /* Linux x86-64/arm64 user space */
 #define HHI_REGISTRY_LEN    ((size_t)1 << (HHI_ADDR_BITS - HHI_SPAN_SHIFT))
-#define HHI_INLINE_STATE    64u                 /* state bytes kept in the page meta */
+#define HHI_STATE_SLOT      960u                /* state bytes per page kept in the span header */
 #define HHI_MAX_ALIGN       (HHI_SPAN_SIZE / 2) /* largest alignment hh_bmemalign serves */
 #define HHI_LARGE_HDR       64u                 /* bytes before a large block's user pointer */
 #define HHI_LARGE_MAGIC     0x6868426c61726765ull
@@ -86,7 +89,9 @@ _Static_assert(HHI_SMALL_MAX * 2 <= HHI_PAGE_SIZE, "two blocks of the largest cl
 _Static_assert(HHI_CLASS_COUNT < HHI_NO_CLASS, "class index fits a byte");
 
 /* Registry values (one byte per 4 MiB chunk). */
-enum { HHI_REG_NONE = 0, HHI_REG_SPAN = 1, HHI_REG_LARGE = 2, HHI_REG_LARGE_FREED = 3 };
+/* *_FREED: the range was ours and given back to the OS; a free there is
+   reported as a double free until the address is reused. */
+enum { HHI_REG_NONE = 0, HHI_REG_SPAN = 1, HHI_REG_LARGE = 2, HHI_REG_LARGE_FREED = 3, HHI_REG_SPAN_FREED = 4 };
 /* Block state values. */
 enum { HHI_ST_NEVER = 0, HHI_ST_LIVE = 1, HHI_ST_FREED = 2 };
 /* Page pool membership. */
@@ -119,17 +124,21 @@ typedef struct hhi_bpage {
     uint32_t used;              /* blocks held by caches or users (class lock) */
     uint32_t carved;            /* blocks [0, carved) were ever handed out */
     struct hhi_bpage *next, *prev;  /* class partial list or pool list */
-    uint64_t pad;                   /* 128 bytes: meta address = span + index << 7 */
-    _Atomic uint8_t inline_state[HHI_INLINE_STATE];
+    uint64_t pad;                   /* 64 bytes: one cache line, meta = span + 32 + index << 6 */
 } hhi_bpage;
-_Static_assert(sizeof(hhi_bpage) == 128, "page meta is 128 bytes");
+_Static_assert(sizeof(hhi_bpage) == 64, "page meta is 64 bytes");
 
+/* Span header = page 0. Block states of pages with at most HHI_STATE_SLOT
+   blocks (classes >= 80 B) live here, in one slot per page, so the states of
+   a whole span share a few cache lines and TLB entries instead of one page
+   tail each; classes below 80 B keep them in their page's tail. */
 typedef struct hhi_bspan {
     uint64_t magic;
     uint32_t free_pages;        /* pages of this span in the pool (pool lock) */
     uint32_t pad;
     struct hhi_bspan *next, *prev;  /* g.spans (pool lock) */
     hhi_bpage pages[HHI_PAGES_PER_SPAN];
+    _Alignas(64) _Atomic uint8_t state[HHI_PAGES_PER_SPAN - 1][HHI_STATE_SLOT];   /* pages 1..63 */
 } hhi_bspan;
 _Static_assert(sizeof(hhi_bspan) <= HHI_PAGE_SIZE, "span header fits in page 0");
 #define HHI_SPAN_MAGIC 0x6868427370616e21ull

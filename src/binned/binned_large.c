@@ -26,6 +26,7 @@ void *hhi_large_alloc(size_t size, size_t align, unsigned flags) {
         hhi_binned_fail(HH_E_NO_MEMORY, flags, "binned: request too large", NULL);
         return NULL;
     }
+    if (size == 0) size = 1;   /* hh_bmemalign(big, 0): still a real, unique block */
     size_t map_size = hh_align_up(offset + size, page);
     char *base = NULL;
     bool reused = false;

@@ -145,12 +145,10 @@ static hhi_bpage *pool_get(unsigned c) {
     return pg;
 }
 
-/* Gives an empty page back to the pool (class lock held). */
+/* Gives an empty page back to the pool (class lock held). Geometry and
+   states stay (invariant 2): every block is free, none LIVE. */
 static void pool_put(hhi_bpage *pg) {
     pg->cls = HHI_NO_CLASS;
-    pg->block_size = 0;
-    pg->capacity = 0;
-    pg->recip = 0;
     pg->free = NULL;
     pg->used = pg->carved = 0;
     hhi_lock_acquire(&hhi_bg.pool_lock);
@@ -170,7 +168,8 @@ void hhi_page_setup_class(hhi_bpage *pg, unsigned c) {
     pg->free = NULL;
     pg->used = pg->carved = 0;
     pg->in_partial = 0;
-    pg->state = hhi_class_tail_state(c) ? (_Atomic uint8_t *)(base + HHI_PAGE_SIZE - cap) : pg->inline_state;
+    pg->state = hhi_class_tail_state(c) ? (_Atomic uint8_t *)(base + HHI_PAGE_SIZE - cap)
+                                        : hhi_span_of(base)->state[pg->index - 1];
     memset((void *)pg->state, HHI_ST_NEVER, cap);
 }
 
@@ -288,6 +287,10 @@ size_t hhi_pool_trim(uint64_t deadline_ns) {
         void *base = (void *)hhi_page_base(pg);
         if (!hhi_os_decommit(base, HHI_PAGE_SIZE)) break;
         hh_track_undefined(base, HHI_PAGE_SIZE);
+        /* States in the page's own tail are gone with it (they read as
+           zero now): forget the geometry. Span-header states survive. */
+        if ((uintptr_t)pg->state >= (uintptr_t)base && (uintptr_t)pg->state < (uintptr_t)base + HHI_PAGE_SIZE)
+            pg->capacity = pg->block_size = pg->recip = 0;
         pool_remove(pg);
         pool_insert(pg, HHI_POOL_DECOMMITTED);
         given += HHI_PAGE_SIZE;
@@ -306,7 +309,7 @@ size_t hhi_pool_trim(uint64_t deadline_ns) {
             else hhi_bg.spans = s->next;
             if (s->next) s->next->prev = s->prev;
             hhi_bg.n_spans--;
-            atomic_store_explicit(&hhi_bg.registry[(uintptr_t)s >> HHI_SPAN_SHIFT], HHI_REG_NONE,
+            atomic_store_explicit(&hhi_bg.registry[(uintptr_t)s >> HHI_SPAN_SHIFT], HHI_REG_SPAN_FREED,
                                   memory_order_release);
             hh_track_undefined(s, HHI_SPAN_SIZE);
             hhi_os_unmap(s, HHI_SPAN_SIZE);

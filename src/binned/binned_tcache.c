@@ -23,14 +23,15 @@ static pthread_key_t tc_key;
 static atomic_int tc_key_state = 0;     /* 0 none, 1 creating, 2 made, 3 failed */
 #define TC_SLAB_SIZE ((size_t)65536)
 
-/* Thread-cache bin caps from a byte limit: about limit/64 bytes per class,
-   between 2 and HHI_BIN_MAX blocks, smallest classes first, never more than
-   the limit in total (invariant 5). */
+/* Thread-cache bin caps from a byte limit: about limit/32 bytes per class up
+   to 1 KiB (where most allocations are) and limit/64 above, between 2 and
+   HHI_BIN_MAX blocks, smallest classes first, never more than the limit in
+   total (invariant 5): the largest classes get what is left. */
 void hhi_tcache_compute_caps(size_t limit) {
-    size_t left = limit, per = limit / 64;
+    size_t left = limit;
     for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
         size_t size = hhi_class_size[c];
-        size_t cap = per / size;
+        size_t cap = (size <= 1024 ? limit / 32 : limit / 64) / size;
         if (cap < 2) cap = 2;
         if (cap > HHI_BIN_MAX) cap = HHI_BIN_MAX;
         while (cap > 0 && cap * size > left) cap--;

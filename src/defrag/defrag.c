@@ -23,6 +23,11 @@
  * every move is a top block going straight into a hole below the final
  * boundary: the lower bound.
  *
+ * hh_defrag_full first sweeps the heap once in address order, sliding each run
+ * of movable blocks down with one memmove (hhi_heap_sweep_compact: O(blocks),
+ * about memmove speed), then runs the loop above for what pins and alignment
+ * left. Under memcheck/ASan the sweep declines and the loop does it all.
+ *
  * Allocation-time compaction runs the same loop (no budget, no journal reset)
  * and stops as soon as a free block fits the request; the heap calls it through
  * heap->compact_hook, installed when this service's state is created.
@@ -48,6 +53,14 @@ typedef struct step_ctx {
     uint64_t           work, work_max;
     size_t             need_size, need_align;   /* allocation-time: stop once this fits (0: never) */
     bool               rescanned;     /* this step already restarted from floor 0 */
+    /* The window: the highest movable blocks, in descending address order. It
+       stays valid for the whole step (nothing is allocated during a step and
+       only the blocks we move change place), so it is scanned once and then
+       only extended at its bottom as blocks leave it. */
+    hhi_block         *win[HH_DEFRAG_WINDOW];
+    unsigned           win_n;
+    bool               win_started;   /* the scan has begun (from the highest block) */
+    bool               win_end;       /* the scan reached the lowest hole: nothing more below */
     hh_defrag_report   r;
 } step_ctx;
 
@@ -136,6 +149,35 @@ static hhi_block *fit_for(const hh_heap *h, size_t size, size_t align) {
 /* ---------------------------------------------------------------------------
    Choosing a move for the lowest hole
 --------------------------------------------------------------------------- */
+/* Fills the window up to HH_DEFRAG_WINDOW blocks above offset hoff. */
+static void window_fill(step_ctx *c, size_t hoff) {
+    hh_heap *h = c->h;
+    if (c->win_end || c->win_n == HH_DEFRAG_WINDOW) return;
+    hhi_block *b;
+    if (c->win_n) b = hhi_heap_block_before(h, c->win[c->win_n - 1]);
+    else b = highest_block(h);                         /* first scan, or every entry has moved */
+    c->win_started = true;
+    while (c->win_n < HH_DEFRAG_WINDOW) {
+        if (b == NULL || blk_offset(h, b) <= hoff) {
+            c->win_end = true;
+            return;
+        }
+        if (++c->work > c->work_max) return;
+        if (!blk_is_free(b) && movable(c, b)) c->win[c->win_n++] = b;
+        b = hhi_heap_block_before(h, b);
+    }
+}
+
+/* Drops b from the window (it moved). */
+static void window_remove(step_ctx *c, const hhi_block *b) {
+    for (unsigned i = 0; i < c->win_n; i++)
+        if (c->win[i] == b) {
+            memmove(&c->win[i], &c->win[i + 1], (c->win_n - i - 1) * sizeof c->win[0]);
+            c->win_n--;
+            return;
+        }
+}
+
 /* Remainder class of putting a block of `need` bytes into a hole of `hsize`
    bytes, given the window's other candidates: 3 the hole closes (the rest is
    absorbed as slack), 2 another window block fills the rest exactly, 1 the
@@ -149,25 +191,24 @@ static int fit_class(size_t hsize, size_t need, const size_t *needs, unsigned n,
     return rest >= min_need ? 1 : 0;
 }
 
-/* The window block (highest movable blocks above H, Y excluded) that fills H
-   best: first by what its remainder allows (fit_class), then the largest. An
-   exact fit met on the way ends the search. NULL if none fits. */
+/* The window block (Y excluded) that fills H best: first by what its
+   remainder allows (fit_class), then the largest. A block that closes H
+   outright is taken at once (the highest such). NULL if none fits. */
 static hhi_block *window_best(step_ctx *c, hhi_block *H, const hhi_block *Y) {
     hh_heap *h = c->h;
     size_t hoff = blk_offset(h, H), hsize = blk_size(H), min_need = SIZE_MAX;
+    window_fill(c, hoff);
     hhi_block *cand[HH_DEFRAG_WINDOW];
     size_t needs[HH_DEFRAG_WINDOW];
-    unsigned n = 0, seen = 0;
-    for (hhi_block *b = highest_block(h); b && blk_offset(h, b) > hoff && seen < HH_DEFRAG_WINDOW;
-         b = hhi_heap_block_before(h, b)) {
-        if (++c->work > c->work_max) break;
-        if (blk_is_free(b) || !movable(c, b)) continue;
-        seen++;
+    unsigned n = 0;
+    for (unsigned i = 0; i < c->win_n; i++) {
+        hhi_block *b = c->win[i];
+        if (blk_offset(h, b) <= hoff) break;           /* descending: the rest lie below H */
         if (b == Y) continue;                          /* that one slides, it does not fill */
         size_t need = blk_need(b);
         if (need < min_need) min_need = need;
         if (need > hsize || !hhi_heap_fits(h, H, need, blk_align(b), NULL)) continue;
-        if (hsize - need <= HHI_DEFRAG_ABSORB) return b;   /* closes the hole: take the highest such */
+        if (hsize - need <= HHI_DEFRAG_ABSORB) return b;   /* closes the hole */
         cand[n] = b;
         needs[n++] = need;
     }
@@ -189,25 +230,22 @@ static hhi_block *window_best(step_ctx *c, hhi_block *H, const hhi_block *Y) {
    the best-fitting free block below it. false if neither exists. */
 static bool fill_highest(step_ctx *c, hhi_block *H, const hhi_block *Y, move_plan *mv) {
     hh_heap *h = c->h;
-    size_t hoff = blk_offset(h, H);
-    for (hhi_block *b = highest_block(h); b && blk_offset(h, b) > hoff; b = hhi_heap_block_before(h, b)) {
-        if (++c->work > c->work_max) return false;
-        if (blk_is_free(b) || !movable(c, b)) continue;
-        if (b == Y) return false;                      /* only the slide candidate is left above H */
-        size_t need = blk_need(b), align = blk_align(b);
-        if (hhi_heap_fits(h, H, need, align, NULL)) {
-            *mv = (move_plan){ .b = b, .dst = H };
-            return true;
-        }
-        hhi_block *f = hhi_freelist_find(h, align <= HHI_GRANULE ? need : need + align);
-        if (f && !is_top(h, f) && blk_offset(h, f) + blk_size(f) <= blk_offset(h, b) &&
-            hhi_heap_fits(h, f, need, align, NULL)) {
-            *mv = (move_plan){ .b = b, .dst = f };
-            return true;
-        }
-        return false;                                  /* the highest block fits nowhere below */
+    window_fill(c, blk_offset(h, H));
+    if (c->win_n == 0 || blk_offset(h, c->win[0]) <= blk_offset(h, H)) return false;
+    hhi_block *b = c->win[0];
+    if (b == Y) return false;                          /* only the slide candidate is left above H */
+    size_t need = blk_need(b), align = blk_align(b);
+    if (hhi_heap_fits(h, H, need, align, NULL)) {
+        *mv = (move_plan){ .b = b, .dst = H };
+        return true;
     }
-    return false;
+    hhi_block *f = hhi_freelist_find(h, align <= HHI_GRANULE ? need : need + align);
+    if (f && !is_top(h, f) && blk_offset(h, f) + blk_size(f) <= blk_offset(h, b) &&
+        hhi_heap_fits(h, f, need, align, NULL)) {
+        *mv = (move_plan){ .b = b, .dst = f };
+        return true;
+    }
+    return false;                                      /* the highest block fits nowhere below */
 }
 
 /* The move that closes (part of) hole H, or mv->b == NULL if H is stuck. */
@@ -300,6 +338,8 @@ static void run_moves(step_ctx *c) {
             if (d->floor > 0 && d->floor_dirty && !c->rescanned) {   /* D2: recheck the stuck holes once */
                 cursor_reset(d);
                 c->rescanned = true;
+                c->win_n = 0;                          /* the window stopped at the old lowest hole */
+                c->win_end = false;
                 continue;
             }
             if (c->r.oversize_bytes) {
@@ -346,6 +386,7 @@ static void run_moves(step_ctx *c) {
         }
         size_t bytes = blk_usable(h, mv.b);
         if (!budget_allows(c, bytes)) return;
+        window_remove(c, mv.b);
         hhi_block *nb = mv.slide ? hhi_heap_slide_down(h, mv.dst, mv.b) : hhi_heap_move_into(h, mv.b, mv.dst, HHI_DEFRAG_ABSORB);
         if (HH_NEVER(nb == NULL)) {                    /* choose() checked the slide can go down */
             c->r.stop = HH_DEFRAG_STOP_WORK;
@@ -370,19 +411,26 @@ static step_ctx ctx_make(hh_heap *h, struct hhi_defrag *d, const hh_defrag_budge
     return c;
 }
 
+/* hh_defrag_full's bulk pass: one address-order sweep that slides every run
+   of movable blocks down at about memmove speed (hhi_heap_sweep_compact).
+   Holes under pinned or alignment-stuck blocks are left to the policy loop
+   that follows. O(blocks), as a full compaction may be. */
+static void full_bulk_slide(step_ctx *c) {
+    size_t bytes = 0, n = hhi_heap_sweep_compact(c->h, &bytes);
+    c->r.moves += (uint32_t)n;
+    c->r.bytes_moved += bytes;
+    if (n && c->d) {                                   /* the layout changed under the cursor */
+        cursor_reset(c->d);
+        c->d->known_compact = false;
+    }
+}
+
 /* HH_HEAP_STRESS_MOVES: alternately moves every movable block up into the top
    free region (so each one's old bytes become no-access) and compacts fully
    (so each one comes back down). Blocks that do not fit the top region in the
    up phase stay (a heap more than half full). */
-static void stress_moves(step_ctx *c) {
+static void stress_up(step_ctx *c) {
     hh_heap *h = c->h;
-    struct hhi_defrag *d = c->d;
-    bool up = d == NULL || !d->stress_down;
-    if (d) d->stress_down = !d->stress_down;
-    if (!up) {
-        run_moves(c);
-        return;
-    }
     hhi_block *t = hhi_heap_top_free(h);
     size_t end = t ? blk_offset(h, t) : h->managed;
     for (size_t off = 0; off < end;) {
@@ -398,9 +446,20 @@ static void stress_moves(step_ctx *c) {
         c->r.moves++;
         c->r.bytes_moved += bytes;
     }
-    if (c->d) c->d->known_compact = false;
+    if (c->d) {                                        /* the layout changed under the cursor */
+        cursor_reset(c->d);
+        c->d->known_compact = false;
+    }
     c->r.compact = false;
     c->r.stop = HH_DEFRAG_STOP_WORK;
+}
+
+static void stress_moves(step_ctx *c) {
+    struct hhi_defrag *d = c->d;
+    bool up = d == NULL || !d->stress_down;
+    if (d) d->stress_down = !d->stress_down;
+    if (up) stress_up(c);
+    else run_moves(c);
 }
 
 /* Trigger hysteresis: true if the step should work (lock held). */
@@ -431,7 +490,11 @@ static hh_defrag_report defrag_run(hh_heap *h, const hh_defrag_budget *budget, b
     bool stress = (h->flags & HH_HEAP_STRESS_MOVES) != 0;
     step_ctx c = ctx_make(h, d, budget, full || stress);   /* stress: the budget does not hold it back */
     hhi_heap_journal_reset(h);
-    if (stress) {
+    if (stress && full) {                              /* every block up, then a real full compaction */
+        stress_up(&c);
+        full_bulk_slide(&c);
+        run_moves(&c);
+    } else if (stress) {
         stress_moves(&c);
     } else if (!full && !trigger_wants_work(h, d)) {
         c.r.stop = HH_DEFRAG_STOP_IDLE;
@@ -439,6 +502,7 @@ static hh_defrag_report defrag_run(hh_heap *h, const hh_defrag_budget *budget, b
         c.r.compact = (d->known_compact && d->known_mutations == h->mutations) || h->free_blocks <= (t ? 1u : 0u);
         d->steps_idle++;
     } else {
+        if (full) full_bulk_slide(&c);
         run_moves(&c);
         if (d && c.r.compact) d->active = false;
     }

@@ -195,26 +195,45 @@ static hhi_block *carve(hh_heap *h, hhi_block *f, size_t bs, size_t align, size_
 /* ---------------------------------------------------------------------------
    Moving blocks (mechanism; policy lives in src/defrag)
 --------------------------------------------------------------------------- */
-static void journal_push(hh_heap *h, hh_handle hd, size_t src, size_t dst, size_t size) {
+/* Grows the journal to hold `more` further records in one allocation (bulk
+   moves); on failure it stays as it is and journal_push grows it as it goes. */
+static void journal_reserve(hh_heap *h, size_t more) {
     hhi_journal *j = &h->journal;
-    if (j->count == j->cap) {
-        size_t cap = j->cap ? j->cap * 2 : 64;
-        hh_move_record *r = hhi_meta_alloc(cap * sizeof *r);
-        if (r == NULL) {            /* the move itself stands; only its record is lost */
-            j->overflow = true;
-            return;
-        }
-        if (j->count) memcpy(r, j->rec, j->count * sizeof *r);
-        hhi_meta_free(j->rec);
-        j->rec = r;
-        j->cap = cap;
+    if (j->cap - j->count >= more) return;
+    size_t cap = j->count + more;
+    hh_move_record *r = hhi_meta_alloc(cap * sizeof *r);
+    if (r == NULL) return;
+    if (j->count) memcpy(r, j->rec, j->count * sizeof *r);
+    hhi_meta_free(j->rec);
+    j->rec = r;
+    j->cap = cap;
+}
+
+/* Slow path of journal_push: grows the journal, then stores. */
+HH_NOINLINE static void journal_push_slow(hh_heap *h, hh_handle hd, size_t src, size_t dst, size_t size) {
+    hhi_journal *j = &h->journal;
+    size_t cap = j->cap ? j->cap * 2 : 64;
+    hh_move_record *r = hhi_meta_alloc(cap * sizeof *r);
+    if (r == NULL) {                /* the move itself stands; only its record is lost */
+        j->overflow = true;
+        return;
     }
+    if (j->count) memcpy(r, j->rec, j->count * sizeof *r);
+    hhi_meta_free(j->rec);
+    j->rec = r;
+    j->cap = cap;
     j->rec[j->count++] = (hh_move_record){ hd, src, dst, size };
+}
+
+static inline void journal_push(hh_heap *h, hh_handle hd, size_t src, size_t dst, size_t size) {
+    hhi_journal *j = &h->journal;
+    if (hh_likely(j->count < j->cap)) j->rec[j->count++] = (hh_move_record){ hd, src, dst, size };
+    else journal_push_slow(h, hd, src, dst, size);
 }
 
 /* Everything that follows a relocation of the block in `slot` from old payload
    `op` (block offset src) to `nb` (already written, payload copied). */
-static void move_record(hh_heap *h, hhi_block *nb, uint32_t slot, void *op, size_t src, size_t usable) {
+static inline void move_record(hh_heap *h, hhi_block *nb, uint32_t slot, void *op, size_t src, size_t usable) {
     void *np = blk_payload(nb);
     size_t dst = blk_offset(h, nb);
     h->handles.slots[slot].ptr = np;
@@ -315,6 +334,63 @@ hhi_block *hhi_heap_move_into(hh_heap *h, hhi_block *b, hhi_block *f, size_t abs
     region_release(h, boff, bfull, prev_free);
     move_record(h, nb, slot, op, boff, usable);
     return nb;
+}
+
+/* Moves the run of blocks [run, end) down by gap with one memmove and records
+   each block's move (its old start bit is already cleared). */
+static void sweep_move_run(hh_heap *h, size_t run, size_t end, size_t gap, size_t *bytes, size_t *count) {
+    if (gap == 0 || end <= run) return;
+    memmove(h->base + run - gap, h->base + run, end - run);
+    for (size_t o = run - gap; o < end - gap;) {
+        hhi_block *nb = blk_at(h, o);
+        size_t size = blk_size(nb), usable = blk_usable(h, nb);
+        hhi_bitmap_set_fast(&h->starts, off_granule(o));
+        if (o == run - gap) nb->word &= ~BLK_PREV_FREE;        /* a live block (or nothing) is below it now */
+        move_record(h, nb, nb->u.live.slot, h->base + o + gap + HHI_HDR, o + gap, usable);
+        *bytes += usable;
+        (*count)++;
+        o += size;
+    }
+}
+
+/* Ends a sweep segment at `end`: the pending run moves down and the gap
+   becomes one free block right below `end`. */
+static void sweep_flush(hh_heap *h, size_t run, size_t end, size_t gap, size_t *bytes, size_t *count) {
+    if (gap == 0) return;
+    sweep_move_run(h, run, end, gap, bytes, count);
+    hhi_bitmap_set(&h->starts, off_granule(end - gap));
+    free_block_make(h, end - gap, gap);               /* its neighbours are live or absent */
+}
+
+size_t hhi_heap_sweep_compact(hh_heap *h, size_t *bytes) {
+    size_t count = 0;
+    *bytes = 0;
+    if (hh_track_running()) return 0;                 /* guards and slack are no-access to the tools */
+    hhi_block *f = hhi_heap_lowest_free(h);
+    if (f == NULL) return 0;
+    journal_reserve(h, h->live_blocks);               /* at most every block moves: one allocation */
+    size_t off = blk_offset(h, f), gap = 0, run = off;
+    while (off < h->managed) {
+        hhi_block *b = blk_at(h, off);
+        size_t size = blk_size(b);
+        if (blk_is_free(b)) {                          /* the run so far moves; the gap grows */
+            sweep_move_run(h, run, off, gap, bytes, &count);
+            hhi_freelist_remove(h, b);
+            hhi_bitmap_clear(&h->starts, off_granule(off));
+            gap += size;
+        } else if (blk_pins(b) || !off_aligned(off - gap, blk_align(b))) {   /* cannot go: the gap ends here */
+            sweep_flush(h, run, off, gap, bytes, &count);
+            gap = 0;
+        } else {
+            if (gap) hhi_bitmap_clear_fast(&h->starts, off_granule(off));    /* set again at its new place */
+            off += size;
+            continue;
+        }
+        off += size;
+        run = off;
+    }
+    sweep_flush(h, run, h->managed, gap, bytes, &count);
+    return count;
 }
 
 bool hhi_heap_absorb_hole(hh_heap *h, hhi_block *f) {

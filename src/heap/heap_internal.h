@@ -134,6 +134,18 @@ HH_INTERNAL void   hhi_bitmap_fini(hhi_bitmap *bm);
 HH_INTERNAL void   hhi_bitmap_set(hhi_bitmap *bm, size_t i);
 HH_INTERNAL void   hhi_bitmap_clear(hhi_bitmap *bm, size_t i);
 HH_INTERNAL bool   hhi_bitmap_test(const hhi_bitmap *bm, size_t i);
+/* Inline fast paths of set/clear for bulk loops: only level 0 changes unless
+   its word goes from or to zero. */
+static inline void hhi_bitmap_set_fast(hhi_bitmap *bm, size_t i) {
+    uint64_t *w = &bm->level[0][i / 64];
+    if (*w) *w |= (uint64_t)1 << (i % 64);
+    else hhi_bitmap_set(bm, i);
+}
+static inline void hhi_bitmap_clear_fast(hhi_bitmap *bm, size_t i) {
+    uint64_t *w = &bm->level[0][i / 64], nw = *w & ~((uint64_t)1 << (i % 64));
+    if (nw) *w = nw;
+    else hhi_bitmap_clear(bm, i);
+}
 /* Smallest set index >= i, or HHI_BM_NONE. */
 HH_INTERNAL size_t hhi_bitmap_next(const hhi_bitmap *bm, size_t i);
 /* Largest set index <= i, or HHI_BM_NONE. */
@@ -299,6 +311,16 @@ HH_INTERNAL hhi_block *hhi_heap_slide_down(hh_heap *h, hhi_block *f, hhi_block *
    becomes the moved block's slack instead of a free block, closing f. Returns
    the moved block. Records the move. */
 HH_INTERNAL hhi_block *hhi_heap_move_into(hh_heap *h, hhi_block *b, hhi_block *f, size_t absorb);
+/* Full compaction in one address-order sweep from the lowest hole: free
+   blocks met are taken out of the lists and add to a running gap; each run of
+   movable blocks between them moves down by the gap with one memmove; a pinned
+   block (or one the shift would misalign) stops the gap, which becomes one
+   free block right below it. Each block's move is recorded (slot, journal,
+   counters, on_move). O(blocks), at about memmove speed. Returns the blocks
+   moved, *bytes their payload; 0 (nothing done) when memcheck/ASan track the
+   heap -- guard and slack bytes are no-access to them -- so callers fall back
+   to per-block moves. */
+HH_INTERNAL size_t hhi_heap_sweep_compact(hh_heap *h, size_t *bytes);
 /* Closes free block f (not the top region, at most HHI_MAX_SLACK granules) by
    making it slack of the block before it: nothing moves, the bytes count as
    used until that block moves (a move drops slack) or is freed. false (nothing

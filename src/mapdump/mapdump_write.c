@@ -76,7 +76,7 @@ static bool buf_reserve(hh_mapdump_writer *w, size_t n) {
 }
 
 static void put_bytes(hh_mapdump_writer *w, const void *p, size_t n) {
-    if (!buf_reserve(w, n)) return;
+    if (n == 0 || !buf_reserve(w, n)) return;       /* memcpy from NULL is undefined even for 0 bytes */
     memcpy(w->buf + w->len, p, n);
     w->len += n;
 }

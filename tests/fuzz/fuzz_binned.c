@@ -38,9 +38,9 @@ static size_t pick_size(fz_in *in) {
     case 3: { int c = v % HH_BINNED_CLASS_COUNT;             /* class boundaries */
               size_t s = hh_binned_class_size(c);
               return s + (size_t)(sel >> 3) % 3 - 1; }
-    case 4: return 1 + v % HH_BINNED_SMALL_MAX;
+    case 4: return 1 + v % (HH_BINNED_SMALL_MAX / 4);
     case 5: return HH_BINNED_SMALL_MAX - 8 + v % 32;
-    case 6: return 33000 + (size_t)v * 4;                    /* large: OS-mapped */
+    case 6: return 33000 + (size_t)v % 40000;                /* large: OS-mapped */
     default: return 1 + v % 512;
     }
 }
@@ -121,6 +121,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             size_t s = pick_size(&in);
             unsigned char *p = hh_bmemalign(align, s);
             FZ_CHECK(p != NULL, "bmemalign(%zu, %zu) failed: %s", align, s, hh_status_str(hh_last_error()));
+            if (s == 0 && align >= 65536 && !fz_strict() && hh_busable(p) == 0) {
+                /* tests/fuzz/repro_binned_memalign0.c: hh_busable and hh_brealloc call this
+                   block foreign; keep it out of the model, free it now. */
+                FZ_KNOWN_BUG("binned-memalign-size0", "hh_bmemalign(%zu, 0) block unknown to hh_busable/hh_brealloc", align);
+                hh_bfree(p);
+                fz_errors_reset();
+                break;
+            }
             add(p, s, align < 16 ? 16 : align);
             break;
         }
@@ -129,7 +137,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             size_t s = pick_size(&in);
             if (s == 0) s = 1;                                   /* realloc(p, 0) frees: op 5 covers free */
             unsigned char *p = hh_brealloc(b->p, s);
-            FZ_CHECK(p != NULL, "brealloc(%zu) failed", s);
+            FZ_CHECK(p != NULL, "brealloc(%p of %zu, align %zu -> %zu) failed: %s", (void *)b->p, b->size, b->align, s,
+                     hh_status_str(hh_last_error()));
             size_t keep = b->size < s ? b->size : s;
             long bad = fz_verify(p, keep, b->key);
             FZ_CHECK(bad < 0, "brealloc %zu -> %zu lost byte %ld", b->size, s, bad);
@@ -149,11 +158,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         case 7: {                                                /* double free, right after the free */
             if (!b) break;
             unsigned char *p = b->p;
+            size_t bsize = b->size, balign = b->align;
             hh_bfree(p);
             remove_at((size_t)(b - B));
             before = fz_err.count;
             hh_bfree(p);
-            expect_bad(before, HH_E_DOUBLE_FREE, "double free");
+            if (fz_err.last == HH_E_FOREIGN_POINTER && fz_err.count == before + 1 && !fz_strict()) {
+                /* tests/fuzz/repro_binned_double_free_kind.c: the block's page became empty */
+                FZ_KNOWN_BUG("binned-double-free-empty-page", "double free of a %zu-byte block (align %zu) reported as "
+                             "foreign pointer", bsize, balign);
+            } else {
+                expect_bad(before, HH_E_DOUBLE_FREE, "double free");
+            }
             before = fz_err.count;
             FZ_CHECK(hh_brealloc(p, 64) == NULL, "brealloc of a freed block succeeded");
             FZ_CHECK(fz_err.count == before + 1, "brealloc(freed) sent %u messages", fz_err.count - before);

@@ -340,9 +340,13 @@ static void op_full(void) {
        top free region (an aligned block may have to leave a gap below itself). */
     bool pinned_or_aligned = false;
     for (size_t i = 0; i < M.count; i++) pinned_or_aligned |= M.objs[i].pins > 0 || M.objs[i].align > 16;
-    if (!pinned_or_aligned && !M.fault_armed && (M.flags & HH_HEAP_STRESS_MOVES) && !r.compact && !fz_strict()) {
-        /* tests/fuzz/repro_stress_full_compact.c */
-        FZ_KNOWN_BUG("heap-stress-full-not-compact", "HH_HEAP_STRESS_MOVES: hh_defrag_full ended not compact");
+    hh_heap_stats fst;
+    hh_heap_stats_get(M.heap, &fst);
+    if (!pinned_or_aligned && !M.fault_armed && (M.flags & HH_HEAP_STRESS_MOVES) && (!r.compact || fst.free_blocks > 1) &&
+        !fz_strict()) {
+        /* tests/fuzz/repro_stress_full_compact.c (under memcheck the report may even say compact) */
+        FZ_KNOWN_BUG("heap-stress-full-not-compact", "HH_HEAP_STRESS_MOVES: hh_defrag_full left %u free blocks "
+                     "(report.compact %d)", fst.free_blocks, r.compact);
     } else if (!pinned_or_aligned && !M.fault_armed) {
         if (!r.compact) dump_heap();
         FZ_CHECK(r.compact, "defrag_full left the heap not compact (no pins)");
@@ -491,7 +495,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     hh_handle foreign = hh_alloc(other, 32);
     FZ_CHECK(!hh_is_null(foreign), "second heap alloc");
 
-    for (unsigned op = 0; op < MAX_OPS && fz_more(&in); op++) {
+    unsigned op = 0;
+    for (; op < MAX_OPS && fz_more(&in); op++) {
         uint8_t code = fz_u8(&in);
         switch (code % 16) {
         case 0: case 1: op_alloc(&in, false); break;
@@ -519,6 +524,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         verify_all();
     }
 
+    if (getenv("FUZZ_VERBOSE"))
+        fprintf(stderr, "fuzz_heap: %zu input bytes, %u operations, %zu live objects, %llu moves\n", size, op, M.count,
+                (unsigned long long)M.moves_seen);
     /* Unpin and free everything; the heap must end empty and intact. */
     for (size_t i = 0; i < M.count; i++)
         while (M.objs[i].pins) { FZ_CHECK(hh_unpin(M.heap, M.objs[i].h) == HH_OK, "final unpin"); M.objs[i].pins--; }

@@ -19,7 +19,7 @@
 
 #include "hheap/linear.h"
 
-enum { MAX_MARKS = 12, MAX_RECS = 96, MAX_OPS = 600, POOL_CAP = 48 };
+enum { MAX_MARKS = 12, MAX_RECS = 64, MAX_OPS = 600, POOL_CAP = 48 };
 
 typedef struct rec { unsigned char *p; size_t size; uint64_t key; unsigned depth; } rec;
 
@@ -50,10 +50,11 @@ static void verify_all(const hh_memstack *ms, size_t pool_elem) {
 static size_t pick_size(fz_in *in) {
     uint8_t sel = fz_u8(in);
     uint16_t v = fz_u16(in);
-    switch (sel & 3) {
-    case 0: return 1 + v % 64;
-    case 1: return 1 + v % 4000;
-    case 2: return 1 + v % 70000;                      /* crosses 64 KiB pages */
+    switch (sel & 7) {
+    case 0: case 1: case 2: return 1 + v % 64;
+    case 3: case 4: return 1 + v % 4000;
+    case 5: return 1 + v % 20000;                      /* fills 64 KiB pages fast */
+    case 6: return 1 + v % 70000;                      /* crosses 64 KiB pages */
     default: return 60000 + (size_t)v;                 /* oversize chunks */
     }
 }

@@ -1,6 +1,7 @@
 /* repro_binned_memalign0.c -- minimal reproducer (reliability report, binned):
  * hh_bmemalign(align, 0) with an alignment served from the OS (above 32 KiB)
- * returns a block that hh_busable() calls foreign (HH_E_FOREIGN_POINTER, usable 0),
+ * returns a block that hh_busable() and hh_brealloc() call foreign
+ * (HH_E_FOREIGN_POINTER; usable 0, realloc NULL),
  * although hh_bmalloc(0) is documented to give "a unique minimum-size block".
  * Build: cc -Iinclude tests/fuzz/repro_binned_memalign0.c build/test/libhheap-test.a -pthread
  * Exit 0 when fixed. */
@@ -22,9 +23,12 @@ int main(void) {
         reports = 0;
         void *p = hh_bmemalign(align, 0);
         size_t u = hh_busable(p);
+        void *q = hh_brealloc(p, 100);
+        if (q != NULL) p = q;
         hh_bfree(p);
-        if (p == NULL || u == 0 || reports) {
-            printf("hh_bmemalign(%zu, 0) = %p, hh_busable = %zu, %u reports\n", align, p, u, reports);
+        if (p == NULL || u == 0 || q == NULL || reports) {
+            printf("hh_bmemalign(%zu, 0) = %p, hh_busable = %zu, hh_brealloc(p, 100) = %p, %u reports\n", align, p, u, q,
+                   reports);
             bad = 1;
         }
     }

@@ -3,7 +3,9 @@
  * guard bytes after every block and marks them no-access for the memory tool
  * (memcheck mempool client requests with HH_TRACK_VALGRIND=1, ASan poisoning
  * with HH_TRACK_ASAN=1). `make check-wrong-rel` runs it under both tools and
- * passes only if the tool reports an invalid write. */
+ * passes only if the tool reports an invalid write -- and only if the control
+ * build (-DHH_WRONG_CONTROL: the same program writing the last byte instead)
+ * runs clean, which shows the report comes from the bug and nothing else. */
 #include <stdio.h>
 
 #include "hheap.h"
@@ -17,7 +19,11 @@ int main(void) {
     size_t usable = hh_size(heap, a);
     for (size_t i = 0; i < usable; i++) p[i] = (unsigned char)i;   /* in bounds: fine */
     volatile unsigned char *q = p;
+#ifndef HH_WRONG_CONTROL
     q[usable] = 0xEE;                                               /* BUG: one past the end */
+#else
+    q[usable - 1] = 0xEE;                                           /* control build: the last byte, in bounds */
+#endif
     printf("wrote past the end of a %zu-byte block\n", usable);
     hh_free(heap, b);
     hh_free(heap, a);
