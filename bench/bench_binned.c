@@ -2,7 +2,7 @@
  *
  * Workloads (our own):
  *   pairs     one thread: malloc + free of a small size (16..512 B), back to back
- *   churn     larson-like: 4 threads replace random slots of their own array
+ *   churn     larson-like: 4 threads (BENCH_CHURN_THREADS) replace random slots of their own array
  *             of 8000 blocks (16..1024 B, ~16 MB live in all); one free in
  *             eight is of a block another thread allocated (blocks travel
  *             through per-thread mailboxes)
@@ -44,6 +44,7 @@ static uint64_t rng_next(uint64_t *s) {
 }
 
 static volatile uintptr_t sink;
+static int churn_threads = 4;  /* BENCH_CHURN_THREADS=n (1..16) overrides */
 static double scale = 1.0;     /* QUICK=1: a third of the work */
 
 /* Each workload is written once as a macro over the allocator calls and
@@ -72,7 +73,7 @@ static double scale = 1.0;     /* QUICK=1: a third of the work */
         unsigned n;                                                                                       \
         char pad[64];                                                                                     \
     } churn_ctx_##NAME;                                                                                   \
-    static churn_ctx_##NAME churn_box_##NAME[CHURN_THREADS];                                              \
+    static churn_ctx_##NAME churn_box_##NAME[CHURN_MAX];                                              \
     static long churn_ops_##NAME;                                                                         \
                                                                                                           \
     static void *churn_thread_##NAME(void *arg) {                                                         \
@@ -80,7 +81,7 @@ static double scale = 1.0;     /* QUICK=1: a third of the work */
         enum { SLOTS = 8000 };                                                                            \
         void **slot = calloc(SLOTS, sizeof *slot);                                                        \
         uint64_t s = id * 7919 + 1;                                                                       \
-        churn_ctx_##NAME *mine = &churn_box_##NAME[id], *next = &churn_box_##NAME[(id + 1) % CHURN_THREADS]; \
+        churn_ctx_##NAME *mine = &churn_box_##NAME[id], *next = &churn_box_##NAME[(id + 1) % churn_threads]; \
         for (unsigned i = 0; i < SLOTS; i++) slot[i] = MALLOC(16 + rng_next(&s) % 1009);                  \
         for (long k = 0; k < churn_ops_##NAME; k++) {                                                     \
             uint64_t r = rng_next(&s);                                                                    \
@@ -112,17 +113,17 @@ static double scale = 1.0;     /* QUICK=1: a third of the work */
     }                                                                                                     \
                                                                                                           \
     static double churn_##NAME(void) {                                                                    \
-        pthread_t t[CHURN_THREADS];                                                                       \
+        pthread_t t[CHURN_MAX];                                                                       \
         churn_ops_##NAME = (long)(3000000 * scale);                                                       \
-        for (int i = 0; i < CHURN_THREADS; i++) {                                                         \
+        for (int i = 0; i < churn_threads; i++) {                                                         \
             pthread_mutex_init(&churn_box_##NAME[i].lock, NULL);                                          \
             churn_box_##NAME[i].n = 0;                                                                    \
         }                                                                                                 \
         uint64_t t0 = bench_now_ns();                                                                     \
-        for (uintptr_t i = 0; i < CHURN_THREADS; i++) pthread_create(&t[i], NULL, churn_thread_##NAME, (void *)i); \
-        for (int i = 0; i < CHURN_THREADS; i++) pthread_join(t[i], NULL);                                 \
-        double ns = (double)(bench_now_ns() - t0) / (double)(churn_ops_##NAME * CHURN_THREADS);           \
-        for (int i = 0; i < CHURN_THREADS; i++) {                                                         \
+        for (uintptr_t i = 0; i < (uintptr_t)churn_threads; i++) pthread_create(&t[i], NULL, churn_thread_##NAME, (void *)i); \
+        for (int i = 0; i < churn_threads; i++) pthread_join(t[i], NULL);                                 \
+        double ns = (double)(bench_now_ns() - t0) / (double)(churn_ops_##NAME * churn_threads);           \
+        for (int i = 0; i < churn_threads; i++) {                                                         \
             for (unsigned j = 0; j < churn_box_##NAME[i].n; j++) FREE(churn_box_##NAME[i].mail[j]);      \
             churn_box_##NAME[i].n = 0;                                                                    \
         }                                                                                                 \
@@ -235,7 +236,7 @@ static double scale = 1.0;     /* QUICK=1: a third of the work */
         return ns;                                                                                        \
     }
 
-enum { CHURN_THREADS = 4, PC_BATCH = 256 };
+enum { CHURN_MAX = 16, PC_BATCH = 256 };
 
 DEFINE_WORKLOADS(hh, hh_bmalloc, hh_bfree, hh_brealloc)
 DEFINE_WORKLOADS(libc, malloc, free, realloc)
@@ -318,11 +319,13 @@ static int child_main(const char *w, const char *api) {
 
 int main(int argc, char **argv) {
     if (bench_quick()) scale = 1.0 / 3;
+    const char *ct = getenv("BENCH_CHURN_THREADS");
+    if (ct && atoi(ct) >= 1 && atoi(ct) <= CHURN_MAX) churn_threads = atoi(ct);
     if (argc == 4 && strcmp(argv[1], "--child") == 0) return child_main(argv[2], argv[3]);
     int reps = bench_reps();
 
     printf("bench_binned: part 1, in process, hh_b* vs glibc malloc (%d interleaved runs, %d threads in churn)\n", reps,
-           CHURN_THREADS);
+           churn_threads);
     for (int i = 0; i < NW; i++)
         bench_pair("binned", workloads[i].name, "ns/op", call_hh, "glibc", call_libc, (void *)&workloads[i], reps);
 

@@ -25,8 +25,10 @@
 REL_CC          ?= clang
 FUZZ_SECONDS    ?= 60
 FUZZ_CI_SECONDS ?= 20
+FUZZ_CI_SEED    ?= 1
 SOAK_SECONDS    ?= 600
-FUZZ_STRICT     ?= 0          # 1: known bugs (tests/fuzz/fuzz_util.h) fail the corpus replay
+# FUZZ_STRICT=1: known bugs (tests/fuzz/README.md) fail the corpus replay too.
+FUZZ_STRICT     ?= 0
 TSAN_SUITES     ?= reliability binned linear heap
 
 DEPS_PKGS   += clang libclang-rt-14-dev llvm
@@ -105,11 +107,16 @@ rel-tsan-build: | $(BUILD)/test/suites.h
 # their deliberate overruns, which the tool itself would report); HH_TEST_SCALE
 # keeps the randomised tests at ASAN_TEST_SCALE of their normal length.
 ASAN_TEST_SCALE ?= 1
-check-asan: rel-asan-build
+# Each target of `make check` prints its wall time, build included (REL_T0 .. REL_T1).
+REL_T0 = @mkdir -p $(BUILD); date +%s > $(BUILD)/.rel_t_$@
+REL_T1 = @echo "  $@: $$(( $$(date +%s) - $$(cat $(BUILD)/.rel_t_$@) )) s wall, build included"; rm -f $(BUILD)/.rel_t_$@
+
+check-asan:
+	$(REL_T0)
+	@$(MAKE) --no-print-directory rel-asan-build
 	@echo "== Check suites under ASan + UBSan (HH_TRACK_ASAN=1, $(REL_CC))"
-	@start=$$(date +%s); CK_FORK=no HH_TEST_UNDER_VALGRIND=1 HH_TEST_SCALE=$(ASAN_TEST_SCALE) \
-	  $(REL_ASAN_ENV) $(ASAN_DIR)/hh-tests || exit 1; \
-	  echo "  check-asan: $$(( $$(date +%s) - start )) s"
+	@CK_FORK=no HH_TEST_UNDER_VALGRIND=1 HH_TEST_SCALE=$(ASAN_TEST_SCALE) $(REL_ASAN_ENV) $(ASAN_DIR)/hh-tests
+	$(REL_T1)
 
 check-tsan: rel-tsan-build
 	@echo "== threaded suites under TSan ($(TSAN_SUITES))"
@@ -158,6 +165,8 @@ fuzz-build:
 
 # Runs every harness for $(1) seconds on a scratch copy of its corpus (the committed
 # corpus only changes when someone copies a new input in on purpose); prints execs.
+# $(2): extra libFuzzer flags (the CI run uses a fixed -seed so that a rerun
+# explores the same inputs).
 define REL_FUZZ_RUN
 	@mkdir -p $(FUZZ_DIR)/artifacts
 	@for n in $(FUZZ_NAMES); do \
@@ -165,7 +174,7 @@ define REL_FUZZ_RUN
 	  cp tests/fuzz/corpus_$$n/* $$work/ 2>/dev/null; \
 	  start=$$(date +%s); \
 	  $(REL_ASAN_ENV) $(FUZZ_DIR)/fuzz_$$n -max_total_time=$(1) -timeout=20 -rss_limit_mb=2048 \
-	    -max_len=4096 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/artifacts/$$n- \
+	    -max_len=4096 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/artifacts/$$n- $(2) \
 	    $$work >$(FUZZ_DIR)/fuzz_$$n.log 2>&1; rc=$$?; \
 	  execs=$$(sed -n 's/^stat::number_of_executed_units: *//p' $(FUZZ_DIR)/fuzz_$$n.log); \
 	  cov=$$(grep -o 'cov: [0-9]*' $(FUZZ_DIR)/fuzz_$$n.log | tail -1); \
@@ -178,9 +187,12 @@ fuzz: fuzz-build
 	@echo "== libFuzzer, $(FUZZ_SECONDS) s per harness: $(FUZZ_NAMES)"
 	$(call REL_FUZZ_RUN,$(FUZZ_SECONDS))
 
-check-fuzz: fuzz-build
+check-fuzz:
+	$(REL_T0)
+	@$(MAKE) --no-print-directory fuzz-build
 	@echo "== libFuzzer (short CI run), $(FUZZ_CI_SECONDS) s per harness: $(FUZZ_NAMES)"
-	$(call REL_FUZZ_RUN,$(FUZZ_CI_SECONDS))
+	$(call REL_FUZZ_RUN,$(FUZZ_CI_SECONDS),-seed=$(FUZZ_CI_SEED))
+	$(REL_T1)
 
 # Corpus replay: the same harness sources, compiled with the test flags against
 # the test library (memcheck client requests on), a main() instead of libFuzzer.
@@ -192,12 +204,14 @@ $(REPLAY_DIR)/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(REL_HEADERS) $
 	$(Q)$(CC) $(CPPFLAGS) -Isrc $(TEST_CFLAGS) -o $@ tests/fuzz/fuzz_$*.c tests/fuzz/replay.c $(BUILD)/test/libhheap-test.a $(LDLIBS)
 
 check-fuzz-corpus:
+	$(REL_T0)
 	@$(MAKE) --no-print-directory -s $(foreach n,$(FUZZ_NAMES),$(REPLAY_DIR)/replay_$(n))
 	@echo "== fuzz corpora replayed without libFuzzer (plain, then memcheck)"
 	@for n in $(FUZZ_NAMES); do \
 	  FUZZ_STRICT=$(FUZZ_STRICT) $(REPLAY_DIR)/replay_$$n tests/fuzz/corpus_$$n || { echo "replay_$$n FAILED"; exit 1; }; \
 	  FUZZ_STRICT=$(FUZZ_STRICT) HH_TEST_UNDER_VALGRIND=1 $(VALGRIND) $(REPLAY_DIR)/replay_$$n tests/fuzz/corpus_$$n \
 	    || { echo "replay_$$n FAILED under memcheck"; exit 1; }; done
+	$(REL_T1)
 
 # ---------------------------------------------------------------------------
 # Must-be-caught programs. rel_*.c are ours: each is run under memcheck (built
@@ -224,7 +238,9 @@ $(REL_WRONG_DIR)/asan_%: tests/wrong/%.c
 	$(Q)$(REL_CC) $(CPPFLAGS) -std=c11 -g -O0 -pthread $(ASAN_SAN) -o $@ $< $(ASAN_DIR)/libhheap.a $(REL_ASAN_LINK) $(LDLIBS)
 
 .PHONY: check-wrong-rel
-check-wrong-rel: rel-asan-build
+check-wrong-rel:
+	$(REL_T0)
+	@$(MAKE) --no-print-directory rel-asan-build
 	@$(MAKE) --no-print-directory -s $(patsubst tests/wrong/%.c,$(REL_WRONG_DIR)/mc_%,$(REL_WRONG_MC) $(REL_WRONG_LIB)) \
 	  $(patsubst tests/wrong/%.c,$(REL_WRONG_DIR)/ctl_%,$(REL_WRONG_MC)) \
 	  $(patsubst tests/wrong/%.c,$(REL_WRONG_DIR)/asan_%,$(REL_WRONG_ALL))
@@ -246,6 +262,7 @@ check-wrong-rel: rel-asan-build
 	      echo "  library caught (ASan clean): $$n"; else echo "  NOT CAUGHT / ASan report: $$n (rc=$$rc)"; cat $$b.log; exit 1; fi;; \
 	  *) if [ $$rc -ne 0 ] && grep -q "ERROR: AddressSanitizer" $$b.log; then echo "  ASan caught: $$n ($$(grep -o 'AddressSanitizer: [a-z-]*' $$b.log | head -1))"; \
 	    else echo "  NOT CAUGHT by ASan: $$n (rc=$$rc)"; cat $$b.log; exit 1; fi;; esac; done
+	$(REL_T1)
 
 # ---------------------------------------------------------------------------
 # Soak (not in CI).

@@ -8,7 +8,13 @@
 #include "suites.h"
 #undef HH_SUITE
 
+/* Memcheck (3.19) leak-checks client-request blocks (our mempool chunks) only
+   while at least one ordinary malloc block is alive at exit: this reachable
+   anchor keeps leaks of pooled blocks reported for every suite. */
+static void *leak_check_anchor;
+
 int main(void) {
+    leak_check_anchor = malloc(16);
     /* Randomised suites run longer than Check's 4 s default in fork mode. */
     setenv("CK_DEFAULT_TIMEOUT", "600", 0);
     SRunner *sr = srunner_create(NULL);
@@ -18,5 +24,6 @@ int main(void) {
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
+    (void)leak_check_anchor;
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

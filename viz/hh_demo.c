@@ -3,15 +3,17 @@
  *
  * The simulation, once a frame:
  *   - relocatable heap (by handle): waves of enemies (1-4 KiB, each with an AI
- *     path of 0.5-2 KiB), projectiles they fire (96-256 B, short-lived),
- *     long-lived level chunks
- *     (16-64 KiB) streamed in and out now and then, and a few GPU upload
- *     buffers that are pinned for stretches of frames;
+ *     path of 0.5-2 KiB) every 150 frames, the rockets they fire (0.4-1 KiB,
+ *     short-lived), long-lived level chunks (16-64 KiB) loaded between loader
+ *     temporaries, streamed in and out now and then and half swapped out at a
+ *     level transition (2/5 of the run), and three GPU upload buffers that are
+ *     pinned for stretches of frames;
  *   - mark stack (hh_memstack_thread): the frame's temporaries under a frame
  *     mark (enemy index list, collision grid) and a nested render mark (a
  *     render list with one command per live object);
- *   - binned region (hh_bmalloc): small non-moving objects: particle bursts
- *     when enemies die (48-160 B), sound events and network messages (16-512 B);
+ *   - binned region (hh_bmalloc): small non-moving objects: bullets (64-192 B),
+ *     particle bursts when enemies die (48-160 B), sound events and network
+ *     messages (16-512 B);
  *   - then hh_defrag_step(heap, N), a check of every byte of every object the
  *     demo owns (re-derefed after the step), and one dump frame.
  * Every object holds a pattern derived from its own key: a block that was
@@ -218,8 +220,8 @@ static void simulate(demo *d, unsigned f, hh_memstack *ms) {
         unsigned n = rng_range(r, 12, 36);
         for (unsigned k = 0; k < n; k++) bspawn(d, rng_range(r, 48, 160), f + rng_range(r, 4, 40));   /* small: binned */
     }
-    /* Level streaming: now and then two chunks go and two others come in;
-       halfway through, a level transition swaps out half of the level. */
+    /* Level streaming: every 75 frames two chunks go and two others come in;
+       at 2/5 of the run a level transition swaps out half of the level. */
     unsigned transition_at = d->o.frames * 2 / 5;
     if (f > 0 && (f % 75 == 0 || f == transition_at)) {
         bool transition = f == transition_at;
@@ -392,6 +394,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "hh-demo: cannot write %s\n", dump_path);
         return 1;
     }
+    /* Every heap operation also goes to a trace that build/hh-replay can replay. */
+    char trace_path[4096];
+    snprintf(trace_path, sizeof trace_path, "%s/demo.hhtrace", d.o.out);
+    hh_trace *trace = NULL;
+    if (hh_trace_open(d.heap, trace_path, &trace) != HH_OK) trace = NULL;
 
     /* The level: long-lived chunks filling about a third of the heap, loaded
        with temporaries between them that die over the first 40 frames (the
@@ -471,6 +478,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < d.nb; i++) hh_bfree(d.bobjs[i].p);
     free(d.objs);
     free(d.bobjs);
+    if (trace) hh_trace_close(trace);
     hh_heap_destroy(d.heap);
     hh_memstack_thread_release();
     hh_binned_thread_flush();

@@ -28,10 +28,12 @@
  *                    fits, a sliver hole (<= 64 bytes) becomes the slack of the
  *                    block below it (nothing moves; see absorbed_bytes in the
  *                    metrics), any other hole is closed by sliding the block
- *                    above it down. Every moved block lands below every
- *                    remaining hole, so no block moves twice: AUTO never moves
- *                    more bytes than SLIDE, and about the lower bound (live
- *                    bytes above the final boundary) when sizes repeat.
+ *                    above it down. Every moved block lands at the start of
+ *                    the lowest hole, below every hole that remains, so (no
+ *                    pins, no alignment above 16) no block moves twice and AUTO
+ *                    moves a subset of what SLIDE moves; when sizes repeat it
+ *                    moves about the lower bound (live bytes above the final
+ *                    boundary), see bench/bench_defrag.c.
  * Pinned blocks never move. A hole under a pinned block (or under a block whose
  * alignment leaves it no room to go down) is filled from the window, never slid
  * through; if nothing in the window fits, it stays.
@@ -48,9 +50,11 @@
  * Cost: no step scans the heap. The lowest hole, the next hole, the block
  * before a block and the top region are bitmap searches (O(log64 n)); a fitting
  * hole is a TLSF list lookup (O(1)); the cursor (holes already found
- * unclosable) lives in the heap object. A step costs O(moves * WINDOW * log n);
- * the holes it passes over are charged to its work limit. A step on a heap
- * known to be compact, or with the trigger idle, costs O(1).
+ * unclosable) lives in the heap object. The window is collected once per step
+ * (WINDOW bitmap searches) and then only topped up as its blocks move, so a
+ * step costs O((WINDOW + moves) log n + moves * WINDOW); the holes and blocks
+ * it looks at are charged to a work limit proportional to max_moves. A step on
+ * a heap known to be compact, or with the trigger idle, costs O(1).
  */
 #ifndef HHEAP_DEFRAG_H
 #define HHEAP_DEFRAG_H

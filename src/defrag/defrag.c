@@ -178,28 +178,40 @@ static void window_remove(step_ctx *c, const hhi_block *b) {
         }
 }
 
-/* Remainder class of putting a block of `need` bytes into a hole of `hsize`
-   bytes, given the window's other candidates: 3 the hole closes (the rest is
-   absorbed as slack), 2 another window block fills the rest exactly, 1 the
-   rest can still take the smallest window block, 0 the rest is a sliver that
-   only slides can close. */
-static int fit_class(size_t hsize, size_t need, const size_t *needs, unsigned n, unsigned self, size_t min_need) {
-    size_t rest = hsize - need;
-    if (rest <= HHI_DEFRAG_ABSORB) return 3;
-    for (unsigned i = 0; i < n; i++)
-        if (i != self && needs[i] <= rest && rest - needs[i] <= HHI_DEFRAG_ABSORB) return 2;
-    return rest >= min_need ? 1 : 0;
+enum { FIT_SET_GRANULES = 1024 };                      /* needs below 16 KiB go in the presence set */
+
+/* true if some candidate other than `self` fills `rest` bytes to within
+   HHI_DEFRAG_ABSORB: a look at <= 4 bits of the presence set of needs (in
+   granules), a scan of the candidates only for needs beyond the set or when
+   the only match is self's own size. */
+static bool rest_fillable(const uint64_t *set, const size_t *needs, unsigned n, unsigned self, size_t rest) {
+    size_t lo = (rest > HHI_DEFRAG_ABSORB ? rest - HHI_DEFRAG_ABSORB : 0) / HHI_GRANULE, hi = rest / HHI_GRANULE;
+    if (hi < FIT_SET_GRANULES) {
+        bool self_only = false;
+        for (size_t g = lo; g <= hi; g++)
+            if ((set[g / 64] >> (g % 64)) & 1) {
+                if (g != needs[self] / HHI_GRANULE) return true;
+                self_only = true;
+            }
+        if (!self_only) return false;
+    }
+    for (unsigned j = 0; j < n; j++)
+        if (j != self && needs[j] <= rest && rest - needs[j] <= HHI_DEFRAG_ABSORB) return true;
+    return false;
 }
 
-/* The window block (Y excluded) that fills H best: first by what its
-   remainder allows (fit_class), then the largest. A block that closes H
-   outright is taken at once (the highest such). NULL if none fits. */
+/* The window block (Y excluded) that fills H best. A block that closes H
+   outright (rest <= HHI_DEFRAG_ABSORB) is taken at once, the highest such;
+   else the largest whose rest another window block fills exactly; else the
+   largest whose rest can still take the smallest window block; else the
+   largest that fits; ties go to the higher block. NULL if none fits. O(n). */
 static hhi_block *window_best(step_ctx *c, hhi_block *H, const hhi_block *Y) {
     hh_heap *h = c->h;
     size_t hoff = blk_offset(h, H), hsize = blk_size(H), min_need = SIZE_MAX;
     window_fill(c, hoff);
     hhi_block *cand[HH_DEFRAG_WINDOW];
     size_t needs[HH_DEFRAG_WINDOW];
+    uint64_t set[FIT_SET_GRANULES / 64] = {0};
     unsigned n = 0;
     for (unsigned i = 0; i < c->win_n; i++) {
         hhi_block *b = c->win[i];
@@ -207,8 +219,11 @@ static hhi_block *window_best(step_ctx *c, hhi_block *H, const hhi_block *Y) {
         if (b == Y) continue;                          /* that one slides, it does not fill */
         size_t need = blk_need(b);
         if (need < min_need) min_need = need;
-        if (need > hsize || !hhi_heap_fits(h, H, need, blk_align(b), NULL)) continue;
+        size_t align = blk_align(b);                   /* 16: no lead, fits iff it is not larger */
+        if (need > hsize || (align > HHI_GRANULE && !hhi_heap_fits(h, H, need, align, NULL))) continue;
         if (hsize - need <= HHI_DEFRAG_ABSORB) return b;   /* closes the hole */
+        size_t g = need / HHI_GRANULE;
+        if (g < FIT_SET_GRANULES) set[g / 64] |= (uint64_t)1 << (g % 64);
         cand[n] = b;
         needs[n++] = need;
     }
@@ -216,7 +231,8 @@ static hhi_block *window_best(step_ctx *c, hhi_block *H, const hhi_block *Y) {
     int best_class = -1;
     size_t best_need = 0;
     for (unsigned i = 0; i < n; i++) {
-        int k = fit_class(hsize, needs[i], needs, n, i, min_need);
+        size_t rest = hsize - needs[i];
+        int k = rest_fillable(set, needs, n, i, rest) ? 2 : rest >= min_need ? 1 : 0;
         if (k > best_class || (k == best_class && needs[i] > best_need)) {
             best = cand[i];
             best_class = k;
@@ -248,17 +264,22 @@ static bool fill_highest(step_ctx *c, hhi_block *H, const hhi_block *Y, move_pla
     return false;                                      /* the highest block fits nowhere below */
 }
 
+/* true if the block right above hole H may slide down into it: movable,
+   and its alignment leaves it room to go down (the offset hhi_heap_fits would
+   give it, the one hhi_heap_slide_down uses, lies below its own). */
+static bool slide_possible(step_ctx *c, hhi_block *H, const hhi_block *Y) {
+    if (Y == NULL || !movable(c, Y)) return false;
+    size_t dst = 0;
+    (void)hhi_heap_fits(c->h, H, 0, blk_align(Y), &dst);
+    return dst < blk_offset(c->h, Y);
+}
+
 /* The move that closes (part of) hole H, or mv->b == NULL if H is stuck. */
 static void choose(step_ctx *c, hhi_block *H, move_plan *mv) {
     hh_heap *h = c->h;
     hhi_block *Y = blk_next(h, H);                     /* live: free blocks never touch */
     *mv = (move_plan){0};
-    bool can_slide = false;
-    if (Y && movable(c, Y)) {
-        size_t dst = 0;
-        (void)hhi_heap_fits(h, H, 0, blk_align(Y), &dst);   /* where a slide would put Y */
-        can_slide = dst < blk_offset(h, Y);
-    }
+    bool can_slide = slide_possible(c, H, Y);
     if (c->policy == HH_DEFRAG_SLIDE && can_slide) {
         *mv = (move_plan){ .b = Y, .dst = H, .slide = true };
         return;
@@ -275,27 +296,23 @@ static void choose(step_ctx *c, hhi_block *H, move_plan *mv) {
    The step loop
 --------------------------------------------------------------------------- */
 /* Folds the heap's mutations since the last look into the cursor (D1). */
-static void cursor_sync(hh_heap *h, struct hhi_defrag *d) {
-    if (h->mutations == d->seen_mutations) return;
-    if (h->low_mark <= d->floor) {
-        d->floor = 0;
-        d->stuck_bytes = 0;
-        d->stuck_holes = 0;
-        d->blocking_pinned = 0;
-        d->floor_dirty = false;
-    } else if (d->floor > 0) {
-        d->floor_dirty = true;
-    }
-    h->low_mark = SIZE_MAX;
-    d->seen_mutations = h->mutations;
-}
-
+/* Forgets every hole judged stuck: the next scan starts at offset 0. */
 static void cursor_reset(struct hhi_defrag *d) {
     d->floor = 0;
     d->stuck_bytes = 0;
     d->stuck_holes = 0;
     d->blocking_pinned = 0;
     d->floor_dirty = false;
+}
+
+/* Folds the heap's mutations since the last look into the cursor (D1): one
+   at or below the floor invalidates it, one above only makes it dirty. */
+static void cursor_sync(hh_heap *h, struct hhi_defrag *d) {
+    if (h->mutations == d->seen_mutations) return;
+    if (h->low_mark <= d->floor) cursor_reset(d);
+    else if (d->floor > 0) d->floor_dirty = true;
+    h->low_mark = SIZE_MAX;
+    d->seen_mutations = h->mutations;
 }
 
 /* true if the budget allows moving `bytes` more payload bytes now; else sets the stop reason. */
@@ -362,18 +379,13 @@ static void run_moves(step_ctx *c) {
             return;
         }
         if (mv.absorb) {
-            size_t sliver = blk_size(mv.dst);
-            if (hhi_heap_absorb_hole(h, mv.dst)) {
+            size_t sliver = blk_size(H);
+            if (hhi_heap_absorb_hole(h, H)) {
                 if (c->d) c->d->absorbed_bytes += sliver;
                 continue;
             }
-            hhi_block *Y = blk_next(h, mv.dst);       /* the block below is full of slack: slide if possible */
-            mv = (move_plan){0};
-            if (Y && movable(c, Y)) {
-                size_t dst = 0;
-                (void)hhi_heap_fits(h, mv.dst ? mv.dst : H, 0, blk_align(Y), &dst);
-                if (dst < blk_offset(h, Y)) mv = (move_plan){ .b = Y, .dst = H, .slide = true };
-            }
+            hhi_block *Y = blk_next(h, H);            /* the block below has no slack room left: slide */
+            mv = slide_possible(c, H, Y) ? (move_plan){ .b = Y, .dst = H, .slide = true } : (move_plan){0};
         }
         if (mv.b == NULL) {                            /* stuck: the cursor rises above it */
             hhi_block *Y = blk_next(h, H);

@@ -362,6 +362,8 @@ static void sweep_flush(hh_heap *h, size_t run, size_t end, size_t gap, size_t *
     free_block_make(h, end - gap, gap);               /* its neighbours are live or absent */
 }
 
+enum { HHI_SWEEP_AHEAD = 4096 };                        /* bytes ahead of the sweep to prefetch */
+
 size_t hhi_heap_sweep_compact(hh_heap *h, size_t *bytes) {
     size_t count = 0;
     *bytes = 0;
@@ -369,9 +371,13 @@ size_t hhi_heap_sweep_compact(hh_heap *h, size_t *bytes) {
     hhi_block *f = hhi_heap_lowest_free(h);
     if (f == NULL) return 0;
     journal_reserve(h, h->live_blocks);               /* at most every block moves: one allocation */
-    size_t off = blk_offset(h, f), gap = 0, run = off;
+    size_t off = blk_offset(h, f), gap = 0, run = off, pf = off;
     while (off < h->managed) {
         hhi_block *b = blk_at(h, off);
+        /* The walk chases headers through memory: stream the lines ahead
+           (the memmoves read them all anyway) so the loads below do not wait
+           on DRAM one block at a time. */
+        for (size_t end = HH_MIN(off + HHI_SWEEP_AHEAD, h->managed); pf < end; pf += 64) HHI_PREFETCH(h->base + pf);
         size_t size = blk_size(b);
         if (blk_is_free(b)) {                          /* the run so far moves; the gap grows */
             sweep_move_run(h, run, off, gap, bytes, &count);

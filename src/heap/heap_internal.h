@@ -42,6 +42,20 @@
  *       equal what a walk finds.
  *   I9  (HH_HEAP_DEBUG) every live block's guard bytes are intact.
  *   I10 the relocation journal's records lie inside the managed range.
+ *
+ * Returning memory (own mapping only): the whole pages of the top free region
+ * above a retained prefix are given back with MADV_DONTNEED by
+ * hhi_heap_decommit_top (the defrag service decides when); [dc_lo, managed)
+ * is the page range given back and not written since. Only carving from the
+ * top region writes into it (top_dirty moves dc_lo up past what it wrote), so
+ * the same pages are never given back twice while untouched, and the pages
+ * of the top region's header and footer are never given back.
+ *
+ * Mechanism for the defrag service (policy in src/defrag): slide_down and
+ * move_into move one block; sweep_compact slides every run of blocks in one
+ * pass (hh_defrag_full); absorb_hole turns a sliver hole into slack; the
+ * `mutations` counter and `low_mark` tell the service's cursor what changed;
+ * `compact_hook` lets allocation-time compaction use the service's policy.
  */
 #ifndef HH_HEAP_INTERNAL_H
 #define HH_HEAP_INTERNAL_H
@@ -76,6 +90,13 @@ _Static_assert((int)HHI_BASE_ALIGN == (int)HH_HEAP_MAX_ALIGN, "offset 0 must sat
 _Static_assert(HHI_MIN_BLOCK >= HHI_HDR + 8, "a free block must hold its footer");
 
 #define HHI_MAX_MANAGED ((size_t)HHI_NONE * HHI_GRANULE)   /* granule links are 32-bit */
+
+/* Read prefetch hint (a no-op where the compiler has no builtin). */
+#if defined(__GNUC__) || defined(__clang__)
+#  define HHI_PREFETCH(p) __builtin_prefetch((p), 0, 1)
+#else
+#  define HHI_PREFETCH(p) ((void)(p))
+#endif
 
 /* Header word fields. */
 #define BLK_FREE       ((uint64_t)1)
