@@ -344,10 +344,10 @@ typedef struct loop_result {
 /* Game objects spawned in waves: a trickle every frame, a burst every 120
    frames; lifetimes mostly short (1..90 frames), some medium, a few long
    (until the end). One step of 16 moves per frame when `defrag`. */
-static loop_result frame_loop(bool defrag, unsigned frames, size_t capacity) {
+static loop_result frame_loop(bool defrag, unsigned frames, size_t capacity, uint64_t seed) {
     static const size_t sizes[] = { 48, 64, 64, 96, 128, 128, 160, 256, 384, 512, 1024, 2048 };
     hh_heap *h = heap_make(capacity);
-    rng r = rng_make(2024);
+    rng r = rng_make(seed);
     size_t cap = 1u << 17, n = 0;
     obj *objs = malloc(cap * sizeof *objs);
     double *t = malloc(frames * sizeof *t);
@@ -403,7 +403,8 @@ static loop_result frame_loop(bool defrag, unsigned frames, size_t capacity) {
 static void frame_loop_at(size_t capacity, unsigned frames, int reps) {
     double p50[4], p99[4], fm[4], fx[4], bpf[4], fail[4], bfm[4], bfx[4], bfail[4], zero[4] = {0};
     for (int i = 0; i < reps; i++) {
-        loop_result a = frame_loop(true, frames, capacity), b = frame_loop(false, frames, capacity);
+        loop_result a = frame_loop(true, frames, capacity, 2024 + (uint64_t)i);
+        loop_result b = frame_loop(false, frames, capacity, 2024 + (uint64_t)i);   /* same seed: same objects */
         p50[i] = a.p50;
         p99[i] = a.p99;
         fm[i] = a.frag_mean * 100;

@@ -956,6 +956,63 @@ START_TEST(full_sweep_keeps_every_byte) {
 }
 END_TEST
 
+
+/* Bounded steps give pages back a little at a time (at most
+   decommit_step_bytes each), and keep going once the heap is compact. */
+START_TEST(bounded_steps_give_pages_back_gradually) {
+    hh_heap *hp;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 8u << 20 }, &hp), HH_OK);
+    hh_defrag_config cfg;
+    hh_defrag_config_get(hp, &cfg);
+    ck_assert_uint_eq(cfg.decommit_step_bytes, 64u << 10);
+    static hh_handle hs[8000];
+    unsigned n = 0;
+    while (n < 8000 && !hh_is_null(hs[n] = hh_alloc(hp, 1000))) n++;
+    for (unsigned i = 0; i < n; i++)
+        if (i % 4) hh_free(hp, hs[i]);
+    hh_defrag_metrics m;
+    size_t prev = 0;
+    unsigned steps = 0, compact_at = 0;
+    for (;;) {
+        hh_defrag_report rep = hh_defrag_step(hp, 16);
+        hh_defrag_metrics_get(hp, &m);
+        ck_assert_uint_le(m.decommitted_bytes - prev, cfg.decommit_step_bytes);
+        if (rep.compact && compact_at == 0) compact_at = steps;
+        if (compact_at && m.decommitted_bytes == prev && steps > compact_at + 2) break;
+        prev = m.decommitted_bytes;
+        ck_assert_uint_lt(++steps, 20000);
+    }
+    ck_assert_uint_gt(m.decommitted_bytes, (8u << 20) / 2);   /* 3/4 freed, less the retained part */
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    hh_heap_destroy(hp);
+}
+END_TEST
+
+
+/* The service's state is metadata: when it cannot be allocated, configure
+   reports HH_E_NO_MEMORY and changes nothing, and steps still work (without a
+   cursor kept between them). */
+START_TEST(state_allocation_failure_is_harmless) {
+    hh_handle hs[60];
+    for (int i = 0; i < 60; i++) hs[i] = hh_alloc(heap, 200);
+    for (int i = 0; i < 60; i += 2) hh_free(heap, hs[i]);
+    hh_test_fail_after(0);
+    ck_assert_int_eq(hh_defrag_configure(heap, &(hh_defrag_config){ .trigger = true }), HH_E_NO_MEMORY);
+    hh_test_fail_after(0);
+    hh_defrag_report rep = hh_defrag_step(heap, 4);
+    hh_test_fail_after(-1);
+    ck_assert_uint_eq(rep.moves, 4);
+    unsigned steps = 0;
+    while (!hh_defrag_step(heap, 4).compact) ck_assert_uint_lt(++steps, 1000);
+    hh_defrag_config cfg;
+    hh_defrag_config_get(heap, &cfg);
+    ck_assert(!cfg.trigger);                                  /* the failed configure changed nothing */
+    hh_heap_stats st;
+    hh_heap_stats_get(heap, &st);
+    ck_assert_uint_eq(st.free_blocks, 1);
+}
+END_TEST
+
 Suite *hh_test_defrag_suite(void) {
     Suite *s = suite_create("defrag");
     TCase *tc = tcase_create("step");
@@ -982,6 +1039,8 @@ Suite *hh_test_defrag_suite(void) {
     tcase_add_test(tc, rss_falls_after_compaction);
     tcase_add_test(tc, caller_memory_is_never_decommitted);
     tcase_add_test(tc, full_sweep_keeps_every_byte);
+    tcase_add_test(tc, bounded_steps_give_pages_back_gradually);
+    tcase_add_test(tc, state_allocation_failure_is_harmless);
     suite_add_tcase(s, tc);
     tc = tcase_create("random");
     tcase_add_checked_fixture(tc, setup, teardown);

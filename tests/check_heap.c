@@ -467,6 +467,22 @@ START_TEST(threadsafe_heap_concurrent_use) {
 }
 END_TEST
 
+
+/* A hole left by an object is reused by the next object of the same size
+   (best fit from the hole's own list), not passed over for the top region. */
+START_TEST(same_size_reuses_its_hole) {
+    hh_handle a = hh_alloc(heap, 1000), b = hh_alloc(heap, 64), c = hh_alloc(heap, 1000);
+    ck_assert(!hh_is_null(a) && !hh_is_null(b) && !hh_is_null(c));
+    char *at = hh_deref(heap, a);
+    ck_assert_int_eq(hh_free(heap, a), HH_OK);
+    hh_handle d = hh_alloc(heap, 1000);
+    ck_assert_ptr_eq(hh_deref(heap, d), at);
+    hh_heap_stats st;
+    hh_heap_stats_get(heap, &st);
+    ck_assert_uint_eq(st.free_blocks, 1);                     /* only the top region */
+}
+END_TEST
+
 Suite *hh_test_heap_suite(void) {
     Suite *s = suite_create("heap");
     TCase *tc = tcase_create("lifecycle");
@@ -490,6 +506,7 @@ Suite *hh_test_heap_suite(void) {
     tcase_add_test(tc, alignment_up_to_4096);
     tcase_add_test(tc, size_is_usable_and_rounded);
     tcase_add_test(tc, accounting_matches_walk);
+    tcase_add_test(tc, same_size_reuses_its_hole);
     tcase_add_test(tc, resize_grows_in_place_into_free_neighbour);
     tcase_add_test(tc, resize_moves_keeping_handle_and_contents);
     tcase_add_test(tc, failed_resize_leaves_block_as_it_was);

@@ -90,7 +90,8 @@ typedef enum hh_defrag_stop {
     HH_DEFRAG_STOP_MOVES,        /* max_moves reached */
     HH_DEFRAG_STOP_BYTES,        /* the next move would exceed max_bytes */
     HH_DEFRAG_STOP_TIME,         /* max_ns passed */
-    HH_DEFRAG_STOP_WORK,         /* the step's bookkeeping limit (holes passed over) was reached */
+    HH_DEFRAG_STOP_WORK,         /* the step's bookkeeping limit (blocks and holes looked at) was
+                                    reached; also the up phase of an HH_HEAP_STRESS_MOVES step */
     HH_DEFRAG_STOP_IDLE,         /* the trigger is idle: the heap is tidy enough, nothing looked at */
     HH_DEFRAG_STOP_OVERSIZE,     /* only blocks larger than max_bytes were left to move */
     HH_DEFRAG_STOP_ERROR,        /* bad argument (reported) */
@@ -117,7 +118,9 @@ HH_API hh_defrag_report hh_defrag_step_ex(hh_heap *heap, const hh_defrag_budget 
 /* Compacts completely: no budget, no trigger, oversize blocks move too. One
    address-order sweep slides every run of movable blocks down with a single
    memmove each (SLIDE order, whatever the policy: it is the fastest way to move
-   everything), then the policy closes what pinned or aligned blocks left. */
+   everything), then the policy closes what pinned or aligned blocks left.
+   Under memcheck or ASan (whose view of guard and slack bytes a bulk memmove
+   would upset) the policy does all of it, block by block. */
 HH_API hh_defrag_report hh_defrag_full(hh_heap *heap);
 /* Policy for later steps and for allocation-time compaction. Unknown policy:
    HH_E_INVALID_ARG, policy unchanged. */
@@ -138,6 +141,9 @@ HH_API const char      *hh_defrag_stop_str(hh_defrag_stop stop);
      trigger_stop_fragmentation   0.02   become idle below this (or when compact)
      decommit_retain_bytes        256 KiB  bytes at the start of the top region kept resident
      decommit_min_bytes           64 KiB   smallest page range worth an madvise
+     decommit_step_bytes          64 KiB   most a bounded step gives back (an madvise costs about
+                                           1 us a page); the rest follows in later steps, and
+                                           hh_defrag_full gives back everything at once
      no_decommit                  false  true: never give pages back
    Allocation-time compaction follows the policy and is unaffected by the trigger.
 --------------------------------------------------------------------------- */
@@ -149,6 +155,7 @@ typedef struct hh_defrag_config {
     double   trigger_stop_fragmentation;  /* 0..1, below the start value */
     size_t   decommit_retain_bytes;       /* bytes */
     size_t   decommit_min_bytes;          /* bytes */
+    size_t   decommit_step_bytes;         /* bytes */
     bool     no_decommit;
 } hh_defrag_config;
 /* Sets the configuration (NULL: all defaults). HH_E_INVALID_ARG (nothing

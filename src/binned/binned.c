@@ -31,8 +31,7 @@ static void *small_alloc_direct(unsigned c) {
 
 /* Marks b live and hands it out. */
 static void *small_hand_out(void *b, unsigned c) {
-    hhi_bpage *pg = hhi_page_of((uintptr_t)b);
-    hhi_state_set(pg, hhi_block_index(pg, (uintptr_t)b), HHI_ST_LIVE);
+    atomic_store_explicit(hhi_state_at((uintptr_t)b), (uint8_t)(HHI_ST_LIVE0 + c), memory_order_relaxed);
     hhi_on_alloc(b, hhi_class_size[c]);
     return b;
 }
@@ -48,13 +47,13 @@ static void *small_alloc_slow(unsigned c, unsigned flags) {
             uint32_t want = (bin->cap + 1) / 2;
             uint32_t got = hhi_class_take(c, &list, want);
             if (got > 0) {
-                hhi_stat_inc(&tc->stat[c].misses);
+                hhi_stat_inc(&bin->misses);
                 b = list;
                 bin->head = hhi_block_next(list);
                 hhi_bin_count_set(bin, got - 1);
             }
         } else if (bin->head != NULL) {
-            hhi_stat_inc(&tc->stat[c].hits);
+            hhi_stat_inc(&bin->hits);
             b = bin->head;
             bin->head = hhi_block_next(bin->head);
             hhi_bin_count_set(bin, hhi_bin_count(bin) - 1);
@@ -77,15 +76,17 @@ void *hhi_binned_malloc_slow(size_t size, unsigned flags) {
 }
 
 /* Validates a pointer into one of our spans: the page and block index of a
-   live block, or the status it deserves. */
+   live block, or the status it deserves. Only block starts ever hold a state
+   other than NEVER (invariant 9), so the state byte alone decides. */
 static hh_status small_lookup(uintptr_t a, hhi_bpage **out_pg, uint32_t *out_i) {
+    if ((a & HHI_BAD_PTR_BITS) != 0) return HH_E_FOREIGN_POINTER;
+    unsigned st = atomic_load_explicit(hhi_state_at(a), memory_order_relaxed);
+    if (st == HHI_ST_FREED) return HH_E_DOUBLE_FREE;   /* also in a pooled page (invariant 2) */
+    if (!hhi_state_is_live(st)) return HH_E_FOREIGN_POINTER;
     hhi_bpage *pg = hhi_page_of(a);
     uint32_t i = hhi_block_index(pg, a);
-    if (pg->capacity == 0 || i >= pg->capacity || i * pg->block_size != (a & HHI_PAGE_MASK))
-        return HH_E_FOREIGN_POINTER;
-    unsigned st = hhi_state_get(pg, i);
-    if (st == HHI_ST_FREED) return HH_E_DOUBLE_FREE;   /* also in a pooled page (invariant 2) */
-    if (st != HHI_ST_LIVE || pg->cls == HHI_NO_CLASS) return HH_E_FOREIGN_POINTER;
+    if (HH_NEVER(pg->cls != st - HHI_ST_LIVE0 || i >= pg->carved || i * pg->block_size != (a & HHI_PAGE_MASK)))
+        return HH_E_CORRUPT;
     *out_pg = pg;
     *out_i = i;
     return HH_OK;
@@ -116,6 +117,7 @@ void hhi_binned_free_slow(void *p, unsigned flags) {
     if (st != HH_OK) {
         hhi_binned_fail(st, flags,
                         st == HH_E_DOUBLE_FREE ? "hh_bfree: %p was already freed"
+                        : st == HH_E_CORRUPT   ? "hh_bfree: %p has a state that disagrees with its page"
                                                : "hh_bfree: %p is not a block of the binned allocator",
                         p);
         return;
@@ -125,7 +127,8 @@ void hhi_binned_free_slow(void *p, unsigned flags) {
         return;
     }
     unsigned c = pg->cls;
-    hhi_state_set(pg, i, HHI_ST_FREED);
+    (void)i;
+    atomic_store_explicit(hhi_state_at(a), HHI_ST_FREED, memory_order_relaxed);
     hhi_on_free(p, pg->block_size);
     hhi_tcache *tc = hhi_tcache_get();
     if (tc != NULL) {
@@ -259,8 +262,8 @@ void hh_binned_stats_get(hh_binned_stats *out) {
     for (hhi_tcache *tc = hhi_bg.tcaches; tc != NULL; tc = tc->next) {
         out->thread_caches++;
         for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
-            hits[c] += atomic_load_explicit(&tc->stat[c].hits, memory_order_relaxed);
-            misses[c] += atomic_load_explicit(&tc->stat[c].misses, memory_order_relaxed);
+            hits[c] += atomic_load_explicit(&tc->bins[c].hits, memory_order_relaxed);
+            misses[c] += atomic_load_explicit(&tc->bins[c].misses, memory_order_relaxed);
             cached[c] += hhi_bin_count(&tc->bins[c]);
         }
     }
@@ -345,15 +348,21 @@ hh_status hh_binned_check(void) {
         CHECK(s->next == NULL || s->next->prev == s, "binned check: span list broken at %p", (void *)s);
         CHECK(n_spans <= (1u << 25), "binned check: span list cycles");
         uint32_t free_pages = 0;
-        CHECK(s->pages[0].capacity == 0, "binned check: metadata page of %p serves blocks", (void *)s);
-        for (unsigned pi = 1; pi < HHI_PAGES_PER_SPAN; pi++) {
+        for (unsigned pi = 0; pi < HHI_META_PAGES; pi++)
+            CHECK(s->pages[pi].capacity == 0, "binned check: header page %u of %p serves blocks", pi, (void *)s);
+        for (unsigned g = 0; g < HHI_META_PAGES * HHI_STATE_PER_PAGE; g++)
+            CHECK(s->state[g] == HHI_ST_NEVER, "binned check: header of %p has a block state (9)", (void *)s);
+        for (unsigned pi = HHI_META_PAGES; pi < HHI_PAGES_PER_SPAN; pi++) {
             hhi_bpage *pg = &s->pages[pi];
             CHECK(pg->index == pi, "binned check: page %u of span %p has index %u", pi, (void *)s, pg->index);
+            CHECK(s->page_cls[pi] == pg->cls, "binned check: page %u of span %p: class copy %u != %u", pi, (void *)s,
+                  s->page_cls[pi], pg->cls);
             if (pg->cls == HHI_NO_CLASS) {
                 CHECK(pg->pool != HHI_POOL_NONE && pg->used == 0 && pg->free == NULL,
                       "binned check: page %p owned by no class but not pooled (2)", (void *)hhi_page_base(pg));
-                for (uint32_t i = 0; i < pg->capacity; i++)
-                    CHECK(hhi_state_get(pg, i) != HHI_ST_LIVE, "binned check: pooled page %p has a live block (2)",
+                _Atomic uint8_t *sm = hhi_page_states(pg);
+                for (uint32_t g = 0; g < HHI_STATE_PER_PAGE; g++)
+                    CHECK(!hhi_state_is_live(sm[g]), "binned check: pooled page %p has a live block (2)",
                           (void *)hhi_page_base(pg));
                 free_pages++;
                 n_pool++;
@@ -377,17 +386,22 @@ hh_status hh_binned_check(void) {
                 uint32_t i = hhi_block_index(pg, a);
                 CHECK(i < pg->carved && i * pg->block_size == (a & HHI_PAGE_MASK),
                       "binned check: free block %p misplaced (3)", (void *)b);
-                CHECK(hhi_state_get(pg, i) != HHI_ST_LIVE, "binned check: free block %p marked live (3)", (void *)b);
+                CHECK(!hhi_state_is_live(hhi_state_get(pg, i)), "binned check: free block %p marked live (3)",
+                      (void *)b);
                 nfree++;
             }
             CHECK(pg->used + nfree == pg->carved, "binned check: page %p used %u + free %u != carved %u (3)",
                   (void *)base, pg->used, nfree, pg->carved);
             uint32_t live = 0;
-            for (uint32_t i = 0; i < pg->capacity; i++) {
-                unsigned v = hhi_state_get(pg, i);
-                CHECK(v <= HHI_ST_FREED && (i < pg->carved || v == HHI_ST_NEVER),
-                      "binned check: page %p block %u state %u (3)", (void *)base, i, v);
-                live += v == HHI_ST_LIVE;
+            _Atomic uint8_t *sm = hhi_page_states(pg);
+            for (uint32_t g = 0; g < HHI_STATE_PER_PAGE; g++) {
+                unsigned v = sm[g];
+                uintptr_t off = (uintptr_t)g << HHI_GRANULE_SHIFT;
+                uint32_t i = (uint32_t)(off / pg->block_size);
+                bool start = off % pg->block_size == 0 && i < pg->carved;
+                CHECK(v == HHI_ST_NEVER || (start && (v == HHI_ST_FREED || v == hhi_state_live(pg))),
+                      "binned check: page %p granule %u state %u (3, 9)", (void *)base, g, v);
+                live += v != HHI_ST_NEVER && v != HHI_ST_FREED;
             }
             CHECK(live <= pg->used, "binned check: page %p has %u live > %u used (3)", (void *)base, live, pg->used);
             bool has_room = pg->free != NULL || pg->carved < pg->capacity;
@@ -451,7 +465,7 @@ hh_status hh_binned_check(void) {
                 hhi_bpage *pg = hhi_page_of(a);
                 uint32_t i = hhi_block_index(pg, a);
                 CHECK(pg->cls == c && i < pg->carved && i * pg->block_size == (a & HHI_PAGE_MASK) &&
-                          hhi_state_get(pg, i) != HHI_ST_LIVE,
+                          !hhi_state_is_live(hhi_state_get(pg, i)),
                       "binned check: cached block %p of class %u is wrong (5)", (void *)b, c);
             }
             CHECK(n == hhi_bin_count(&tc->bins[c]) && n <= tc->bins[c].cap,
@@ -474,7 +488,7 @@ static void page_info(const hhi_bpage *pg, hh_binned_region *r) {
     r->size = HHI_PAGE_SIZE;
     r->size_class = -1;
     r->committed = true;
-    if (pg->index == 0) {
+    if (pg->index < HHI_META_PAGES) {
         r->kind = HH_BINNED_REGION_META;
     } else if (pg->cls == HHI_NO_CLASS) {
         r->kind = HH_BINNED_REGION_FREE;
@@ -485,7 +499,7 @@ static void page_info(const hhi_bpage *pg, hh_binned_region *r) {
         r->block_size = pg->block_size;
         r->capacity = pg->capacity;
         uint32_t live = 0;
-        for (uint32_t i = 0; i < pg->carved; i++) live += hhi_state_get(pg, i) == HHI_ST_LIVE;
+        for (uint32_t i = 0; i < pg->carved; i++) live += hhi_state_is_live(hhi_state_get(pg, i));
         r->live = live;
         r->cached = pg->used > live ? pg->used - live : 0;
     }
@@ -543,7 +557,7 @@ size_t hh_binned_leak_report(hh_binned_leak_fn fn, void *user, size_t *bytes) {
         hhi_bspan *s = hhi_bg.spans;
         hhi_lock_release(&hhi_bg.pool_lock);
         for (; s != NULL; s = s->next) {
-            for (unsigned pi = 1; pi < HHI_PAGES_PER_SPAN; pi++) {
+            for (unsigned pi = HHI_META_PAGES; pi < HHI_PAGES_PER_SPAN; pi++) {
                 hhi_bpage *pg = &s->pages[pi];
                 uint32_t i = 0;
                 for (;;) {
@@ -555,7 +569,7 @@ size_t hh_binned_leak_report(hh_binned_leak_fn fn, void *user, size_t *bytes) {
                     if (c != HHI_NO_CLASS) {
                         uintptr_t base = hhi_page_base(pg);
                         for (; i < pg->carved && n < BATCH; i++)
-                            if (hhi_state_get(pg, i) == HHI_ST_LIVE) {
+                            if (hhi_state_is_live(hhi_state_get(pg, i))) {
                                 blocks[n] = (const void *)(base + (uintptr_t)i * pg->block_size);
                                 sizes[n++] = pg->block_size;
                             }

@@ -123,8 +123,8 @@ static bool span_new(void) {
     for (unsigned i = 0; i < HHI_PAGES_PER_SPAN; i++) {
         hhi_bpage *pg = &s->pages[i];
         pg->index = (uint8_t)i;
-        pg->cls = HHI_NO_CLASS;
-        if (i > 0) pool_insert(pg, HHI_POOL_CLEAN);
+        hhi_page_set_cls(pg, HHI_NO_CLASS);
+        if (i >= HHI_META_PAGES) pool_insert(pg, HHI_POOL_CLEAN);
     }
     s->next = hhi_bg.spans;
     if (s->next) s->next->prev = s;
@@ -148,7 +148,7 @@ static hhi_bpage *pool_get(unsigned c) {
 /* Gives an empty page back to the pool (class lock held). Geometry and
    states stay (invariant 2): every block is free, none LIVE. */
 static void pool_put(hhi_bpage *pg) {
-    pg->cls = HHI_NO_CLASS;
+    hhi_page_set_cls(pg, HHI_NO_CLASS);
     pg->free = NULL;
     pg->used = pg->carved = 0;
     hhi_lock_acquire(&hhi_bg.pool_lock);
@@ -164,13 +164,14 @@ void hhi_page_setup_class(hhi_bpage *pg, unsigned c) {
     pg->block_size = size;
     pg->capacity = cap;
     pg->recip = (uint32_t)((((uint64_t)1) << 32) / size + 1);
-    pg->cls = (uint8_t)c;
+    hhi_page_set_cls(pg, c);
     pg->free = NULL;
     pg->used = pg->carved = 0;
     pg->in_partial = 0;
-    pg->state = hhi_class_tail_state(c) ? (_Atomic uint8_t *)(base + HHI_PAGE_SIZE - cap)
-                                        : hhi_span_of(base)->state[pg->index - 1];
-    memset((void *)pg->state, HHI_ST_NEVER, cap);
+    /* Every byte, not just the block starts: an earlier class's FREED bytes
+       may sit where the new class has interiors (invariant 9). The first
+       malloc would touch this OS page anyway. */
+    memset((void *)hhi_page_states(pg), HHI_ST_NEVER, HHI_STATE_PER_PAGE);
 }
 
 /* ---------------------------------------------------------------------------
@@ -287,10 +288,7 @@ size_t hhi_pool_trim(uint64_t deadline_ns) {
         void *base = (void *)hhi_page_base(pg);
         if (!hhi_os_decommit(base, HHI_PAGE_SIZE)) break;
         hh_track_undefined(base, HHI_PAGE_SIZE);
-        /* States in the page's own tail are gone with it (they read as
-           zero now): forget the geometry. Span-header states survive. */
-        if ((uintptr_t)pg->state >= (uintptr_t)base && (uintptr_t)pg->state < (uintptr_t)base + HHI_PAGE_SIZE)
-            pg->capacity = pg->block_size = pg->recip = 0;
+        /* States live in the span header and survive (invariant 2). */
         pool_remove(pg);
         pool_insert(pg, HHI_POOL_DECOMMITTED);
         given += HHI_PAGE_SIZE;
@@ -299,8 +297,8 @@ size_t hhi_pool_trim(uint64_t deadline_ns) {
     while (s != NULL) {
         hhi_bspan *next = s->next;
         if (deadline_ns && hhi_now_ns() >= deadline_ns) break;
-        if (s->free_pages == HHI_PAGES_PER_SPAN - 1) {
-            for (unsigned i = 1; i < HHI_PAGES_PER_SPAN; i++) {
+        if (s->free_pages == HHI_PAGES_PER_SPAN - HHI_META_PAGES) {
+            for (unsigned i = HHI_META_PAGES; i < HHI_PAGES_PER_SPAN; i++) {
                 hhi_bpage *pg = &s->pages[i];
                 if (pg->pool != HHI_POOL_DECOMMITTED) given += HHI_PAGE_SIZE;
                 pool_remove(pg);
@@ -313,7 +311,7 @@ size_t hhi_pool_trim(uint64_t deadline_ns) {
                                   memory_order_release);
             hh_track_undefined(s, HHI_SPAN_SIZE);
             hhi_os_unmap(s, HHI_SPAN_SIZE);
-            given += HHI_PAGE_SIZE;   /* the metadata page */
+            given += HHI_META_PAGES * HHI_PAGE_SIZE;   /* the header pages (an upper bound) */
         }
         s = next;
     }

@@ -75,8 +75,8 @@ static void tcache_destructor(void *arg) {
     tc_state = TC_DEAD;
     hhi_lock_acquire(&hhi_bg.tc_lock);
     for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
-        atomic_fetch_add(&hhi_bg.retired_hits[c], atomic_load(&tc->stat[c].hits));
-        atomic_fetch_add(&hhi_bg.retired_misses[c], atomic_load(&tc->stat[c].misses));
+        atomic_fetch_add(&hhi_bg.retired_hits[c], atomic_load(&tc->bins[c].hits));
+        atomic_fetch_add(&hhi_bg.retired_misses[c], atomic_load(&tc->bins[c].misses));
     }
     if (tc->prev) tc->prev->next = tc->next;
     else hhi_bg.tcaches = tc->next;

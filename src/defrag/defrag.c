@@ -59,7 +59,6 @@ typedef struct step_ctx {
        only extended at its bottom as blocks leave it. */
     hhi_block         *win[HH_DEFRAG_WINDOW];
     unsigned           win_n;
-    bool               win_started;   /* the scan has begun (from the highest block) */
     bool               win_end;       /* the scan reached the lowest hole: nothing more below */
     hh_defrag_report   r;
 } step_ctx;
@@ -89,6 +88,7 @@ static hh_defrag_config config_defaults(const hh_defrag_config *c) {
     if (r.trigger_stop_fragmentation == 0.0) r.trigger_stop_fragmentation = HHI_DEFRAG_STOP_FRAG;
     if (r.decommit_retain_bytes == 0) r.decommit_retain_bytes = HHI_DEFRAG_RETAIN;
     if (r.decommit_min_bytes == 0) r.decommit_min_bytes = HHI_DEFRAG_DECOMMIT_MIN;
+    if (r.decommit_step_bytes == 0) r.decommit_step_bytes = HHI_DEFRAG_DECOMMIT_STEP;
     return r;
 }
 
@@ -137,7 +137,7 @@ static bool movable(step_ctx *c, const hhi_block *b) {
     return true;
 }
 
-/* true if a free block fitting size/align exists (allocation-time early stop). */
+/* A free block that size/align fits in, or NULL (allocation-time early stop). */
 static hhi_block *fit_for(const hh_heap *h, size_t size, size_t align) {
     hhi_block *f = hhi_freelist_find(h, align <= HHI_GRANULE ? size : size + align);
     if (f && hhi_heap_fits(h, f, size, align, NULL)) return f;
@@ -156,7 +156,6 @@ static void window_fill(step_ctx *c, size_t hoff) {
     hhi_block *b;
     if (c->win_n) b = hhi_heap_block_before(h, c->win[c->win_n - 1]);
     else b = highest_block(h);                         /* first scan, or every entry has moved */
-    c->win_started = true;
     while (c->win_n < HH_DEFRAG_WINDOW) {
         if (b == NULL || blk_offset(h, b) <= hoff) {
             c->win_end = true;
@@ -216,7 +215,7 @@ static hhi_block *window_best(step_ctx *c, hhi_block *H, const hhi_block *Y) {
     for (unsigned i = 0; i < c->win_n; i++) {
         hhi_block *b = c->win[i];
         if (blk_offset(h, b) <= hoff) break;           /* descending: the rest lie below H */
-        if (b == Y) continue;                          /* that one slides, it does not fill */
+        if (b == Y || blk_pins(b)) continue;           /* Y slides, it does not fill; pinned since saved */
         size_t need = blk_need(b);
         if (need < min_need) min_need = need;
         size_t align = blk_align(b);                   /* 16: no lead, fits iff it is not larger */
@@ -249,7 +248,7 @@ static bool fill_highest(step_ctx *c, hhi_block *H, const hhi_block *Y, move_pla
     window_fill(c, blk_offset(h, H));
     if (c->win_n == 0 || blk_offset(h, c->win[0]) <= blk_offset(h, H)) return false;
     hhi_block *b = c->win[0];
-    if (b == Y) return false;                          /* only the slide candidate is left above H */
+    if (b == Y || blk_pins(b)) return false;           /* only the slide candidate is left; pinned since saved */
     size_t need = blk_need(b), align = blk_align(b);
     if (hhi_heap_fits(h, H, need, align, NULL)) {
         *mv = (move_plan){ .b = b, .dst = H };
@@ -329,7 +328,7 @@ static bool budget_allows(step_ctx *c, size_t bytes) {
 }
 
 /* Runs moves until the budget, the work limit or compactness stops it (lock held). */
-static void run_moves(step_ctx *c) {
+static void run_moves_inner(step_ctx *c) {
     hh_heap *h = c->h;
     struct hhi_defrag *d = c->d, scratch = {0};
     if (d == NULL) d = &scratch;                       /* no state: a cursor for this call only */
@@ -410,6 +409,27 @@ static void run_moves(step_ctx *c) {
     }
 }
 
+/* run_moves_inner with the window carried over from the last step when the
+   heap has not changed since (same mutation count, same byte budget): a
+   fresh window costs HH_DEFRAG_WINDOW cold header reads. */
+static void run_moves(step_ctx *c) {
+    struct hhi_defrag *d = c->d;
+    if (d && d->win_saved && d->win_mutations == c->h->mutations && d->win_max_bytes == c->max_bytes) {
+        memcpy(c->win, d->win, d->win_n * sizeof c->win[0]);
+        c->win_n = d->win_n;
+        c->win_end = d->win_end;
+    }
+    run_moves_inner(c);
+    if (d) {
+        memcpy(d->win, c->win, c->win_n * sizeof c->win[0]);
+        d->win_n = c->win_n;
+        d->win_end = c->win_end;
+        d->win_saved = true;
+        d->win_mutations = c->h->mutations;
+        d->win_max_bytes = c->max_bytes;
+    }
+}
+
 static step_ctx ctx_make(hh_heap *h, struct hhi_defrag *d, const hh_defrag_budget *b, bool full) {
     step_ctx c = { .h = h, .d = d, .policy = h->policy, .t0 = hhi_now_ns(), .work_max = UINT64_MAX };
     if (!full) {
@@ -434,6 +454,7 @@ static void full_bulk_slide(step_ctx *c) {
     if (n && c->d) {                                   /* the layout changed under the cursor */
         cursor_reset(c->d);
         c->d->known_compact = false;
+        c->d->win_saved = false;
     }
 }
 
@@ -461,6 +482,7 @@ static void stress_up(step_ctx *c) {
     if (c->d) {                                        /* the layout changed under the cursor */
         cursor_reset(c->d);
         c->d->known_compact = false;
+        c->d->win_saved = false;
     }
     c->r.compact = false;
     c->r.stop = HH_DEFRAG_STOP_WORK;
@@ -488,16 +510,22 @@ static bool trigger_wants_work(hh_heap *h, struct hhi_defrag *d) {
     return d->active;
 }
 
-/* Gives the top region's pages back when it may have grown (lock held). */
-static void maybe_decommit(hh_heap *h, struct hhi_defrag *d, bool moved) {
+/* Gives the top region's pages back when it may have grown (lock held). A
+   bounded step gives back at most decommit_step_bytes (an madvise costs about
+   a microsecond a page: unbounded, it would be the slowest part of a step) and
+   leaves the rest pending for the next steps; hh_defrag_full gives back all. */
+static void maybe_decommit(hh_heap *h, struct hhi_defrag *d, bool moved, bool bounded) {
     if (d == NULL || d->cfg.no_decommit) return;
-    if (!moved && d->dc_mutations == h->mutations) return;
+    if (!moved && !d->dc_pending && d->dc_mutations == h->mutations) return;
     d->dc_mutations = h->mutations;
-    hhi_heap_decommit_top(h, d->cfg.decommit_retain_bytes, d->cfg.decommit_min_bytes);
+    size_t cap = bounded ? d->cfg.decommit_step_bytes : 0;
+    size_t n = hhi_heap_decommit_top(h, d->cfg.decommit_retain_bytes, d->cfg.decommit_min_bytes, cap);
+    d->dc_pending = cap && n > 0;                      /* more may be left: look again next step */
 }
 
 static hh_defrag_report defrag_run(hh_heap *h, const hh_defrag_budget *budget, bool full) {
     heap_lock(h);
+    hh_assert_expensive(hhi_heap_is_valid(h));
     struct hhi_defrag *d = defrag_state(h);
     bool stress = (h->flags & HH_HEAP_STRESS_MOVES) != 0;
     step_ctx c = ctx_make(h, d, budget, full || stress);   /* stress: the budget does not hold it back */
@@ -518,7 +546,7 @@ static hh_defrag_report defrag_run(hh_heap *h, const hh_defrag_budget *budget, b
         run_moves(&c);
         if (d && c.r.compact) d->active = false;
     }
-    maybe_decommit(h, d, c.r.moves > 0);
+    maybe_decommit(h, d, c.r.moves > 0, !full && (budget->max_moves || budget->max_bytes || budget->max_ns));
     if (d) {
         d->steps++;
         d->steps_compact += c.r.compact;
@@ -531,21 +559,35 @@ static hh_defrag_report defrag_run(hh_heap *h, const hh_defrag_budget *budget, b
     }
     heap_event(h, &(hh_heap_event){ .kind = HH_EV_DEFRAG_STEP, .max_moves = budget->max_moves, .moves = c.r.moves,
                                    .max_bytes = budget->max_bytes, .max_ns = budget->max_ns });
+    hh_assert_expensive(hhi_heap_is_valid(h));
     heap_unlock(h);
     c.r.elapsed_ns = hhi_now_ns() - c.t0;
     return c.r;
 }
 
-/* Allocation-time compaction (heap->compact_hook; lock held): the policy's
-   moves, unbudgeted, until a free block fits size/align. The moves join the
-   journal of the last step. NULL if compaction cannot make one. */
+/* Allocation-time compaction (heap->compact_hook; lock held): first a bounded
+   run of the policy (HHI_DEFRAG_ALLOC_MOVES moves) that stops as soon as a
+   free block fits size/align -- enough when a few holes need merging; if that
+   does not do it, the full compaction (one sweep at memmove speed, then the
+   policy for what pins left). The moves join the journal of the last step.
+   NULL if no compaction can make room. */
 static hhi_block *defrag_compact_for(hh_heap *h, size_t size, size_t align) {
     struct hhi_defrag *d = h->defrag;
-    step_ctx c = ctx_make(h, d, &(hh_defrag_budget){0}, true);
+    step_ctx c = ctx_make(h, d, &(hh_defrag_budget){ .max_moves = HHI_DEFRAG_ALLOC_MOVES }, false);
     c.need_size = size;
     c.need_align = align;
     run_moves(&c);
-    return fit_for(h, size, align);
+    hhi_block *f = fit_for(h, size, align);
+    if (!f && !c.r.compact) {
+        step_ctx full = ctx_make(h, d, &(hh_defrag_budget){0}, true);
+        full.need_size = size;
+        full.need_align = align;
+        full_bulk_slide(&full);
+        run_moves(&full);
+        f = fit_for(h, size, align);
+    }
+    if (d) d->win_saved = false;                       /* the caller carves and moves next: no reuse */
+    return f;
 }
 
 /* ---------------------------------------------------------------------------

@@ -34,6 +34,8 @@ enum {
     HHI_DEFRAG_START_WASTED = 64 << 10,     /* bytes */
     HHI_DEFRAG_RETAIN       = 256 << 10,    /* bytes */
     HHI_DEFRAG_DECOMMIT_MIN = 64 << 10,     /* bytes */
+    HHI_DEFRAG_DECOMMIT_STEP = 64 << 10,    /* bytes */
+    HHI_DEFRAG_ALLOC_MOVES  = 256,          /* bounded first try of allocation-time compaction */
     HHI_DEFRAG_DEFAULT_N    = 16,           /* moves per frame assumed by the estimate before any step */
     HHI_DEFRAG_WORK_BASE    = 64,           /* work units of a bounded step, plus ... */
     HHI_DEFRAG_WORK_PER_MOVE = HH_DEFRAG_WINDOW + 8,   /* ... this many per allowed move */
@@ -58,9 +60,18 @@ struct hhi_defrag {
     bool     known_compact;        /* D2 */
     uint64_t known_mutations;      /* heap->mutations when known_compact was set */
 
+    /* the window of the last step, reused while the heap is unchanged */
+    hhi_block *win[HH_DEFRAG_WINDOW];   /* highest movable blocks, descending (may have been pinned since) */
+    unsigned win_n;
+    bool     win_end;              /* that scan reached its lowest hole */
+    bool     win_saved;            /* win[] is worth reusing (see win_mutations, win_max_bytes) */
+    uint64_t win_mutations;        /* heap->mutations when saved: any mutation invalidates it */
+    size_t   win_max_bytes;        /* the byte budget it was collected under (oversize blocks left out) */
+
     /* trigger and pages */
     bool     active;               /* hysteresis trigger state */
     uint64_t dc_mutations;         /* heap->mutations at the last decommit check */
+    bool     dc_pending;           /* a capped decommit may have left pages to give back */
     bool     stress_down;          /* HH_HEAP_STRESS_MOVES: next stress step compacts (else moves blocks up) */
 
     /* statistics */

@@ -6,6 +6,13 @@
  * next step first, so every block in the found list is large enough: no list is
  * ever walked (good fit, O(1)).
  *
+ * Allocation looks at one more list first (hhi_freelist_exact): the head of
+ * the list that holds the request's own size, taken if it is large enough.
+ * Good fit alone never reuses a hole of exactly an object's size for the next
+ * object of that size (its list may hold smaller blocks, so the search skips
+ * it) and splits it for smaller ones instead: under churn that doubled as
+ * fragmentation. Still one look, O(1).
+ *
  * Low addresses first: a block lower than the current head goes to the front,
  * others right behind the head. The head of each list therefore tends to be
  * its lowest block, which keeps allocations packed at the bottom of the heap
@@ -120,4 +127,15 @@ size_t hhi_freelist_largest(const hh_heap *h) {
         g = b->u.free.next;
     }
     return best;
+}
+
+hhi_block *hhi_freelist_exact(const hh_heap *h, size_t size) {
+    if (size < HHI_SMALL_BLOCK) return NULL;          /* linear classes: the search is exact already */
+    unsigned f, s;
+    hhi_freelist_mapping(size, &f, &s);
+    if (f >= HHI_FL_COUNT) return NULL;
+    uint32_t g = h->fl.head[f][s];
+    if (g == HHI_NONE) return NULL;
+    hhi_block *b = blk_at(h, granule_off(g));
+    return blk_size(b) >= size ? b : NULL;
 }

@@ -303,6 +303,11 @@ HH_INTERNAL void hhi_freelist_insert(hh_heap *h, hhi_block *b);
 HH_INTERNAL void hhi_freelist_remove(hh_heap *h, hhi_block *b);
 /* A free block of at least `size` bytes from a list that guarantees it (good fit), or NULL. */
 HH_INTERNAL hhi_block *hhi_freelist_find(const hh_heap *h, size_t size);
+/* The head of the list that holds `size` itself, if it is large enough (the
+   good-fit search skips that list: its blocks may be smaller). One look, O(1);
+   NULL otherwise. Lets a block freed by an object of a size be reused by the
+   next object of that size instead of being split by smaller ones. */
+HH_INTERNAL hhi_block *hhi_freelist_exact(const hh_heap *h, size_t size);
 /* The largest free block's size (exact; scans the highest non-empty list). */
 HH_INTERNAL size_t hhi_freelist_largest(const hh_heap *h);
 /* TLSF list index of a free block size (for the checker). */
@@ -356,9 +361,10 @@ HH_INTERNAL hhi_block *hhi_heap_compact_for(hh_heap *h, size_t size, size_t alig
 /* Gives the whole pages of the top free region back to the OS (own mapping
    only), keeping the pages of its header and footer and the first `retain`
    bytes above its header; does nothing unless at least `min_bytes` of pages
-   are newly decommittable. Pages already given back (h->dc_lo) are not redone.
-   Returns the bytes newly decommitted. */
-HH_INTERNAL size_t hhi_heap_decommit_top(hh_heap *h, size_t retain, size_t min_bytes);
+   are newly decommittable, and gives back at most `max_bytes` (0: no limit;
+   the highest pages first, so a later call continues below). Pages already
+   given back (h->dc_lo) are not redone. Returns the bytes newly decommitted. */
+HH_INTERNAL size_t hhi_heap_decommit_top(hh_heap *h, size_t retain, size_t min_bytes, size_t max_bytes);
 /* Walk-based validity check for hh_assert_expensive (no reporting). */
 HH_INTERNAL bool hhi_heap_is_valid(const hh_heap *h);
 
