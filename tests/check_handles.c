@@ -59,6 +59,16 @@ START_TEST(forged_and_out_of_range_handles_rejected) {
     /* A never-issued slot of this table carries the free bit: no forged key matches it. */
     hh_handle unissued = { (h.id & ~HH_HANDLE_INDEX_MASK) | 20 };
     ck_assert_ptr_null(hh_handle_get(t, unissued));
+    /* Generation 0 was never issued: a small forged id must not pass for a live slot. */
+    hh_handle small[] = { { 5 }, { 20 }, { 0xFFFFFF } };
+    for (size_t i = 0; i < HH_ARRAY_LEN_T(small); i++) {
+        ck_assert_ptr_null(hh_handle_get(t, small[i]));
+        hh_test_reset_captured();
+        ck_assert_int_eq(hh_handle_release(t, small[i]), HH_E_STALE_HANDLE);
+        ck_assert_int_eq(hh_handle_check(t, small[i], "test"), HH_E_STALE_HANDLE);
+        ck_assert_int_eq(hh_handle_set(t, small[i], &objs[3]), HH_E_STALE_HANDLE);
+        ck_assert_uint_eq(hh_test_captured_count(), 3);
+    }
     ck_assert_ptr_eq(hh_handle_get(t, h), &objs[0]);
 }
 END_TEST

@@ -23,7 +23,7 @@ hh_status hhi_binned_fail(hh_status s, unsigned flags, const char *msg, const vo
 /* One block of class c without a thread cache (before TLS is ready, while a
    thread exits, or when caching is off). */
 static void *small_alloc_direct(unsigned c) {
-    hhi_bblock *b = NULL;
+    void *b = NULL;
     if (hhi_class_take(c, &b, 1) == 0) return NULL;
     atomic_fetch_add_explicit(&hhi_bg.classes[c].direct_allocs, 1, memory_order_relaxed);
     return b;
@@ -42,21 +42,19 @@ static void *small_alloc_slow(unsigned c, unsigned flags) {
     if (tc != NULL) {
         hhi_tbin *bin = &tc->bins[c];
         bin->cap = atomic_load_explicit(&hhi_bg.cap[c], memory_order_relaxed);
-        if (bin->head == NULL && bin->cap > 0) {
-            hhi_bblock *list = NULL;
+        uint32_t n = hhi_bin_count(bin);
+        if (n == 0 && bin->cap > 0) {
             uint32_t want = (bin->cap + 1) / 2;
-            uint32_t got = hhi_class_take(c, &list, want);
+            uint32_t got = hhi_class_take(c, tc->slots[c], want);
             if (got > 0) {
                 hhi_stat_inc(&bin->misses);
-                b = list;
-                bin->head = hhi_block_next(list);
+                b = tc->slots[c][got - 1];
                 hhi_bin_count_set(bin, got - 1);
             }
-        } else if (bin->head != NULL) {
+        } else if (n > 0) {   /* the fast path was not tried first */
             hhi_stat_inc(&bin->hits);
-            b = bin->head;
-            bin->head = hhi_block_next(bin->head);
-            hhi_bin_count_set(bin, hhi_bin_count(bin) - 1);
+            b = tc->slots[c][n - 1];
+            hhi_bin_count_set(bin, n - 1);
         } else {
             b = small_alloc_direct(c);
         }
@@ -137,15 +135,13 @@ void hhi_binned_free_slow(void *p, unsigned flags) {
         if (bin->cap > 0) {
             /* Full bin: keep the newer half, return the older half in one batch. */
             if (hhi_bin_count(bin) >= bin->cap) hhi_tcache_flush_bin(tc, c, bin->cap / 2);
-            hhi_block_set_next((hhi_bblock *)p, bin->head);
-            bin->head = (hhi_bblock *)p;
+            tc->slots[c][hhi_bin_count(bin)] = p;
             hhi_bin_count_set(bin, hhi_bin_count(bin) + 1);
             return;
         }
         hhi_tcache_flush_bin(tc, c, 0);
     }
-    hhi_block_set_next((hhi_bblock *)p, NULL);
-    hhi_class_put(c, (hhi_bblock *)p, 1);
+    hhi_class_put(c, &p, 1);
 }
 
 /* ---------------------------------------------------------------------------
@@ -457,10 +453,11 @@ hh_status hh_binned_check(void) {
     hhi_tcache *tc = hhi_tc_self;
     if (tc != NULL) {
         for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
-            uint32_t n = 0;
-            for (hhi_bblock *b = tc->bins[c].head; b != NULL; b = hhi_block_next(b)) {
+            uint32_t n = hhi_bin_count(&tc->bins[c]);
+            CHECK(tc->bins[c].cap <= HHI_BIN_MAX, "binned check: cache bin %u cap above the maximum (5)", c);
+            for (uint32_t j = 0; j < n && j < HHI_BIN_MAX; j++) {
+                void *b = tc->slots[c][j];
                 uintptr_t a = (uintptr_t)b;
-                CHECK(n++ < hhi_bin_count(&tc->bins[c]), "binned check: cache bin %u longer than its count (5)", c);
                 CHECK(hhi_registry_get(a) == HHI_REG_SPAN, "binned check: cached block %p not in a span (5)", (void *)b);
                 hhi_bpage *pg = hhi_page_of(a);
                 uint32_t i = hhi_block_index(pg, a);
@@ -468,8 +465,7 @@ hh_status hh_binned_check(void) {
                           !hhi_state_is_live(hhi_state_get(pg, i)),
                       "binned check: cached block %p of class %u is wrong (5)", (void *)b, c);
             }
-            CHECK(n == hhi_bin_count(&tc->bins[c]) && n <= tc->bins[c].cap,
-                  "binned check: cache bin %u count %u != %u or above cap (5)", c, hhi_bin_count(&tc->bins[c]), n);
+            CHECK(n <= tc->bins[c].cap, "binned check: cache bin %u count %u above cap (5)", c, n);
         }
     }
 done:

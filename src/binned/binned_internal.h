@@ -30,14 +30,16 @@
  *     capacity 0 when it never served a class or its states were lost.
  *  3. Every block of a class page is exactly one of: uncarved (index >=
  *     carved, state NEVER); on the page free list (state != LIVE); held by a
- *     thread cache (state != LIVE); live with the user (state LIVE).
+ *     thread cache (state != LIVE; its pointer in a bin's slot array, the
+ *     block's bytes untouched); live with the user (state LIVE).
  *     page->used counts the blocks held by caches or users, so
  *     used + free-list length == carved <= capacity.
  *  4. A class's partial list holds exactly its pages with a free-list or
  *     uncarved block; empty pages (used == 0) sit at its tail; at most
  *     HHI_KEEP_EMPTY of them stay with a class, the rest go to the pool.
  *  5. A thread cache bin holds at most its cap blocks of its class (state !=
- *     LIVE); sum over classes of g.cap[c] * size[c] <= g.cache_limit.
+ *     LIVE), in slots[c][0 .. count), oldest first; cap <= HHI_BIN_MAX; sum
+ *     over classes of g.cap[c] * size[c] <= g.cache_limit.
  *  6. A large block's mapping starts at a 4 MiB boundary with a hhi_blarge
  *     header (magic HHI_LARGE_MAGIC); the user pointer is base + offset,
  *     offset < 4 MiB; it is on g.large. A freed mapping kept for reuse has
@@ -177,13 +179,16 @@ _Static_assert(sizeof(hhi_blarge) <= HHI_LARGE_HDR, "large header size");
 
 /* A thread-cache bin. Only the owner writes; count is a relaxed atomic so
    hh_binned_stats_get may read it from another thread (it compiles to plain
-   loads and stores). */
+   loads and stores). The blocks are pointers in the cache's slot array, not
+   a list through the blocks: malloc and free never touch a cached block's
+   bytes (a cold block freed by the program costs no miss here), and a flush
+   or refill moves pointers without walking blocks. */
 typedef struct hhi_tbin {
-    hhi_bblock *head;           /* cached blocks, newest first */
-    _Atomic uint32_t count;     /* blocks on head */
-    uint32_t cap;               /* most blocks head may hold (copy of g.cap) */
-    _Atomic uint64_t hits;      /* allocations served from head (same line as head: no extra miss) */
+    _Atomic uint32_t count;     /* blocks in slots[c][0 .. count), oldest first */
+    uint32_t cap;               /* most blocks the bin may hold (copy of g.cap) */
+    _Atomic uint64_t hits;      /* allocations served from the bin (same line as count) */
     _Atomic uint64_t misses;    /* refills from the class */
+    uint64_t pad;
 } hhi_tbin;
 _Static_assert(sizeof(hhi_tbin) == 32, "bins index by shift");
 
@@ -197,6 +202,7 @@ typedef struct hhi_tcache {
        from the pages (class used counts) less the blocks sitting in caches. */
     hhi_tbin bins[HHI_CLASS_COUNT];
     struct hhi_tcache *next, *prev;   /* g.tcaches (tc_lock) */
+    void *slots[HHI_CLASS_COUNT][HHI_BIN_MAX];   /* the cached blocks (~20 KiB used at the 1 MiB default) */
 } hhi_tcache;
 
 typedef struct hhi_bclass {
@@ -351,11 +357,11 @@ HH_INTERNAL hh_status hhi_binned_fail(hh_status s, unsigned flags, const char *m
 /* binned_page.c (class and pool layer) */
 HH_INTERNAL bool     hhi_binned_init(void);        /* idempotent; false if the OS refused */
 HH_INTERNAL void     hhi_page_setup_class(hhi_bpage *pg, unsigned c);
-/* Takes up to `want` blocks of class c (class lock taken inside), links them
-   and returns the count (0: out of memory). */
-HH_INTERNAL uint32_t hhi_class_take(unsigned c, hhi_bblock **head, uint32_t want);
-/* Returns a linked list of n blocks of class c to their pages. */
-HH_INTERNAL void     hhi_class_put(unsigned c, hhi_bblock *head, uint32_t n);
+/* Takes up to `want` blocks of class c (class lock taken inside) into
+   out[0 .. got) and returns got (0: out of memory). */
+HH_INTERNAL uint32_t hhi_class_take(unsigned c, void **out, uint32_t want);
+/* Returns blocks[0 .. n) of class c to their pages. */
+HH_INTERNAL void     hhi_class_put(unsigned c, void *const *blocks, uint32_t n);
 HH_INTERNAL void     hhi_lock_all(void);     /* classes, pool, large (fork, check) */
 HH_INTERNAL void     hhi_unlock_all(void);
 HH_INTERNAL size_t   hhi_pool_trim(uint64_t deadline_ns);
@@ -377,22 +383,27 @@ HH_INTERNAL size_t   hhi_large_trim(void);            /* unmaps the large cache;
 /* One likely branch each way; everything else is in the noinline slow paths.
    malloc touches the bin line, the block and its state byte; free the bin
    line, the registry byte, the state byte and the block. */
-HH_INLINE void *hhi_bmalloc_fast(size_t size, unsigned flags) {
+/* malloc with the slow path given (a constant: the shim's sets errno, so
+   malloc stays a leaf without a stack frame). */
+HH_INLINE void *hhi_bmalloc_fast_with(size_t size, unsigned flags, void *(*slow)(size_t, unsigned)) {
     hhi_tcache *tc = hhi_tc_self;
     if (hh_likely(tc != NULL && size <= HHI_SMALL_MAX)) {
         unsigned c = hhi_size_class(size);
         hhi_tbin *bin = &tc->bins[c];
-        hhi_bblock *b = bin->head;
-        if (hh_likely(b != NULL)) {
-            bin->head = hhi_block_next(b);
-            hhi_bin_count_set(bin, hhi_bin_count(bin) - 1);
+        uint32_t n = hhi_bin_count(bin);
+        if (hh_likely(n != 0)) {
+            void *b = tc->slots[c][n - 1];
+            hhi_bin_count_set(bin, n - 1);
             hhi_stat_inc(&bin->hits);
             atomic_store_explicit(hhi_state_at((uintptr_t)b), (uint8_t)(HHI_ST_LIVE0 + c), memory_order_relaxed);
             hhi_on_alloc(b, hhi_class_size[c]);
             return b;
         }
     }
-    return hhi_binned_malloc_slow(size, flags);
+    return slow(size, flags);
+}
+HH_INLINE void *hhi_bmalloc_fast(size_t size, unsigned flags) {
+    return hhi_bmalloc_fast_with(size, flags, hhi_binned_malloc_slow);
 }
 
 /* Bits of a pointer that no block start has: above user space, or inside a granule. */
@@ -415,8 +426,7 @@ HH_INLINE void hhi_bfree_fast(void *p, unsigned flags) {
             if (hh_likely(n < bin->cap)) {
                 atomic_store_explicit(st, HHI_ST_FREED, memory_order_relaxed);
                 hhi_on_free(p, hhi_class_size[c]);
-                hhi_block_set_next((hhi_bblock *)p, bin->head);
-                bin->head = (hhi_bblock *)p;
+                tc->slots[c][n] = p;
                 hhi_bin_count_set(bin, n + 1);
                 return;
             }

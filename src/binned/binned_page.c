@@ -177,9 +177,8 @@ void hhi_page_setup_class(hhi_bpage *pg, unsigned c) {
 /* ---------------------------------------------------------------------------
    Class lists
 --------------------------------------------------------------------------- */
-uint32_t hhi_class_take(unsigned c, hhi_bblock **out, uint32_t want) {
+uint32_t hhi_class_take(unsigned c, void **out, uint32_t want) {
     hhi_bclass *k = &hhi_bg.classes[c];
-    hhi_bblock *head = NULL, *tail = NULL;
     uint32_t got = 0;
     hhi_lock_acquire(&k->lock);
     while (got < want) {
@@ -197,21 +196,13 @@ uint32_t hhi_class_take(unsigned c, hhi_bblock **out, uint32_t want) {
         while (got + n < want && pg->free != NULL) {
             hhi_bblock *b = pg->free;
             pg->free = hhi_block_next(b);
-            hhi_block_set_next(b, NULL);
-            if (tail) hhi_block_set_next(tail, b);
-            else head = b;
-            tail = b;
-            n++;
+            out[got + n++] = b;
         }
+        /* Fresh blocks are handed out by address alone, never touched here. */
         uintptr_t base = hhi_page_base(pg);
         while (got + n < want && pg->carved < pg->capacity) {
-            hhi_bblock *b = (hhi_bblock *)(base + (uintptr_t)pg->carved * pg->block_size);
+            out[got + n++] = (void *)(base + (uintptr_t)pg->carved * pg->block_size);
             pg->carved++;
-            hhi_block_set_next(b, NULL);
-            if (tail) hhi_block_set_next(tail, b);
-            else head = b;
-            tail = b;
-            n++;
         }
         pg->used += n;
         k->used += n;
@@ -222,15 +213,14 @@ uint32_t hhi_class_take(unsigned c, hhi_bblock **out, uint32_t want) {
         }
     }
     hhi_lock_release(&k->lock);
-    *out = head;
     return got;
 }
 
-void hhi_class_put(unsigned c, hhi_bblock *b, uint32_t n) {
+void hhi_class_put(unsigned c, void *const *blocks, uint32_t n) {
     hhi_bclass *k = &hhi_bg.classes[c];
     hhi_lock_acquire(&k->lock);
-    while (n-- > 0 && b != NULL) {
-        hhi_bblock *next = hhi_block_next(b);
+    for (uint32_t j = 0; j < n; j++) {
+        hhi_bblock *b = blocks[j];
         hhi_bpage *pg = hhi_page_of((uintptr_t)b);
         hh_assert_internal(pg->cls == c && pg->used > 0);
         hhi_block_set_next(b, pg->free);
@@ -253,7 +243,6 @@ void hhi_class_put(unsigned c, hhi_bblock *b, uint32_t n) {
                 list_push_back(&k->head, &k->tail, pg);
             }
         }
-        b = next;
     }
     hhi_lock_release(&k->lock);
 }

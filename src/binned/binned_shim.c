@@ -39,10 +39,13 @@ static inline void *set_errno(void *p) {
     return p;
 }
 
-void *malloc(size_t size) {
-    void *p = hhi_bmalloc_fast(size, SHIM_FLAGS);
-    return hh_likely(p != NULL) ? p : set_errno(p);
+/* malloc's slow path: the errno check lives here so malloc itself stays a
+   leaf (no stack frame) ending in a tail call. */
+static HH_NOINLINE HH_COLD void *shim_malloc_slow(size_t size, unsigned flags) {
+    return set_errno(hhi_binned_malloc_slow(size, flags));
 }
+
+void *malloc(size_t size) { return hhi_bmalloc_fast_with(size, SHIM_FLAGS, shim_malloc_slow); }
 
 void free(void *p) { hhi_bfree_fast(p, SHIM_FLAGS); }
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "hh_meta.h"
+#include "hh_track.h"
 
 size_t hhi_os_page_size(void) {
     static atomic_size_t cached = 0;
@@ -46,7 +47,11 @@ void *hhi_os_map(size_t size, size_t align) {
 
 void hhi_os_unmap(void *p, size_t size) {
     if (p == NULL) return;
-    munmap(p, hh_align_up(size, hhi_os_page_size()));
+    size = hh_align_up(size, hhi_os_page_size());
+    /* ASan keeps shadow bytes across munmap: un-poison first, or the next
+       mapping at this address would be reported as use-after-poison. */
+    hh_track_undefined(p, size);
+    munmap(p, size);
 }
 
 bool hhi_os_decommit(void *p, size_t size) {

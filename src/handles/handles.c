@@ -116,7 +116,9 @@ hh_handle hh_handle_alloc(hh_handle_table *t, void *ptr) {
 /* Slot of h if h is live, else NULL (nothing reported). */
 static hh_handle_slot *slot_live(const hh_handle_table *t, hh_handle h) {
     uint32_t idx = hh_handle_index(h);
-    if (idx == 0 || idx >= t->capacity) return NULL;
+    /* A never-issued slot still reads key 0 (untouched zero page): an id whose
+       key part is 0 (generation 0) was never issued by anyone. */
+    if (idx == 0 || idx >= t->capacity || (h.id >> HH_HANDLE_INDEX_BITS) == 0) return NULL;
     hh_handle_slot *s = &t->slots[idx];
     return s->key == (h.id >> HH_HANDLE_INDEX_BITS) ? s : NULL;
 }
