@@ -123,6 +123,68 @@ static inline void *hh_handle_lookup(const hh_handle_table *t, hh_handle h) {
     return s->key == (h.id >> HH_HANDLE_INDEX_BITS) ? s->ptr : NULL;
 }
 
+#define HH_HANDLE_GEN_MAX UINT32_MAX   /* a slot issued with this generation retires on release */
+
+static inline uint64_t hh_handle_key_make(uint32_t gen, uint8_t tag) { return ((uint64_t)gen << 8) | tag; }
+static inline uint32_t hh_handle_key_gen(uint64_t key) { return (uint32_t)((key & ~HH_HANDLE_KEY_FREE) >> 8); }
+static inline hh_handle hh_handle_from_key(uint32_t idx, uint64_t key) {
+    return (hh_handle){ ((key & ~HH_HANDLE_KEY_FREE) << HH_HANDLE_INDEX_BITS) | idx };
+}
+
+/* ---------------------------------------------------------------------------
+   Inline fast paths for embedders (the heap's hh_alloc/hh_free inline them;
+   hh_handle_alloc/hh_handle_release wrap the same code, so the reuse policy is
+   written once). They validate nothing: the caller has checked its arguments.
+--------------------------------------------------------------------------- */
+
+/* Picks the slot for a new handle: a rested free slot, else a never-used one,
+   else any free slot. 0 when the table is full. */
+static inline uint32_t hh_handle_slot_take(hh_handle_table *t) {
+    if (t->free_count > t->min_free || (t->hwm >= t->capacity && t->free_count > 0)) {
+        uint32_t idx = t->free_head;
+        t->free_head = (uint32_t)(uintptr_t)t->slots[idx].ptr;   /* a free slot's ptr links the FIFO */
+        if (--t->free_count == 0) t->free_tail = 0;
+        return idx;
+    }
+    if (HH_LIKELY(t->hwm < t->capacity)) {
+        uint32_t idx = t->hwm++;
+        t->slots[idx].key = HH_HANDLE_KEY_FREE | hh_handle_key_make(1, t->tag);   /* first generation: 1 */
+        return idx;
+    }
+    return 0;
+}
+
+/* A new handle for ptr, or HH_NULL when the table is full (nothing reported). */
+static inline hh_handle hh_handle_issue_fast(hh_handle_table *t, void *ptr) {
+    uint32_t idx = hh_handle_slot_take(t);
+    if (HH_UNLIKELY(idx == 0)) return HH_NULL;
+    hh_handle_slot *s = &t->slots[idx];
+    uint64_t key = s->key & ~HH_HANDLE_KEY_FREE;
+    s->ptr = ptr;
+    s->key = key;
+    t->live_count++;
+    return hh_handle_from_key(idx, key);
+}
+
+/* Releases live slot s (index idx): bumps its generation and queues it at the
+   FIFO's tail, or retires it when the next generation would wrap. */
+static inline void hh_handle_drop_fast(hh_handle_table *t, hh_handle_slot *s, uint32_t idx) {
+    uint32_t gen = hh_handle_key_gen(s->key);
+    t->live_count--;
+    if (HH_UNLIKELY(gen == HH_HANDLE_GEN_MAX)) {   /* the next generation would wrap: retire the slot for good */
+        s->ptr = NULL;
+        s->key = HH_HANDLE_KEY_FREE | hh_handle_key_make(gen, t->tag);
+        t->retired_count++;
+        return;
+    }
+    s->key = HH_HANDLE_KEY_FREE | hh_handle_key_make(gen + 1u, t->tag);
+    s->ptr = NULL;                        /* end of the FIFO */
+    if (t->free_tail) t->slots[t->free_tail].ptr = (void *)(uintptr_t)idx;
+    else t->free_head = idx;
+    t->free_tail = idx;
+    t->free_count++;
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -23,7 +23,7 @@ hh_status hhi_binned_fail(hh_status s, unsigned flags, const char *msg, const vo
 /* One block of class c without a thread cache (before TLS is ready, while a
    thread exits, or when caching is off). */
 static void *small_alloc_direct(unsigned c) {
-    void *b = NULL;
+    hhi_bblock *b = NULL;
     if (hhi_class_take(c, &b, 1) == 0) return NULL;
     atomic_fetch_add_explicit(&hhi_bg.classes[c].direct_allocs, 1, memory_order_relaxed);
     return b;
@@ -31,7 +31,8 @@ static void *small_alloc_direct(unsigned c) {
 
 /* Marks b live and hands it out. */
 static void *small_hand_out(void *b, unsigned c) {
-    atomic_store_explicit(hhi_state_at((uintptr_t)b), (uint8_t)(HHI_ST_LIVE0 + c), memory_order_relaxed);
+    hhi_bpage *pg = hhi_page_of((uintptr_t)b);
+    hhi_state_set(pg, hhi_block_index(pg, (uintptr_t)b), HHI_ST_LIVE);
     hhi_on_alloc(b, hhi_class_size[c]);
     return b;
 }
@@ -42,19 +43,21 @@ static void *small_alloc_slow(unsigned c, unsigned flags) {
     if (tc != NULL) {
         hhi_tbin *bin = &tc->bins[c];
         bin->cap = atomic_load_explicit(&hhi_bg.cap[c], memory_order_relaxed);
-        uint32_t n = hhi_bin_count(bin);
-        if (n == 0 && bin->cap > 0) {
+        if (bin->head == NULL && bin->cap > 0) {
+            hhi_bblock *list = NULL;
             uint32_t want = (bin->cap + 1) / 2;
-            uint32_t got = hhi_class_take(c, tc->slots[c], want);
+            uint32_t got = hhi_class_take(c, &list, want);
             if (got > 0) {
                 hhi_stat_inc(&bin->misses);
-                b = tc->slots[c][got - 1];
+                b = list;
+                bin->head = hhi_block_next(list);
                 hhi_bin_count_set(bin, got - 1);
             }
-        } else if (n > 0) {   /* the fast path was not tried first */
+        } else if (bin->head != NULL) {
             hhi_stat_inc(&bin->hits);
-            b = tc->slots[c][n - 1];
-            hhi_bin_count_set(bin, n - 1);
+            b = bin->head;
+            bin->head = hhi_block_next(bin->head);
+            hhi_bin_count_set(bin, hhi_bin_count(bin) - 1);
         } else {
             b = small_alloc_direct(c);
         }
@@ -74,17 +77,15 @@ void *hhi_binned_malloc_slow(size_t size, unsigned flags) {
 }
 
 /* Validates a pointer into one of our spans: the page and block index of a
-   live block, or the status it deserves. Only block starts ever hold a state
-   other than NEVER (invariant 9), so the state byte alone decides. */
+   live block, or the status it deserves. */
 static hh_status small_lookup(uintptr_t a, hhi_bpage **out_pg, uint32_t *out_i) {
-    if ((a & HHI_BAD_PTR_BITS) != 0) return HH_E_FOREIGN_POINTER;
-    unsigned st = atomic_load_explicit(hhi_state_at(a), memory_order_relaxed);
-    if (st == HHI_ST_FREED) return HH_E_DOUBLE_FREE;   /* also in a pooled page (invariant 2) */
-    if (!hhi_state_is_live(st)) return HH_E_FOREIGN_POINTER;
     hhi_bpage *pg = hhi_page_of(a);
     uint32_t i = hhi_block_index(pg, a);
-    if (HH_NEVER(pg->cls != st - HHI_ST_LIVE0 || i >= pg->carved || i * pg->block_size != (a & HHI_PAGE_MASK)))
-        return HH_E_CORRUPT;
+    if (pg->capacity == 0 || i >= pg->capacity || i * pg->block_size != (a & HHI_PAGE_MASK))
+        return HH_E_FOREIGN_POINTER;
+    unsigned st = hhi_state_get(pg, i);
+    if (st == HHI_ST_FREED) return HH_E_DOUBLE_FREE;   /* also in a pooled page (invariant 2) */
+    if (st != HHI_ST_LIVE || pg->cls == HHI_NO_CLASS) return HH_E_FOREIGN_POINTER;
     *out_pg = pg;
     *out_i = i;
     return HH_OK;
@@ -115,7 +116,6 @@ void hhi_binned_free_slow(void *p, unsigned flags) {
     if (st != HH_OK) {
         hhi_binned_fail(st, flags,
                         st == HH_E_DOUBLE_FREE ? "hh_bfree: %p was already freed"
-                        : st == HH_E_CORRUPT   ? "hh_bfree: %p has a state that disagrees with its page"
                                                : "hh_bfree: %p is not a block of the binned allocator",
                         p);
         return;
@@ -125,8 +125,7 @@ void hhi_binned_free_slow(void *p, unsigned flags) {
         return;
     }
     unsigned c = pg->cls;
-    (void)i;
-    atomic_store_explicit(hhi_state_at(a), HHI_ST_FREED, memory_order_relaxed);
+    hhi_state_set(pg, i, HHI_ST_FREED);
     hhi_on_free(p, pg->block_size);
     hhi_tcache *tc = hhi_tcache_get();
     if (tc != NULL) {
@@ -135,13 +134,15 @@ void hhi_binned_free_slow(void *p, unsigned flags) {
         if (bin->cap > 0) {
             /* Full bin: keep the newer half, return the older half in one batch. */
             if (hhi_bin_count(bin) >= bin->cap) hhi_tcache_flush_bin(tc, c, bin->cap / 2);
-            tc->slots[c][hhi_bin_count(bin)] = p;
+            hhi_block_set_next((hhi_bblock *)p, bin->head);
+            bin->head = (hhi_bblock *)p;
             hhi_bin_count_set(bin, hhi_bin_count(bin) + 1);
             return;
         }
         hhi_tcache_flush_bin(tc, c, 0);
     }
-    hhi_class_put(c, &p, 1);
+    hhi_block_set_next((hhi_bblock *)p, NULL);
+    hhi_class_put(c, (hhi_bblock *)p, 1);
 }
 
 /* ---------------------------------------------------------------------------
@@ -344,21 +345,15 @@ hh_status hh_binned_check(void) {
         CHECK(s->next == NULL || s->next->prev == s, "binned check: span list broken at %p", (void *)s);
         CHECK(n_spans <= (1u << 25), "binned check: span list cycles");
         uint32_t free_pages = 0;
-        for (unsigned pi = 0; pi < HHI_META_PAGES; pi++)
-            CHECK(s->pages[pi].capacity == 0, "binned check: header page %u of %p serves blocks", pi, (void *)s);
-        for (unsigned g = 0; g < HHI_META_PAGES * HHI_STATE_PER_PAGE; g++)
-            CHECK(s->state[g] == HHI_ST_NEVER, "binned check: header of %p has a block state (9)", (void *)s);
-        for (unsigned pi = HHI_META_PAGES; pi < HHI_PAGES_PER_SPAN; pi++) {
+        CHECK(s->pages[0].capacity == 0, "binned check: metadata page of %p serves blocks", (void *)s);
+        for (unsigned pi = 1; pi < HHI_PAGES_PER_SPAN; pi++) {
             hhi_bpage *pg = &s->pages[pi];
             CHECK(pg->index == pi, "binned check: page %u of span %p has index %u", pi, (void *)s, pg->index);
-            CHECK(s->page_cls[pi] == pg->cls, "binned check: page %u of span %p: class copy %u != %u", pi, (void *)s,
-                  s->page_cls[pi], pg->cls);
             if (pg->cls == HHI_NO_CLASS) {
                 CHECK(pg->pool != HHI_POOL_NONE && pg->used == 0 && pg->free == NULL,
                       "binned check: page %p owned by no class but not pooled (2)", (void *)hhi_page_base(pg));
-                _Atomic uint8_t *sm = hhi_page_states(pg);
-                for (uint32_t g = 0; g < HHI_STATE_PER_PAGE; g++)
-                    CHECK(!hhi_state_is_live(sm[g]), "binned check: pooled page %p has a live block (2)",
+                for (uint32_t i = 0; i < pg->capacity; i++)
+                    CHECK(hhi_state_get(pg, i) != HHI_ST_LIVE, "binned check: pooled page %p has a live block (2)",
                           (void *)hhi_page_base(pg));
                 free_pages++;
                 n_pool++;
@@ -382,22 +377,17 @@ hh_status hh_binned_check(void) {
                 uint32_t i = hhi_block_index(pg, a);
                 CHECK(i < pg->carved && i * pg->block_size == (a & HHI_PAGE_MASK),
                       "binned check: free block %p misplaced (3)", (void *)b);
-                CHECK(!hhi_state_is_live(hhi_state_get(pg, i)), "binned check: free block %p marked live (3)",
-                      (void *)b);
+                CHECK(hhi_state_get(pg, i) != HHI_ST_LIVE, "binned check: free block %p marked live (3)", (void *)b);
                 nfree++;
             }
             CHECK(pg->used + nfree == pg->carved, "binned check: page %p used %u + free %u != carved %u (3)",
                   (void *)base, pg->used, nfree, pg->carved);
             uint32_t live = 0;
-            _Atomic uint8_t *sm = hhi_page_states(pg);
-            for (uint32_t g = 0; g < HHI_STATE_PER_PAGE; g++) {
-                unsigned v = sm[g];
-                uintptr_t off = (uintptr_t)g << HHI_GRANULE_SHIFT;
-                uint32_t i = (uint32_t)(off / pg->block_size);
-                bool start = off % pg->block_size == 0 && i < pg->carved;
-                CHECK(v == HHI_ST_NEVER || (start && (v == HHI_ST_FREED || v == hhi_state_live(pg))),
-                      "binned check: page %p granule %u state %u (3, 9)", (void *)base, g, v);
-                live += v != HHI_ST_NEVER && v != HHI_ST_FREED;
+            for (uint32_t i = 0; i < pg->capacity; i++) {
+                unsigned v = hhi_state_get(pg, i);
+                CHECK(v <= HHI_ST_FREED && (i < pg->carved || v == HHI_ST_NEVER),
+                      "binned check: page %p block %u state %u (3)", (void *)base, i, v);
+                live += v == HHI_ST_LIVE;
             }
             CHECK(live <= pg->used, "binned check: page %p has %u live > %u used (3)", (void *)base, live, pg->used);
             bool has_room = pg->free != NULL || pg->carved < pg->capacity;
@@ -453,19 +443,19 @@ hh_status hh_binned_check(void) {
     hhi_tcache *tc = hhi_tc_self;
     if (tc != NULL) {
         for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
-            uint32_t n = hhi_bin_count(&tc->bins[c]);
-            CHECK(tc->bins[c].cap <= HHI_BIN_MAX, "binned check: cache bin %u cap above the maximum (5)", c);
-            for (uint32_t j = 0; j < n && j < HHI_BIN_MAX; j++) {
-                void *b = tc->slots[c][j];
+            uint32_t n = 0;
+            for (hhi_bblock *b = tc->bins[c].head; b != NULL; b = hhi_block_next(b)) {
                 uintptr_t a = (uintptr_t)b;
+                CHECK(n++ < hhi_bin_count(&tc->bins[c]), "binned check: cache bin %u longer than its count (5)", c);
                 CHECK(hhi_registry_get(a) == HHI_REG_SPAN, "binned check: cached block %p not in a span (5)", (void *)b);
                 hhi_bpage *pg = hhi_page_of(a);
                 uint32_t i = hhi_block_index(pg, a);
                 CHECK(pg->cls == c && i < pg->carved && i * pg->block_size == (a & HHI_PAGE_MASK) &&
-                          !hhi_state_is_live(hhi_state_get(pg, i)),
+                          hhi_state_get(pg, i) != HHI_ST_LIVE,
                       "binned check: cached block %p of class %u is wrong (5)", (void *)b, c);
             }
-            CHECK(n <= tc->bins[c].cap, "binned check: cache bin %u count %u above cap (5)", c, n);
+            CHECK(n == hhi_bin_count(&tc->bins[c]) && n <= tc->bins[c].cap,
+                  "binned check: cache bin %u count %u != %u or above cap (5)", c, hhi_bin_count(&tc->bins[c]), n);
         }
     }
 done:
@@ -484,7 +474,7 @@ static void page_info(const hhi_bpage *pg, hh_binned_region *r) {
     r->size = HHI_PAGE_SIZE;
     r->size_class = -1;
     r->committed = true;
-    if (pg->index < HHI_META_PAGES) {
+    if (pg->index == 0) {
         r->kind = HH_BINNED_REGION_META;
     } else if (pg->cls == HHI_NO_CLASS) {
         r->kind = HH_BINNED_REGION_FREE;
@@ -495,7 +485,7 @@ static void page_info(const hhi_bpage *pg, hh_binned_region *r) {
         r->block_size = pg->block_size;
         r->capacity = pg->capacity;
         uint32_t live = 0;
-        for (uint32_t i = 0; i < pg->carved; i++) live += hhi_state_is_live(hhi_state_get(pg, i));
+        for (uint32_t i = 0; i < pg->carved; i++) live += hhi_state_get(pg, i) == HHI_ST_LIVE;
         r->live = live;
         r->cached = pg->used > live ? pg->used - live : 0;
     }
@@ -553,7 +543,7 @@ size_t hh_binned_leak_report(hh_binned_leak_fn fn, void *user, size_t *bytes) {
         hhi_bspan *s = hhi_bg.spans;
         hhi_lock_release(&hhi_bg.pool_lock);
         for (; s != NULL; s = s->next) {
-            for (unsigned pi = HHI_META_PAGES; pi < HHI_PAGES_PER_SPAN; pi++) {
+            for (unsigned pi = 1; pi < HHI_PAGES_PER_SPAN; pi++) {
                 hhi_bpage *pg = &s->pages[pi];
                 uint32_t i = 0;
                 for (;;) {
@@ -565,7 +555,7 @@ size_t hh_binned_leak_report(hh_binned_leak_fn fn, void *user, size_t *bytes) {
                     if (c != HHI_NO_CLASS) {
                         uintptr_t base = hhi_page_base(pg);
                         for (; i < pg->carved && n < BATCH; i++)
-                            if (hhi_state_is_live(hhi_state_get(pg, i))) {
+                            if (hhi_state_get(pg, i) == HHI_ST_LIVE) {
                                 blocks[n] = (const void *)(base + (uintptr_t)i * pg->block_size);
                                 sizes[n++] = pg->block_size;
                             }

@@ -1,24 +1,16 @@
 /* binned_internal.h -- internals of the binned allocator: layout, structs and
  * the inline fast paths shared by binned.c and the LD_PRELOAD shim.
  *
- * Layout. Memory comes from the OS in 4 MiB spans aligned to 4 MiB. Pages
- * 0..HHI_META_PAGES-1 of a span hold the span header: the metadata of all 64
- * pages, then the state map; the other pages (64 KiB each, 64 KiB aligned)
- * serve blocks of one class each. From a pointer a: span = a & ~(4 MiB - 1),
- * page meta = span->pages[(a >> 16) & 63], block index = ((a & 0xFFFF) *
- * recip) >> 32 -- no search, no division.
+ * Layout. Memory comes from the OS in 4 MiB spans aligned to 4 MiB. Page 0 of
+ * a span holds the span header with the metadata of all 64 pages; pages
+ * 1..63 (64 KiB each, 64 KiB aligned) serve blocks of one class each. From a
+ * pointer a: span = a & ~(4 MiB - 1), page meta = span->pages[(a >> 16) & 63],
+ * block index = ((a & 0xFFFF) * recip) >> 32 -- no search, no division.
  * Ownership: a byte per 4 MiB of address space (the registry, one flat array
  * mapped once, 32 MiB of address space, touched sparsely) says whether a chunk
  * is one of our spans, the first chunk of a large mapping, or a large mapping
- * freed earlier.
- * Block state: the state map has one byte per 16-byte granule of the span,
- * span->state[(a & (4 MiB - 1)) >> 4], found by shifts alone. The byte of a
- * block's first granule is NEVER, FREED, or LIVE_0 + its class while live;
- * every other byte stays NEVER (invariant 9). So the fast paths need neither
- * the page metadata nor a multiply: a 16-aligned pointer whose byte reads
- * LIVE_0 + c is the start of a live block of class c, FREED is a double free,
- * NEVER a foreign pointer (interior, uncarved or metadata). Each block page
- * owns 4 KiB of the map (one OS page, committed only once the page is used).
+ * freed earlier. Block state: one byte per block (NEVER / LIVE / FREED) in a
+ * slot of the span header or, for classes below 80 B, in the page's tail.
  *
  * Invariants (hh_binned_check verifies 1-7):
  *  1. registry[chunk] == HHI_REG_SPAN iff a live span starts at chunk; the span
@@ -30,16 +22,14 @@
  *     capacity 0 when it never served a class or its states were lost.
  *  3. Every block of a class page is exactly one of: uncarved (index >=
  *     carved, state NEVER); on the page free list (state != LIVE); held by a
- *     thread cache (state != LIVE; its pointer in a bin's slot array, the
- *     block's bytes untouched); live with the user (state LIVE).
+ *     thread cache (state != LIVE); live with the user (state LIVE).
  *     page->used counts the blocks held by caches or users, so
  *     used + free-list length == carved <= capacity.
  *  4. A class's partial list holds exactly its pages with a free-list or
  *     uncarved block; empty pages (used == 0) sit at its tail; at most
  *     HHI_KEEP_EMPTY of them stay with a class, the rest go to the pool.
  *  5. A thread cache bin holds at most its cap blocks of its class (state !=
- *     LIVE), in slots[c][0 .. count), oldest first; cap <= HHI_BIN_MAX; sum
- *     over classes of g.cap[c] * size[c] <= g.cache_limit.
+ *     LIVE); sum over classes of g.cap[c] * size[c] <= g.cache_limit.
  *  6. A large block's mapping starts at a 4 MiB boundary with a hhi_blarge
  *     header (magic HHI_LARGE_MAGIC); the user pointer is base + offset,
  *     offset < 4 MiB; it is on g.large. A freed mapping kept for reuse has
@@ -48,8 +38,6 @@
  *  7. span->free_pages == number of its pages in the pool.
  *  8. Lock order: g.trim_lock -> g.tc_lock -> class locks (ascending) ->
  *     g.pool_lock -> g.large_lock. No lock is held while user code runs.
- *  9. A state-map byte that is not the first granule of a carved block of a
- *     class page reads NEVER; a LIVE byte's class equals its page's class.
  */
 #ifndef HH_BINNED_INTERNAL_H
 #define HH_BINNED_INTERNAL_H
@@ -82,9 +70,7 @@
 #define HHI_PAGES_PER_SPAN  (1u << (HHI_SPAN_SHIFT - HHI_PAGE_SHIFT))
 #define HHI_ADDR_BITS       47u                 /* Linux x86-64/arm64 user space */
 #define HHI_REGISTRY_LEN    ((size_t)1 << (HHI_ADDR_BITS - HHI_SPAN_SHIFT))
-#define HHI_GRANULE_SHIFT   4u                  /* one state byte per 16 bytes */
-#define HHI_STATE_PER_PAGE  (HHI_PAGE_SIZE >> HHI_GRANULE_SHIFT)   /* 4096 state bytes per page */
-#define HHI_META_PAGES      5u                  /* pages 0..4: span header (meta + state map) */
+#define HHI_STATE_SLOT      960u                /* state bytes per page kept in the span header */
 #define HHI_MAX_ALIGN       (HHI_SPAN_SIZE / 2) /* largest alignment hh_bmemalign serves */
 #define HHI_LARGE_HDR       64u                 /* bytes before a large block's user pointer */
 #define HHI_LARGE_MAGIC     0x6868426c61726765ull
@@ -107,10 +93,7 @@ _Static_assert(HHI_CLASS_COUNT < HHI_NO_CLASS, "class index fits a byte");
    reported as a double free until the address is reused. */
 enum { HHI_REG_NONE = 0, HHI_REG_SPAN = 1, HHI_REG_LARGE = 2, HHI_REG_LARGE_FREED = 3, HHI_REG_SPAN_FREED = 4 };
 /* Block state values. */
-/* LIVE is a range: HHI_ST_LIVE0 + class, so free learns the class from the
-   byte it has to read anyway. */
-enum { HHI_ST_NEVER = 0, HHI_ST_LIVE0 = 1, HHI_ST_FREED = 0xFE };
-_Static_assert(HHI_ST_LIVE0 + HHI_CLASS_COUNT <= HHI_ST_FREED, "live states fit below FREED");
+enum { HHI_ST_NEVER = 0, HHI_ST_LIVE = 1, HHI_ST_FREED = 2 };
 /* Page pool membership. */
 /* CLEAN pages were never touched, DECOMMITTED ones were given back to the OS;
    both sit on the clean list. */
@@ -136,7 +119,7 @@ typedef struct hhi_bpage {
     uint8_t  pool;              /* HHI_POOL_* */
     uint8_t  in_partial;
     uint8_t  index;             /* page index within its span */
-    uint64_t pad0;              /* (was the state pointer; states are found from the address) */
+    _Atomic uint8_t *state;     /* capacity state bytes */
     hhi_bblock *free;           /* page free list (class lock) */
     uint32_t used;              /* blocks held by caches or users (class lock) */
     uint32_t carved;            /* blocks [0, carved) were ever handed out */
@@ -145,27 +128,19 @@ typedef struct hhi_bpage {
 } hhi_bpage;
 _Static_assert(sizeof(hhi_bpage) == 64, "page meta is 64 bytes");
 
-/* Span header = pages 0..HHI_META_PAGES-1. The state map covers the whole
-   span (one byte per 16-byte granule); the bytes of the header pages
-   themselves are never written, so pointers into the header read NEVER.
-   Each page's 4 KiB of states is one OS page of its own: a fast path touches
-   the block, its state line and the thread's bin, never the page meta. */
+/* Span header = page 0. Block states of pages with at most HHI_STATE_SLOT
+   blocks (classes >= 80 B) live here, in one slot per page, so the states of
+   a whole span share a few cache lines and TLB entries instead of one page
+   tail each; classes below 80 B keep them in their page's tail. */
 typedef struct hhi_bspan {
     uint64_t magic;
     uint32_t free_pages;        /* pages of this span in the pool (pool lock) */
     uint32_t pad;
     struct hhi_bspan *next, *prev;  /* g.spans (pool lock) */
     hhi_bpage pages[HHI_PAGES_PER_SPAN];
-    /* Copy of pages[i].cls, read by free: a read-mostly line of its own, so
-       free does not depend on (or miss on) the page meta line that class
-       locks write, nor on the state byte malloc has just stored. */
-    _Alignas(64) _Atomic uint8_t page_cls[HHI_PAGES_PER_SPAN];
-    _Alignas(4096) _Atomic uint8_t state[HHI_PAGES_PER_SPAN * HHI_STATE_PER_PAGE];   /* by granule */
+    _Alignas(64) _Atomic uint8_t state[HHI_PAGES_PER_SPAN - 1][HHI_STATE_SLOT];   /* pages 1..63 */
 } hhi_bspan;
-#define HHI_STATE_OFFSET    offsetof(hhi_bspan, state)
-_Static_assert(sizeof(hhi_bspan) <= HHI_META_PAGES * HHI_PAGE_SIZE, "span header fits in the header pages");
-_Static_assert(sizeof(hhi_bspan) > (HHI_META_PAGES - 1) * HHI_PAGE_SIZE, "no header page to spare");
-_Static_assert(HHI_STATE_OFFSET % 4096 == 0, "a page's states are one OS page");
+_Static_assert(sizeof(hhi_bspan) <= HHI_PAGE_SIZE, "span header fits in page 0");
 #define HHI_SPAN_MAGIC 0x6868427370616e21ull
 
 typedef struct hhi_blarge {
@@ -179,16 +154,13 @@ _Static_assert(sizeof(hhi_blarge) <= HHI_LARGE_HDR, "large header size");
 
 /* A thread-cache bin. Only the owner writes; count is a relaxed atomic so
    hh_binned_stats_get may read it from another thread (it compiles to plain
-   loads and stores). The blocks are pointers in the cache's slot array, not
-   a list through the blocks: malloc and free never touch a cached block's
-   bytes (a cold block freed by the program costs no miss here), and a flush
-   or refill moves pointers without walking blocks. */
+   loads and stores). */
 typedef struct hhi_tbin {
-    _Atomic uint32_t count;     /* blocks in slots[c][0 .. count), oldest first */
-    uint32_t cap;               /* most blocks the bin may hold (copy of g.cap) */
-    _Atomic uint64_t hits;      /* allocations served from the bin (same line as count) */
+    hhi_bblock *head;           /* cached blocks, newest first */
+    _Atomic uint32_t count;     /* blocks on head */
+    uint32_t cap;               /* most blocks head may hold (copy of g.cap) */
+    _Atomic uint64_t hits;      /* allocations served from head (same line as head: no extra miss) */
     _Atomic uint64_t misses;    /* refills from the class */
-    uint64_t pad;
 } hhi_tbin;
 _Static_assert(sizeof(hhi_tbin) == 32, "bins index by shift");
 
@@ -202,7 +174,6 @@ typedef struct hhi_tcache {
        from the pages (class used counts) less the blocks sitting in caches. */
     hhi_tbin bins[HHI_CLASS_COUNT];
     struct hhi_tcache *next, *prev;   /* g.tcaches (tc_lock) */
-    void *slots[HHI_CLASS_COUNT][HHI_BIN_MAX];   /* the cached blocks (~20 KiB used at the 1 MiB default) */
 } hhi_tcache;
 
 typedef struct hhi_bclass {
@@ -260,8 +231,9 @@ HH_INTERNAL const uint8_t hhi_class_of16[HH_BINNED_SMALL_MAX / 16 + 1];   /* by 
 
 /* Class of size (size <= HHI_SMALL_MAX): one table load, no branch. */
 HH_INLINE unsigned hhi_size_class(size_t size) { return hhi_class_of16[(size + 15) >> 4]; }
-/* Blocks per page of class c. */
+/* Blocks per page of class c, and whether the state bytes live in the page tail. */
 HH_INTERNAL uint32_t hhi_class_capacity(unsigned c);
+HH_INTERNAL bool     hhi_class_tail_state(unsigned c);
 
 /* ---------------------------------------------------------------------------
    Pointer -> metadata, O(1)
@@ -279,32 +251,11 @@ HH_INLINE uintptr_t hhi_page_base(const hhi_bpage *pg) {
 HH_INLINE uint32_t hhi_block_index(const hhi_bpage *pg, uintptr_t a) {
     return (uint32_t)(((uint64_t)(a & HHI_PAGE_MASK) * pg->recip) >> 32);
 }
-/* State byte of the granule at a (a inside a span): shifts and masks only. */
-HH_INLINE _Atomic uint8_t *hhi_state_at(uintptr_t a) {
-    return (_Atomic uint8_t *)((a & ~(uintptr_t)HHI_SPAN_MASK) + HHI_STATE_OFFSET +
-                               ((a & HHI_SPAN_MASK) >> HHI_GRANULE_SHIFT));
-}
-/* First state byte of a page. */
-HH_INLINE _Atomic uint8_t *hhi_page_states(const hhi_bpage *pg) { return hhi_state_at(hhi_page_base(pg)); }
-HH_INLINE bool hhi_state_is_live(unsigned v) { return v - HHI_ST_LIVE0 < HHI_CLASS_COUNT; }
-/* State of block i of pg. */
 HH_INLINE unsigned hhi_state_get(const hhi_bpage *pg, uint32_t i) {
-    return atomic_load_explicit(hhi_state_at(hhi_page_base(pg) + (uintptr_t)i * pg->block_size), memory_order_relaxed);
+    return atomic_load_explicit(&pg->state[i], memory_order_relaxed);
 }
 HH_INLINE void hhi_state_set(hhi_bpage *pg, uint32_t i, unsigned v) {
-    atomic_store_explicit(hhi_state_at(hhi_page_base(pg) + (uintptr_t)i * pg->block_size), (uint8_t)v,
-                          memory_order_relaxed);
-}
-HH_INLINE unsigned hhi_state_live(const hhi_bpage *pg) { return HHI_ST_LIVE0 + pg->cls; }
-/* Class of the page holding a (HHI_NO_CLASS when pooled or a header page). */
-HH_INLINE unsigned hhi_page_cls_at(uintptr_t a) {
-    return atomic_load_explicit(&hhi_span_of(a)->page_cls[(a >> HHI_PAGE_SHIFT) & (HHI_PAGES_PER_SPAN - 1)],
-                                memory_order_relaxed);
-}
-/* Sets a page's class in both places (class and pool locks as for pg->cls). */
-HH_INLINE void hhi_page_set_cls(hhi_bpage *pg, unsigned c) {
-    pg->cls = (uint8_t)c;
-    atomic_store_explicit(&hhi_span_of((uintptr_t)pg)->page_cls[pg->index], (uint8_t)c, memory_order_relaxed);
+    atomic_store_explicit(&pg->state[i], (uint8_t)v, memory_order_relaxed);
 }
 
 /* Free-list links live in the first word of a free block, which memcheck sees
@@ -357,11 +308,11 @@ HH_INTERNAL hh_status hhi_binned_fail(hh_status s, unsigned flags, const char *m
 /* binned_page.c (class and pool layer) */
 HH_INTERNAL bool     hhi_binned_init(void);        /* idempotent; false if the OS refused */
 HH_INTERNAL void     hhi_page_setup_class(hhi_bpage *pg, unsigned c);
-/* Takes up to `want` blocks of class c (class lock taken inside) into
-   out[0 .. got) and returns got (0: out of memory). */
-HH_INTERNAL uint32_t hhi_class_take(unsigned c, void **out, uint32_t want);
-/* Returns blocks[0 .. n) of class c to their pages. */
-HH_INTERNAL void     hhi_class_put(unsigned c, void *const *blocks, uint32_t n);
+/* Takes up to `want` blocks of class c (class lock taken inside), links them
+   and returns the count (0: out of memory). */
+HH_INTERNAL uint32_t hhi_class_take(unsigned c, hhi_bblock **head, uint32_t want);
+/* Returns a linked list of n blocks of class c to their pages. */
+HH_INTERNAL void     hhi_class_put(unsigned c, hhi_bblock *head, uint32_t n);
 HH_INTERNAL void     hhi_lock_all(void);     /* classes, pool, large (fork, check) */
 HH_INTERNAL void     hhi_unlock_all(void);
 HH_INTERNAL size_t   hhi_pool_trim(uint64_t deadline_ns);
@@ -380,9 +331,6 @@ HH_INTERNAL size_t   hhi_large_trim(void);            /* unmaps the large cache;
 /* ---------------------------------------------------------------------------
    Fast paths
 --------------------------------------------------------------------------- */
-/* One likely branch each way; everything else is in the noinline slow paths.
-   malloc touches the bin line, the block and its state byte; free the bin
-   line, the registry byte, the state byte and the block. */
 /* malloc with the slow path given (a constant: the shim's sets errno, so
    malloc stays a leaf without a stack frame). */
 HH_INLINE void *hhi_bmalloc_fast_with(size_t size, unsigned flags, void *(*slow)(size_t, unsigned)) {
@@ -390,12 +338,13 @@ HH_INLINE void *hhi_bmalloc_fast_with(size_t size, unsigned flags, void *(*slow)
     if (hh_likely(tc != NULL && size <= HHI_SMALL_MAX)) {
         unsigned c = hhi_size_class(size);
         hhi_tbin *bin = &tc->bins[c];
-        uint32_t n = hhi_bin_count(bin);
-        if (hh_likely(n != 0)) {
-            void *b = tc->slots[c][n - 1];
-            hhi_bin_count_set(bin, n - 1);
+        hhi_bblock *b = bin->head;
+        if (hh_likely(b != NULL)) {
+            bin->head = hhi_block_next(b);
+            hhi_bin_count_set(bin, hhi_bin_count(bin) - 1);
+            hhi_bpage *pg = hhi_page_of((uintptr_t)b);
+            hhi_state_set(pg, hhi_block_index(pg, (uintptr_t)b), HHI_ST_LIVE);
             hhi_stat_inc(&bin->hits);
-            atomic_store_explicit(hhi_state_at((uintptr_t)b), (uint8_t)(HHI_ST_LIVE0 + c), memory_order_relaxed);
             hhi_on_alloc(b, hhi_class_size[c]);
             return b;
         }
@@ -406,27 +355,22 @@ HH_INLINE void *hhi_bmalloc_fast(size_t size, unsigned flags) {
     return hhi_bmalloc_fast_with(size, flags, hhi_binned_malloc_slow);
 }
 
-/* Bits of a pointer that no block start has: above user space, or inside a granule. */
-#define HHI_BAD_PTR_BITS (~(((uintptr_t)1 << HHI_ADDR_BITS) - 1) | (((uintptr_t)1 << HHI_GRANULE_SHIFT) - 1))
-
 HH_INLINE void hhi_bfree_fast(void *p, unsigned flags) {
     hhi_tcache *tc = hhi_tc_self;
     uintptr_t a = (uintptr_t)p;
-    if (hh_likely(tc != NULL && (a & HHI_BAD_PTR_BITS) == 0 &&
+    if (hh_likely(tc != NULL && (a >> HHI_ADDR_BITS) == 0 &&
                   atomic_load_explicit(&tc->registry[a >> HHI_SPAN_SHIFT], memory_order_relaxed) == HHI_REG_SPAN)) {
-        /* The class comes from the span's class line, not from the state
-           byte: the bin address then does not wait for the state load (which
-           malloc has usually just stored); the byte only feeds the branch.
-           A pooled page's HHI_NO_CLASS never matches a byte. */
-        unsigned c = hhi_page_cls_at(a);
-        _Atomic uint8_t *st = hhi_state_at(a);
-        if (hh_likely(atomic_load_explicit(st, memory_order_relaxed) == HHI_ST_LIVE0 + c)) {
-            hhi_tbin *bin = &tc->bins[c];
+        hhi_bpage *pg = hhi_page_of(a);
+        uint32_t i = hhi_block_index(pg, a);
+        if (hh_likely(i < pg->capacity && i * pg->block_size == (a & HHI_PAGE_MASK) &&
+                      hhi_state_get(pg, i) == HHI_ST_LIVE)) {
+            hhi_tbin *bin = &tc->bins[pg->cls];
             uint32_t n = hhi_bin_count(bin);
             if (hh_likely(n < bin->cap)) {
-                atomic_store_explicit(st, HHI_ST_FREED, memory_order_relaxed);
-                hhi_on_free(p, hhi_class_size[c]);
-                tc->slots[c][n] = p;
+                hhi_state_set(pg, i, HHI_ST_FREED);
+                hhi_on_free(p, pg->block_size);
+                hhi_block_set_next((hhi_bblock *)p, bin->head);
+                bin->head = (hhi_bblock *)p;
                 hhi_bin_count_set(bin, n + 1);
                 return;
             }

@@ -123,8 +123,8 @@ static bool span_new(void) {
     for (unsigned i = 0; i < HHI_PAGES_PER_SPAN; i++) {
         hhi_bpage *pg = &s->pages[i];
         pg->index = (uint8_t)i;
-        hhi_page_set_cls(pg, HHI_NO_CLASS);
-        if (i >= HHI_META_PAGES) pool_insert(pg, HHI_POOL_CLEAN);
+        pg->cls = HHI_NO_CLASS;
+        if (i > 0) pool_insert(pg, HHI_POOL_CLEAN);
     }
     s->next = hhi_bg.spans;
     if (s->next) s->next->prev = s;
@@ -148,7 +148,7 @@ static hhi_bpage *pool_get(unsigned c) {
 /* Gives an empty page back to the pool (class lock held). Geometry and
    states stay (invariant 2): every block is free, none LIVE. */
 static void pool_put(hhi_bpage *pg) {
-    hhi_page_set_cls(pg, HHI_NO_CLASS);
+    pg->cls = HHI_NO_CLASS;
     pg->free = NULL;
     pg->used = pg->carved = 0;
     hhi_lock_acquire(&hhi_bg.pool_lock);
@@ -164,21 +164,21 @@ void hhi_page_setup_class(hhi_bpage *pg, unsigned c) {
     pg->block_size = size;
     pg->capacity = cap;
     pg->recip = (uint32_t)((((uint64_t)1) << 32) / size + 1);
-    hhi_page_set_cls(pg, c);
+    pg->cls = (uint8_t)c;
     pg->free = NULL;
     pg->used = pg->carved = 0;
     pg->in_partial = 0;
-    /* Every byte, not just the block starts: an earlier class's FREED bytes
-       may sit where the new class has interiors (invariant 9). The first
-       malloc would touch this OS page anyway. */
-    memset((void *)hhi_page_states(pg), HHI_ST_NEVER, HHI_STATE_PER_PAGE);
+    pg->state = hhi_class_tail_state(c) ? (_Atomic uint8_t *)(base + HHI_PAGE_SIZE - cap)
+                                        : hhi_span_of(base)->state[pg->index - 1];
+    memset((void *)pg->state, HHI_ST_NEVER, cap);
 }
 
 /* ---------------------------------------------------------------------------
    Class lists
 --------------------------------------------------------------------------- */
-uint32_t hhi_class_take(unsigned c, void **out, uint32_t want) {
+uint32_t hhi_class_take(unsigned c, hhi_bblock **out, uint32_t want) {
     hhi_bclass *k = &hhi_bg.classes[c];
+    hhi_bblock *head = NULL, *tail = NULL;
     uint32_t got = 0;
     hhi_lock_acquire(&k->lock);
     while (got < want) {
@@ -196,13 +196,21 @@ uint32_t hhi_class_take(unsigned c, void **out, uint32_t want) {
         while (got + n < want && pg->free != NULL) {
             hhi_bblock *b = pg->free;
             pg->free = hhi_block_next(b);
-            out[got + n++] = b;
+            hhi_block_set_next(b, NULL);
+            if (tail) hhi_block_set_next(tail, b);
+            else head = b;
+            tail = b;
+            n++;
         }
-        /* Fresh blocks are handed out by address alone, never touched here. */
         uintptr_t base = hhi_page_base(pg);
         while (got + n < want && pg->carved < pg->capacity) {
-            out[got + n++] = (void *)(base + (uintptr_t)pg->carved * pg->block_size);
+            hhi_bblock *b = (hhi_bblock *)(base + (uintptr_t)pg->carved * pg->block_size);
             pg->carved++;
+            hhi_block_set_next(b, NULL);
+            if (tail) hhi_block_set_next(tail, b);
+            else head = b;
+            tail = b;
+            n++;
         }
         pg->used += n;
         k->used += n;
@@ -213,14 +221,15 @@ uint32_t hhi_class_take(unsigned c, void **out, uint32_t want) {
         }
     }
     hhi_lock_release(&k->lock);
+    *out = head;
     return got;
 }
 
-void hhi_class_put(unsigned c, void *const *blocks, uint32_t n) {
+void hhi_class_put(unsigned c, hhi_bblock *b, uint32_t n) {
     hhi_bclass *k = &hhi_bg.classes[c];
     hhi_lock_acquire(&k->lock);
-    for (uint32_t j = 0; j < n; j++) {
-        hhi_bblock *b = blocks[j];
+    while (n-- > 0 && b != NULL) {
+        hhi_bblock *next = hhi_block_next(b);
         hhi_bpage *pg = hhi_page_of((uintptr_t)b);
         hh_assert_internal(pg->cls == c && pg->used > 0);
         hhi_block_set_next(b, pg->free);
@@ -243,6 +252,7 @@ void hhi_class_put(unsigned c, void *const *blocks, uint32_t n) {
                 list_push_back(&k->head, &k->tail, pg);
             }
         }
+        b = next;
     }
     hhi_lock_release(&k->lock);
 }
@@ -277,7 +287,10 @@ size_t hhi_pool_trim(uint64_t deadline_ns) {
         void *base = (void *)hhi_page_base(pg);
         if (!hhi_os_decommit(base, HHI_PAGE_SIZE)) break;
         hh_track_undefined(base, HHI_PAGE_SIZE);
-        /* States live in the span header and survive (invariant 2). */
+        /* States in the page's own tail are gone with it (they read as
+           zero now): forget the geometry. Span-header states survive. */
+        if ((uintptr_t)pg->state >= (uintptr_t)base && (uintptr_t)pg->state < (uintptr_t)base + HHI_PAGE_SIZE)
+            pg->capacity = pg->block_size = pg->recip = 0;
         pool_remove(pg);
         pool_insert(pg, HHI_POOL_DECOMMITTED);
         given += HHI_PAGE_SIZE;
@@ -286,8 +299,8 @@ size_t hhi_pool_trim(uint64_t deadline_ns) {
     while (s != NULL) {
         hhi_bspan *next = s->next;
         if (deadline_ns && hhi_now_ns() >= deadline_ns) break;
-        if (s->free_pages == HHI_PAGES_PER_SPAN - HHI_META_PAGES) {
-            for (unsigned i = HHI_META_PAGES; i < HHI_PAGES_PER_SPAN; i++) {
+        if (s->free_pages == HHI_PAGES_PER_SPAN - 1) {
+            for (unsigned i = 1; i < HHI_PAGES_PER_SPAN; i++) {
                 hhi_bpage *pg = &s->pages[i];
                 if (pg->pool != HHI_POOL_DECOMMITTED) given += HHI_PAGE_SIZE;
                 pool_remove(pg);
@@ -300,7 +313,7 @@ size_t hhi_pool_trim(uint64_t deadline_ns) {
                                   memory_order_release);
             hh_track_undefined(s, HHI_SPAN_SIZE);
             hhi_os_unmap(s, HHI_SPAN_SIZE);
-            given += HHI_META_PAGES * HHI_PAGE_SIZE;   /* the header pages (an upper bound) */
+            given += HHI_PAGE_SIZE;   /* the metadata page */
         }
         s = next;
     }

@@ -21,9 +21,7 @@ static _Thread_local unsigned char tc_state HHI_TLS_MODEL = TC_NONE;
 
 static pthread_key_t tc_key;
 static atomic_int tc_key_state = 0;     /* 0 none, 1 creating, 2 made, 3 failed */
-/* A slab holds whole caches; a cache is ~82 KiB, mostly slot arrays of
-   which only the used part is ever touched. */
-#define TC_SLAB_SIZE (((sizeof(hhi_tcache) + 63) / 64 * 64 + 65535) / 65536 * 65536)
+#define TC_SLAB_SIZE ((size_t)65536)
 
 /* Thread-cache bin caps from a byte limit: about limit/32 bytes per class up
    to 1 KiB (where most allocations are) and limit/64 above, between 2 and
@@ -43,16 +41,25 @@ void hhi_tcache_compute_caps(size_t limit) {
     atomic_store(&hhi_bg.cache_limit, limit);
 }
 
-/* Moves all but `keep` blocks of bin c (the older ones, at the bottom of
-   its slots) back to the class. */
+/* Moves all but `keep` blocks of bin c (the older ones, at the list's end)
+   back to the class. */
 void hhi_tcache_flush_bin(hhi_tcache *tc, unsigned c, uint32_t keep) {
     hhi_tbin *bin = &tc->bins[c];
     uint32_t count = hhi_bin_count(bin);
     if (count <= keep) return;
+    hhi_bblock *rest;
+    if (keep == 0) {
+        rest = bin->head;
+        bin->head = NULL;
+    } else {
+        hhi_bblock *b = bin->head;
+        for (uint32_t i = 1; i < keep; i++) b = hhi_block_next(b);
+        rest = hhi_block_next(b);
+        hhi_block_set_next(b, NULL);
+    }
     uint32_t n = count - keep;
-    hhi_class_put(c, tc->slots[c], n);
-    memmove(tc->slots[c], tc->slots[c] + n, keep * sizeof tc->slots[c][0]);
     hhi_bin_count_set(bin, keep);
+    hhi_class_put(c, rest, n);
 }
 
 static void tcache_flush_all(hhi_tcache *tc) {
@@ -114,7 +121,7 @@ static hhi_tcache *tcache_new(void) {
         }
     }
     if (tc != NULL) {
-        memset(tc, 0, offsetof(hhi_tcache, slots));   /* slots at or past a bin's count are never read */
+        memset(tc, 0, sizeof *tc);
         tc->registry = hhi_bg.registry;
         for (unsigned c = 0; c < HHI_CLASS_COUNT; c++)
             tc->bins[c].cap = atomic_load_explicit(&hhi_bg.cap[c], memory_order_relaxed);

@@ -24,8 +24,6 @@ static uint8_t tag_next(void) {
     return (uint8_t)(atomic_fetch_add(&next_tag, 1) % 255u + 1u);   /* 1..255 */
 }
 
-static inline uint32_t slot_next_free(const hh_handle_slot *s) { return (uint32_t)(uintptr_t)s->ptr; }
-
 /* ---------------------------------------------------------------------------
    Life cycle
 --------------------------------------------------------------------------- */
@@ -77,40 +75,16 @@ void hh_handle_table_destroy(hh_handle_table *t) {
 /* ---------------------------------------------------------------------------
    Issue / release
 --------------------------------------------------------------------------- */
-/* Picks the slot for a new handle: a rested free slot, else a never-used one,
-   else any free slot. 0 when the table is full. */
-static uint32_t slot_take(hh_handle_table *t) {
-    if (t->free_count > t->min_free || (t->hwm >= t->capacity && t->free_count > 0)) {
-        uint32_t idx = t->free_head;
-        t->free_head = slot_next_free(&t->slots[idx]);
-        if (--t->free_count == 0) t->free_tail = 0;
-        return idx;
-    }
-    if (t->hwm < t->capacity) {
-        uint32_t idx = t->hwm++;
-        t->slots[idx].key = HH_HANDLE_KEY_FREE | hhi_handle_key(1, t->tag);   /* first generation: 1 */
-        return idx;
-    }
-    return 0;
-}
-
 hh_handle hh_handle_alloc(hh_handle_table *t, void *ptr) {
     if (hh_unlikely(t == NULL || t->slots == NULL)) {
         hhi_error(HH_E_INVALID_ARG, "hh_handle_alloc: NULL table");
         return HH_NULL;
     }
-    uint32_t idx = slot_take(t);
-    if (hh_unlikely(idx == 0)) {
+    hh_handle h = hh_handle_issue_fast(t, ptr);
+    if (hh_unlikely(hh_is_null(h)))
         hhi_error(HH_E_NO_MEMORY, "handle table full: %u live, %u retired of %u slots", t->live_count,
                   t->retired_count, t->capacity - 1u);
-        return HH_NULL;
-    }
-    hh_handle_slot *s = &t->slots[idx];
-    uint64_t key = s->key & ~HH_HANDLE_KEY_FREE;
-    s->ptr = ptr;
-    s->key = key;
-    t->live_count++;
-    return hhi_handle_make(idx, key);
+    return h;
 }
 
 /* Slot of h if h is live, else NULL (nothing reported). */
@@ -128,20 +102,7 @@ hh_status hh_handle_release(hh_handle_table *t, hh_handle h) {
     if (hh_is_null(h)) return HH_OK;
     hh_handle_slot *s = slot_live(t, h);
     if (s == NULL) return hh_handle_check(t, h, "hh_handle_release");
-    uint32_t idx = hh_handle_index(h), gen = hhi_key_gen(s->key);
-    t->live_count--;
-    if (gen == HHI_GEN_MAX) {             /* the next generation would wrap: retire the slot for good */
-        s->ptr = NULL;
-        s->key = HH_HANDLE_KEY_FREE | hhi_handle_key(gen, t->tag);
-        t->retired_count++;
-        return HH_OK;
-    }
-    s->key = HH_HANDLE_KEY_FREE | hhi_handle_key(gen + 1u, t->tag);
-    s->ptr = NULL;                        /* end of the FIFO */
-    if (t->free_tail) t->slots[t->free_tail].ptr = (void *)(uintptr_t)idx;
-    else t->free_head = idx;
-    t->free_tail = idx;
-    t->free_count++;
+    hh_handle_drop_fast(t, s, hh_handle_index(h));
     return HH_OK;
 }
 
@@ -170,7 +131,7 @@ hh_status hh_handle_check(const hh_handle_table *t, hh_handle h, const char *who
     if (idx >= t->hwm)
         return hhi_error(HH_E_STALE_HANDLE, "%s: handle %#llx was never issued", who, (unsigned long long)h.id);
     return hhi_error(HH_E_STALE_HANDLE, "%s: handle %#llx is stale (freed; slot generation now %u)", who,
-                     (unsigned long long)h.id, hhi_key_gen(t->slots[idx].key));
+                     (unsigned long long)h.id, hh_handle_key_gen(t->slots[idx].key));
 }
 
 void hh_handle_table_stats_get(const hh_handle_table *t, hh_handle_table_stats *out) {
@@ -191,5 +152,5 @@ void hhi_handles_set_next_gen(hh_handle_table *t, uint32_t idx, uint32_t gen) {
     if (idx == 0 || idx >= t->hwm) return;
     hh_handle_slot *s = &t->slots[idx];
     if (!(s->key & HH_HANDLE_KEY_FREE)) return;
-    s->key = HH_HANDLE_KEY_FREE | hhi_handle_key(gen, t->tag);
+    s->key = HH_HANDLE_KEY_FREE | hh_handle_key_make(gen, t->tag);
 }

@@ -84,7 +84,7 @@ static hhi_block *free_block_make(hh_heap *h, size_t off, size_t size) {
     hh_track_defined(foot, 8);
     *foot = size;
     hhi_bitmap_set(&h->starts, off_granule(off));
-    hhi_freelist_insert(h, b);
+    fl_insert(h, b);
     hhi_block *n = blk_next(h, b);
     if (n) n->word |= BLK_PREV_FREE;
     return b;
@@ -92,26 +92,80 @@ static hhi_block *free_block_make(hh_heap *h, size_t off, size_t size) {
 
 /* [off, off+size) stops being a live block: coalesce with free neighbours and
    insert. The caller guarantees a block starts at off (start bit set) and
-   passes whether the block before it is free. */
-static hhi_block *region_release(hh_heap *h, size_t off, size_t size, bool prev_is_free) {
-    if (prev_is_free) {
+   passes whether the block before it is free. A free neighbour whose list
+   does not change keeps its list place (the merged block takes it over): the
+   common frees -- next to a large hole or the top region -- touch no list head. */
+HH_INLINE hhi_block *region_release_inline(hh_heap *h, size_t off, size_t size, bool prev_is_free) {
+    size_t end = off + size, nsize = 0;
+    hhi_block *n = end < h->managed ? blk_at(h, end) : NULL;
+    if (n && blk_is_free(n)) nsize = blk_size(n);
+    else if (n) n->word |= BLK_PREV_FREE;
+    size_t total = size + nsize;
+    uint64_t *foot = (uint64_t *)(void *)(h->base + end + nsize - 8);
+    if (prev_is_free) {                              /* p grows over [off, end + nsize) */
         hhi_block *p = blk_prev_free_block(blk_at(h, off));
-        hhi_freelist_remove(h, p);
-        hhi_bitmap_clear(&h->starts, off_granule(off));
-        size_t poff = blk_offset(h, p);
-        size += off - poff;
-        off = poff;
-    }
-    size_t end = off + size;
-    if (end < h->managed) {
-        hhi_block *n = blk_at(h, end);
-        if (blk_is_free(n)) {
-            hhi_freelist_remove(h, n);
-            hhi_bitmap_clear(&h->starts, off_granule(end));
-            size += blk_size(n);
+        size_t poff = blk_offset(h, p), psize = blk_size(p), nps = psize + total;
+        uint32_t pg = off_granule(poff);
+        hhi_bitmap_clear_fast(&h->starts, off_granule(off));
+        if (nsize) {
+            unsigned nf, ns;
+            fl_mapping(nsize, &nf, &ns);
+            uint32_t ng = off_granule(end);
+            fl_unlink(h, n, ng, nf, ns);
+            hhi_bitmap_clear_fast(&h->frees, ng);
+            hhi_bitmap_clear_fast(&h->starts, ng);
+            h->free_blocks--;
+            h->free_sumsq -= fl_sq(h, nsize);
         }
+        if (fl_same_list(nps, psize)) {
+            p->word = (p->word & ~BLK_SIZE_MASK) | (uint64_t)nps;
+        } else {
+            unsigned f1, s1, f2, s2;
+            fl_mapping(psize, &f1, &s1);
+            fl_mapping(nps, &f2, &s2);
+            fl_unlink(h, p, pg, f1, s1);
+            p->word = (p->word & ~BLK_SIZE_MASK) | (uint64_t)nps;
+            fl_link(h, p, pg, f2, s2);
+        }
+        hh_track_defined(foot, 8);
+        *foot = nps;
+        h->free_bytes += size;
+        h->free_sumsq = h->free_sumsq - fl_sq(h, psize) + fl_sq(h, nps);
+        return p;
     }
-    return free_block_make(h, off, size);
+    hhi_block *b = blk_at(h, off);
+    uint32_t g = off_granule(off);
+    hdr_write(b, (uint64_t)total | BLK_FREE);        /* the block before is live: no PREV_FREE */
+    hh_track_defined(foot, 8);
+    *foot = total;
+    if (nsize) {                                     /* b takes n's place (or n's list changes) */
+        uint32_t ng = off_granule(end);
+        if (fl_same_list(total, nsize)) fl_relink(h, n, b, g, total);
+        else {
+            unsigned f1, s1, f2, s2;
+            fl_mapping(nsize, &f1, &s1);
+            fl_mapping(total, &f2, &s2);
+            fl_unlink(h, n, ng, f1, s1);
+            fl_link(h, b, g, f2, s2);
+        }
+        hhi_bitmap_move_fast(&h->frees, ng, g);
+        hhi_bitmap_clear_fast(&h->starts, ng);
+        h->free_bytes += size;
+        h->free_sumsq = h->free_sumsq - fl_sq(h, nsize) + fl_sq(h, total);
+        return b;
+    }
+    unsigned f, s;
+    fl_mapping(total, &f, &s);
+    fl_link(h, b, g, f, s);
+    hhi_bitmap_set_fast(&h->frees, g);
+    h->free_bytes += size;
+    h->free_blocks++;
+    h->free_sumsq += fl_sq(h, total);
+    return b;
+}
+
+static hhi_block *region_release(hh_heap *h, size_t off, size_t size, bool prev_is_free) {
+    return region_release_inline(h, off, size, prev_is_free);
 }
 
 /* A lead gap of `lead` (< HHI_MIN_BLOCK) bytes at foff joins the block before it
@@ -176,7 +230,7 @@ static hhi_block *carve(hh_heap *h, hhi_block *f, size_t bs, size_t align, size_
         tail = 0;
     }
     if (foff + fsize == h->managed) top_dirty(h, tail ? dst + bs + HHI_HDR : h->managed);
-    hhi_freelist_remove(h, f);
+    fl_remove(h, f);
     if (lead > 0) hhi_bitmap_clear(&h->starts, off_granule(foff));
 
     hhi_block *b = blk_at(h, dst);
@@ -190,6 +244,46 @@ static hhi_block *carve(hh_heap *h, hhi_block *f, size_t bs, size_t align, size_
         if (n) n->word &= ~BLK_PREV_FREE;
     }
     return b;
+}
+
+/* carve() for the common case: alignment 16 (no lead) and no absorb, so the
+   block takes the start of f. When the tail stays free and in f's list (a
+   large hole or the top region) it takes f's place in the list and f's
+   free-start bit moves to it: no list search, one bitmap word in most cases. */
+HH_INLINE hhi_block *carve16(hh_heap *h, hhi_block *f, size_t bs) {
+    size_t foff = blk_offset(h, f), fsize = blk_size(f), tail = fsize - bs;
+    hh_assert(blk_is_free(f) && fsize >= bs && !blk_prev_free(f));
+    if (hh_unlikely(h->dc_lo < h->managed) && foff + fsize == h->managed)   /* pages given back above */
+        top_dirty(h, tail >= HHI_MIN_BLOCK ? foff + bs + HHI_HDR : h->managed);
+    uint32_t g = off_granule(foff);
+    if (hh_likely(tail >= HHI_MIN_BLOCK)) {
+        size_t toff = foff + bs;
+        uint32_t tg = off_granule(toff);
+        hhi_block *t = blk_at(h, toff);
+        hdr_write(t, (uint64_t)tail | BLK_FREE);
+        uint64_t *foot = (uint64_t *)(void *)(h->base + foff + fsize - 8);   /* f's footer is the tail's */
+        *foot = tail;
+        if (hh_likely(fl_same_list(fsize, tail))) {
+            fl_relink(h, f, t, tg, tail);
+        } else {
+            unsigned f1, s1, f2, s2;
+            fl_mapping(fsize, &f1, &s1);
+            fl_mapping(tail, &f2, &s2);
+            fl_unlink(h, f, g, f1, s1);
+            fl_link(h, t, tg, f2, s2);
+        }
+        hhi_bitmap_move_fast(&h->frees, g, tg);
+        hhi_bitmap_set_fast(&h->starts, tg);
+        h->free_bytes -= bs;
+        h->free_sumsq = h->free_sumsq - fl_sq(h, fsize) + fl_sq(h, tail);
+        hdr_write(f, live_word(bs, HHI_GRANULE, 0, 0, false));   /* the block after the tail keeps PREV_FREE */
+        return f;
+    }
+    fl_remove(h, f);                                 /* a sliver tail becomes slack */
+    hdr_write(f, live_word(fsize, HHI_GRANULE, (unsigned)(tail / HHI_GRANULE), 0, false));
+    hhi_block *n = blk_next(h, f);
+    if (n) n->word &= ~BLK_PREV_FREE;
+    return f;
 }
 
 /* ---------------------------------------------------------------------------
@@ -283,7 +377,7 @@ hhi_block *hhi_heap_slide_down(hh_heap *h, hhi_block *f, hhi_block *b) {
         tail = 0;
     }
     void *op = blk_payload(b);
-    hhi_freelist_remove(h, f);
+    fl_remove(h, f);
     hhi_bitmap_clear(&h->starts, off_granule(boff));
     if (lead > 0) hhi_bitmap_clear(&h->starts, off_granule(foff));
     h->used_bytes = h->used_bytes - bfull + bs;
@@ -381,7 +475,7 @@ size_t hhi_heap_sweep_compact(hh_heap *h, size_t *bytes) {
         size_t size = blk_size(b);
         if (blk_is_free(b)) {                          /* the run so far moves; the gap grows */
             sweep_move_run(h, run, off, gap, bytes, &count);
-            hhi_freelist_remove(h, b);
+            fl_remove(h, b);
             hhi_bitmap_clear(&h->starts, off_granule(off));
             gap += size;
         } else if (blk_pins(b) || !off_aligned(off - gap, blk_align(b))) {   /* cannot go: the gap ends here */
@@ -404,7 +498,7 @@ bool hhi_heap_absorb_hole(hh_heap *h, hhi_block *f) {
     hh_assert(blk_is_free(f) && foff + fsize < h->managed);
     hhi_block *p = hhi_heap_block_before(h, f);
     if (p == NULL || blk_slack(p) + fsize / HHI_GRANULE > HHI_MAX_SLACK) return false;
-    hhi_freelist_remove(h, f);
+    fl_remove(h, f);
     unsigned slack = blk_slack(p) + (unsigned)(fsize / HHI_GRANULE);
     p->word = (p->word & ~((uint64_t)0xF << BLK_SLACK_SHIFT) & ~BLK_SIZE_MASK) | (uint64_t)(blk_size(p) + fsize) |
               ((uint64_t)slack << BLK_SLACK_SHIFT);
@@ -634,7 +728,7 @@ static hh_status alloc_args(const hh_heap *h, size_t size, size_t align, const c
 /* The slow path of allocation: no free block fits. Compacts when enough free
    bytes exist (unless the heap forbids it). NULL when the bytes are not there. */
 HH_NOINLINE HH_COLD static hhi_block *alloc_find_slow(hh_heap *h, size_t bs, size_t align) {
-    hhi_block *f = hhi_freelist_find(h, bs + 2 * align);     /* worst-case lead for aligned blocks */
+    hhi_block *f = fl_find(h, bs + 2 * align);     /* worst-case lead for aligned blocks */
     if (f && hhi_heap_fits(h, f, bs, align, NULL)) return f;
     if (h->free_bytes < bs || (h->flags & HH_HEAP_NO_AUTO_COMPACT)) return NULL;
     heap_touch(h, 0);                                          /* blocks anywhere may move */
@@ -649,52 +743,70 @@ HH_NOINLINE HH_COLD static hhi_block *alloc_find_slow(hh_heap *h, size_t bs, siz
    by smaller ones -- in a game's churn this alone keeps fragmentation several
    times lower, see bench/bench_defrag.c), then TLSF good fit. Both O(1). */
 static inline hhi_block *alloc_find(hh_heap *h, size_t bs, size_t align) {
-    hhi_block *f = align <= HHI_GRANULE ? hhi_freelist_exact(h, bs) : NULL;
-    if (f) return f;
-    f = hhi_freelist_find(h, align <= HHI_GRANULE ? bs : bs + align);
-    if (hh_likely(f != NULL) && (align <= HHI_GRANULE || hhi_heap_fits(h, f, bs, align, NULL))) return f;
+    if (align <= HHI_GRANULE) {
+        hhi_block *f = fl_exact_then_find(h, bs);
+        return hh_likely(f != NULL) ? f : alloc_find_slow(h, bs, align);
+    }
+    hhi_block *f = fl_find(h, bs + align);
+    if (hh_likely(f != NULL) && hhi_heap_fits(h, f, bs, align, NULL)) return f;
     return alloc_find_slow(h, bs, align);
 }
 
 static bool table_full(const hh_handle_table *t) { return t->free_count == 0 && t->hwm >= t->capacity; }
 
-static hh_handle heap_alloc(hh_heap *h, size_t size, size_t align, uint32_t tag, const char *who) {
+/* Reports a failed allocation (lock held; releases it). Always HH_NULL. */
+HH_NOINLINE HH_COLD static hh_handle alloc_fail(hh_heap *h, size_t size, size_t align, const char *who, bool table) {
+    if (table) {
+        uint32_t live = h->handles.live_count;
+        heap_unlock(h);
+        hhi_error(HH_E_NO_MEMORY, "%s: handle table full (%u handles live)", who, live);
+        return HH_NULL;
+    }
+    size_t free_bytes = h->free_bytes, largest = hhi_freelist_largest(h);
+    heap_unlock(h);
+    hhi_error(HH_E_NO_MEMORY, "%s: no room for %zu bytes (align %zu): %zu bytes free, largest hole %zu", who, size, align,
+              free_bytes, largest);
+    return HH_NULL;
+}
+
+/* Allocation once the arguments are valid (size in 1..managed, align a power
+   of two <= HH_HEAP_MAX_ALIGN). Inlined into hh_alloc, where align is the
+   constant 16: the fast path is then alloc_find + carve16 + the handle. */
+HH_INLINE hh_handle heap_alloc(hh_heap *h, size_t size, size_t align, uint32_t tag, const char *who) {
     if (align < HHI_GRANULE) align = HHI_GRANULE;
     size_t bs = blk_min_size(h, size);
     heap_lock(h);
-    if (hh_unlikely(table_full(&h->handles))) {
-        heap_unlock(h);
-        hhi_error(HH_E_NO_MEMORY, "%s: handle table full (%u handles live)", who, h->handles.live_count);
-        return HH_NULL;
-    }
+    if (hh_unlikely(table_full(&h->handles))) return alloc_fail(h, size, align, who, true);
     hhi_block *f = alloc_find(h, bs, align);
-    if (hh_unlikely(f == NULL)) {
-        size_t free_bytes = h->free_bytes, largest = hhi_freelist_largest(h);
-        heap_unlock(h);
-        hhi_error(HH_E_NO_MEMORY, "%s: no room for %zu bytes (align %zu): %zu bytes free, largest hole %zu", who, size,
-                  align, free_bytes, largest);
-        return HH_NULL;
-    }
-    hhi_block *b = carve(h, f, bs, align, 0);
+    if (hh_unlikely(f == NULL)) return alloc_fail(h, size, align, who, false);
+    hhi_block *b = align <= HHI_GRANULE ? carve16(h, f, bs) : carve(h, f, bs, align, 0);
     void *p = blk_payload(b);
-    hh_handle hd = hh_handle_alloc(&h->handles, p);     /* cannot fail: checked table_full */
+    hh_handle hd = hh_handle_issue_fast(&h->handles, p);    /* cannot fail: checked table_full */
     b->u.live.slot = hh_handle_index(hd);
     b->u.live.tag = tag;
     h->used_bytes += blk_size(b);
     h->live_blocks++;
     heap_touch(h, blk_offset(h, b));
-    size_t usable = blk_usable(h, b);
-    hh_track_alloc(h, p, usable);
-    if (h->debug) memset(p, HH_FILL_ALLOC, usable);
-    guard_fill(h, b);
+    hh_track_alloc(h, p, blk_usable(h, b));
+    if (hh_unlikely(h->debug)) {
+        memset(p, HH_FILL_ALLOC, blk_usable(h, b));
+        guard_fill(h, b);
+    }
     heap_event(h, &(hh_heap_event){ .kind = HH_EV_ALLOC, .handle = hd, .size = size, .align = align, .tag = tag });
+    hh_assert_expensive(hhi_heap_is_valid(h));
     heap_unlock(h);
     return hd;
 }
 
+/* hh_alloc with a bad argument: reports it. */
+HH_NOINLINE HH_COLD static hh_handle alloc_bad_args(hh_heap *heap, size_t size) {
+    (void)alloc_args(heap, size, HHI_GRANULE, "hh_alloc");
+    return HH_NULL;
+}
+
 hh_handle hh_alloc(hh_heap *heap, size_t size) {
-    if (alloc_args(heap, size, HHI_GRANULE, "hh_alloc") != HH_OK) return HH_NULL;
-    return heap_alloc(heap, size, HHI_GRANULE, 0, "hh_alloc");
+    if (hh_likely(heap != NULL && size - 1 < heap->managed)) return heap_alloc(heap, size, HHI_GRANULE, 0, "hh_alloc");
+    return alloc_bad_args(heap, size);               /* NULL heap, size 0, size beyond the heap */
 }
 
 hh_handle hh_alloc_ex(hh_heap *heap, size_t size, size_t align, uint32_t tag) {
@@ -720,10 +832,13 @@ static hhi_block *block_checked(const hh_heap *heap, hh_handle h, const char *wh
     return b;
 }
 
-hh_status hh_free(hh_heap *heap, hh_handle h) {
-    if (hh_unlikely(heap == NULL)) return hhi_error(HH_E_INVALID_ARG, "hh_free: heap is NULL");
-    if (hh_is_null(h)) return HH_OK;
-    heap_lock(heap);
+/* hh_free past the fast path's test (lock held; releases it): a null, stale or
+   forged handle, a pinned or corrupt block, a debug heap (guards, fills). */
+HH_NOINLINE HH_COLD static hh_status free_generic(hh_heap *heap, hh_handle h) {
+    if (hh_is_null(h)) {
+        heap_unlock(heap);
+        return HH_OK;
+    }
     hhi_block *b = block_checked(heap, h, "hh_free");
     if (b == NULL) {
         heap_unlock(heap);
@@ -744,10 +859,40 @@ hh_status hh_free(hh_heap *heap, hh_handle h) {
     hh_track_free(heap, p, usable);
     region_release(heap, off, size, blk_prev_free(b));
     heap_event(heap, &(hh_heap_event){ .kind = HH_EV_FREE, .handle = h });
+    hh_assert_expensive(hhi_heap_is_valid(heap));
     heap_unlock(heap);
     if (!guard_ok)
         return hhi_error(HH_E_CORRUPT, "hh_free: guard bytes after handle %#llx (%zu usable bytes) were overwritten; block freed",
                          (unsigned long long)h.id, usable);
+    return HH_OK;
+}
+
+/* Fast path: one lookup, one test (live, unpinned, consistent header, no
+   debug heap), then the handle is dropped and the block released. */
+hh_status hh_free(hh_heap *heap, hh_handle h) {
+    if (hh_unlikely(heap == NULL)) return hhi_error(HH_E_INVALID_ARG, "hh_free: heap is NULL");
+    heap_lock(heap);
+    hh_handle_table *t = &heap->handles;
+    uint32_t idx = hh_handle_index(h);
+    uint32_t cidx = idx < t->capacity ? idx : 0;
+    hh_handle_slot *s = &t->slots[cidx];
+    char *p = s->ptr;
+    if (hh_unlikely(s->key != (h.id >> HH_HANDLE_INDEX_BITS) || p == NULL || heap->debug)) return free_generic(heap, h);
+    hhi_block *b = blk_from_payload(p);
+    uint64_t w = b->word;
+    if (hh_unlikely((w & (BLK_FREE | ((uint64_t)0xFF << BLK_PINS_SHIFT))) != 0 || b->u.live.slot != idx))
+        return free_generic(heap, h);
+    size_t off = (size_t)((char *)b - heap->base), size = (size_t)(w & BLK_SIZE_MASK);
+    bool prev_free = (w & BLK_PREV_FREE) != 0;
+    hh_handle_drop_fast(t, s, idx);
+    heap_touch(heap, prev_free ? blk_offset(heap, blk_prev_free_block(b)) : off);
+    heap->used_bytes -= size;
+    heap->live_blocks--;
+    hh_track_free(heap, p, blk_usable(heap, b));
+    region_release_inline(heap, off, size, prev_free);
+    heap_event(heap, &(hh_heap_event){ .kind = HH_EV_FREE, .handle = h });
+    hh_assert_expensive(hhi_heap_is_valid(heap));
+    heap_unlock(heap);
     return HH_OK;
 }
 
@@ -764,7 +909,7 @@ static bool resize_in_place(hh_heap *h, hhi_block *b, size_t nbs) {
     if (n && blk_is_free(n)) {                        /* take the free neighbour in whole, give back the rest */
         if (blk_offset(h, n) + blk_size(n) == h->managed)     /* growing into the top region */
             top_dirty(h, avail - nbs < HHI_MIN_BLOCK ? h->managed : off + nbs + 2 * HHI_MIN_BLOCK);
-        hhi_freelist_remove(h, n);
+        fl_remove(h, n);
         hhi_bitmap_clear(&h->starts, off_granule(off + cur));
     }
     size_t rest = avail - nbs, size = nbs;
@@ -807,7 +952,7 @@ static bool resize_in_place(hh_heap *h, hhi_block *b, size_t nbs) {
 static hhi_block *resize_move(hh_heap *h, hhi_block *b, size_t nbs) {
     size_t align = blk_align(b);
     uint32_t slot = b->u.live.slot;
-    hhi_block *f = hhi_freelist_find(h, align <= HHI_GRANULE ? nbs : nbs + align);
+    hhi_block *f = fl_find(h, align <= HHI_GRANULE ? nbs : nbs + align);
     if (f == NULL || !hhi_heap_fits(h, f, nbs, align, NULL)) {
         if (h->free_bytes < nbs || (h->flags & HH_HEAP_NO_AUTO_COMPACT)) return NULL;
         heap_touch(h, 0);

@@ -101,3 +101,10 @@ size_t hhi_bitmap_prev(const hhi_bitmap *bm, size_t i) {
     if (i >= bm->nbits) i = bm->nbits - 1;
     return level_prev(bm, 0, i);
 }
+
+bool hhi_bitmap_consistent(const hhi_bitmap *bm) {
+    for (uint32_t l = 0; l + 1 < bm->nlevels; l++)
+        for (size_t w = 0; w < bm->words[l]; w++)
+            if ((bm->level[l][w] != 0) != (bool)((bm->level[l + 1][w / 64] >> (w % 64)) & 1)) return false;
+    return true;
+}

@@ -106,6 +106,8 @@ static hh_status check_impl(const hh_heap *h, bool report) {
         off += blk_size(b);
     }
     if (off != h->managed) FAIL("I1: blocks end at %zu, not at %zu", off, h->managed);
+    if (!hhi_bitmap_consistent(&h->starts) || !hhi_bitmap_consistent(&h->frees))
+        FAIL("I5: an upper level of the address bitmaps disagrees with the level below");
     uint32_t listed;
     hh_status s = check_lists(h, report, &listed);
     if (s != HH_OK) return s;

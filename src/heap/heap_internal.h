@@ -34,7 +34,7 @@
  *   I4  every free block is in exactly the TLSF list of its size, the lists are
  *       well linked, and the two-level bitmaps mark exactly the non-empty lists.
  *   I5  the start bitmap marks exactly the block starts; the free bitmap exactly
- *       the free-block starts.
+ *       the free-block starts; each upper level marks exactly the non-zero words below.
  *   I6  a live block's slot is live and points at its payload; the payload is
  *       aligned to the block's alignment; slack <= size - minimal.
  *   I7  the handle table's live count equals the number of live blocks.
@@ -167,6 +167,17 @@ static inline void hhi_bitmap_clear_fast(hhi_bitmap *bm, size_t i) {
     if (nw) *w = nw;
     else hhi_bitmap_clear(bm, i);
 }
+/* Moves a set bit from i to j (j clear): one word when both share it. */
+static inline void hhi_bitmap_move_fast(hhi_bitmap *bm, size_t i, size_t j) {
+    if (i / 64 == j / 64) {                      /* i set, j clear: toggle both; the word stays non-zero */
+        bm->level[0][i / 64] ^= ((uint64_t)1 << (i % 64)) | ((uint64_t)1 << (j % 64));
+    } else {
+        hhi_bitmap_set_fast(bm, j);
+        hhi_bitmap_clear_fast(bm, i);
+    }
+}
+/* true if every upper-level bit says exactly whether its word below is non-zero (checker, I5). */
+HH_INTERNAL bool   hhi_bitmap_consistent(const hhi_bitmap *bm);
 /* Smallest set index >= i, or HHI_BM_NONE. */
 HH_INTERNAL size_t hhi_bitmap_next(const hhi_bitmap *bm, size_t i);
 /* Largest set index <= i, or HHI_BM_NONE. */
@@ -288,14 +299,175 @@ static inline void heap_touch(hh_heap *h, size_t off) {
     if (off < h->low_mark) h->low_mark = off;
 }
 
-/* Reports a completed operation to the event hook, if any (lock held). */
-static inline void heap_event(const hh_heap *h, const hh_heap_event *e) {
-    if (h->event_fn) h->event_fn(e, h->event_user);
-}
+/* Reports a completed operation to the event hook, if any (lock held). A macro
+   so that the event is built only when a hook is set (hot paths pay one test).
+   Use: heap_event(h, &(hh_heap_event){ ... }). */
+#define heap_event(h, ...)                                                       \
+    do {                                                                         \
+        if (hh_unlikely((h)->event_fn != NULL)) (h)->event_fn(__VA_ARGS__, (h)->event_user); \
+    } while (0)
 
 /* ---------------------------------------------------------------------------
    Free lists (heap_freelist.c). Caller holds the lock.
 --------------------------------------------------------------------------- */
+/* Inline list primitives for the hot paths of heap.c (heap_freelist.c wraps
+   them for everyone else). fl_link/fl_unlink/fl_relink touch only the lists
+   and their two-level bitmaps: the free-start bitmap and the counters are the
+   caller's (hhi_freelist_insert/remove do all of it). */
+static inline void fl_mapping(size_t size, unsigned *fl, unsigned *sl) {
+    if (size < HHI_SMALL_BLOCK) {
+        *fl = 0;
+        *sl = (unsigned)(size / HHI_GRANULE);
+    } else {
+        unsigned f = hh_fls64(size);
+        *sl = (unsigned)(size >> (f - HHI_SL_LOG2)) ^ HHI_SL_COUNT;
+        *fl = f - (HHI_FL_SHIFT - 1);
+    }
+}
+/* true if free blocks of sizes big >= small (multiples of 16) share a list:
+   below HHI_SMALL_BLOCK only equal sizes do; above, the lists are the top
+   HHI_SL_LOG2 + 1 bits of the size, and a smaller power of two differs there. */
+static inline bool fl_same_list(size_t big, size_t small) {
+    unsigned k = big < HHI_SMALL_BLOCK ? 4u : hh_fls64(big) - HHI_SL_LOG2;
+    return (big >> k) == (small >> k);
+}
+static inline uint64_t fl_sq(const hh_heap *h, size_t size) {
+    uint64_t u = size >> h->sq_shift;
+    return u * u;
+}
+/* Links free block b (granule g) into list (f, s): lowest address first, else
+   right behind the head (see heap_freelist.c). */
+static inline void fl_link(hh_heap *h, hhi_block *b, uint32_t g, unsigned f, unsigned s) {
+    hh_assert_internal(f < HHI_FL_COUNT && blk_is_free(b));
+    uint32_t head = h->fl.head[f][s];
+    if (head == HHI_NONE || g < head) {          /* new head */
+        b->u.free.prev = HHI_NONE;
+        b->u.free.next = head;
+        if (head != HHI_NONE) blk_at(h, granule_off(head))->u.free.prev = g;
+        h->fl.head[f][s] = g;
+        h->fl.fl_bitmap |= 1u << f;
+        h->fl.sl_bitmap[f] |= 1u << s;
+    } else {                                     /* right behind the head */
+        hhi_block *hb = blk_at(h, granule_off(head));
+        uint32_t nx = hb->u.free.next;
+        b->u.free.prev = head;
+        b->u.free.next = nx;
+        if (nx != HHI_NONE) blk_at(h, granule_off(nx))->u.free.prev = g;
+        hb->u.free.next = g;
+    }
+}
+/* Unlinks free block b (granule g) from its list (f, s); its header is untouched. */
+static inline void fl_unlink(hh_heap *h, const hhi_block *b, uint32_t g, unsigned f, unsigned s) {
+    uint32_t next = b->u.free.next, prev = b->u.free.prev;
+    (void)g;
+    if (next != HHI_NONE) blk_at(h, granule_off(next))->u.free.prev = prev;
+    if (prev != HHI_NONE) blk_at(h, granule_off(prev))->u.free.next = next;
+    else {
+        hh_assert_internal(h->fl.head[f][s] == g);
+        h->fl.head[f][s] = next;
+        if (next == HHI_NONE) {
+            h->fl.sl_bitmap[f] &= ~(1u << s);
+            if (h->fl.sl_bitmap[f] == 0) h->fl.fl_bitmap &= ~(1u << f);
+        }
+    }
+}
+/* Free block `to` (granule gto) takes the list place of free block `from`
+   (size of `to` maps to the same list; from's header is read, not changed).
+   The list stays well linked; only its address order may loosen, which is a
+   preference of the search, not an invariant. */
+static inline void fl_relink(hh_heap *h, const hhi_block *from, hhi_block *to, uint32_t gto, size_t to_size) {
+    uint32_t next = from->u.free.next, prev = from->u.free.prev;
+    to->u.free.next = next;
+    to->u.free.prev = prev;
+    if (next != HHI_NONE) blk_at(h, granule_off(next))->u.free.prev = gto;
+    if (prev != HHI_NONE) blk_at(h, granule_off(prev))->u.free.next = gto;
+    else {
+        unsigned f, s;
+        fl_mapping(to_size, &f, &s);
+        h->fl.head[f][s] = gto;
+    }
+}
+/* List for a search: round up so any block of that list is >= size. */
+static inline void fl_mapping_search(size_t size, unsigned *fl, unsigned *sl) {
+    if (size >= HHI_SMALL_BLOCK) size += ((size_t)1 << (hh_fls64(size) - HHI_SL_LOG2)) - 1;
+    fl_mapping(size, fl, sl);
+}
+/* Good fit (hhi_freelist_find). */
+static inline hhi_block *fl_find(const hh_heap *h, size_t size) {
+    unsigned f, s;
+    fl_mapping_search(size, &f, &s);
+    if (hh_unlikely(f >= HHI_FL_COUNT)) return NULL;
+    uint32_t sl_map = h->fl.sl_bitmap[f] & (~0u << s);
+    if (sl_map == 0) {
+        uint32_t fl_map = f + 1 < 32 ? h->fl.fl_bitmap & (~0u << (f + 1)) : 0;
+        if (fl_map == 0) return NULL;
+        f = hh_ctz64(fl_map);
+        sl_map = h->fl.sl_bitmap[f];
+    }
+    s = hh_ctz64(sl_map);
+    return blk_at(h, granule_off(h->fl.head[f][s]));
+}
+/* fl_exact(size), else fl_find(size), mapping the size once (allocation).
+   When the exact list's head is too small, or the list is empty, no block of
+   that list is needed: the good-fit search starts at the next list, as
+   fl_find's rounding would. */
+static inline hhi_block *fl_exact_then_find(const hh_heap *h, size_t size) {
+    if (size < HHI_SMALL_BLOCK) return fl_find(h, size);   /* linear classes: exact already */
+    unsigned k = hh_fls64(size) - HHI_SL_LOG2;
+    unsigned f = k + HHI_SL_LOG2 - (HHI_FL_SHIFT - 1), s = (unsigned)(size >> k) ^ HHI_SL_COUNT;
+    if (hh_unlikely(f >= HHI_FL_COUNT)) return NULL;
+    uint32_t g = h->fl.head[f][s];
+    if (g != HHI_NONE) {
+        hhi_block *b = blk_at(h, granule_off(g));
+        if (blk_size(b) >= size) return b;
+    }
+    uint32_t sl_map = h->fl.sl_bitmap[f] & (~0u << (s + 1));   /* s + 1 <= 16: no overflow */
+    if (sl_map == 0) {
+        uint32_t fl_map = f + 1 < 32 ? h->fl.fl_bitmap & (~0u << (f + 1)) : 0;
+        if (fl_map == 0) return NULL;
+        f = hh_ctz64(fl_map);
+        sl_map = h->fl.sl_bitmap[f];
+    }
+    return blk_at(h, granule_off(h->fl.head[f][hh_ctz64(sl_map)]));
+}
+/* Head of the list holding `size` itself if large enough (hhi_freelist_exact). */
+static inline hhi_block *fl_exact(const hh_heap *h, size_t size) {
+    if (size < HHI_SMALL_BLOCK) return NULL;          /* linear classes: the search is exact already */
+    unsigned f, s;
+    fl_mapping(size, &f, &s);
+    if (hh_unlikely(f >= HHI_FL_COUNT)) return NULL;
+    uint32_t g = h->fl.head[f][s];
+    if (g == HHI_NONE) return NULL;
+    hhi_block *b = blk_at(h, granule_off(g));
+    return blk_size(b) >= size ? b : NULL;
+}
+
+/* hhi_freelist_insert. */
+static inline void fl_insert(hh_heap *h, hhi_block *b) {
+    size_t size = blk_size(b);
+    unsigned f, s;
+    fl_mapping(size, &f, &s);
+    uint32_t g = off_granule(blk_offset(h, b));
+    fl_link(h, b, g, f, s);
+    hhi_bitmap_set_fast(&h->frees, g);
+    h->free_bytes += size;
+    h->free_blocks++;
+    h->free_sumsq += fl_sq(h, size);
+}
+
+/* hhi_freelist_remove. */
+static inline void fl_remove(hh_heap *h, hhi_block *b) {
+    size_t size = blk_size(b);
+    unsigned f, s;
+    fl_mapping(size, &f, &s);
+    uint32_t g = off_granule(blk_offset(h, b));
+    fl_unlink(h, b, g, f, s);
+    hhi_bitmap_clear_fast(&h->frees, g);
+    h->free_bytes -= size;
+    h->free_blocks--;
+    h->free_sumsq -= fl_sq(h, size);
+}
+
 HH_INTERNAL void hhi_freelist_init(hh_heap *h);
 /* Inserts free block b (header already says free + size): lists, bitmaps, counters. */
 HH_INTERNAL void hhi_freelist_insert(hh_heap *h, hhi_block *b);

@@ -9,7 +9,7 @@
  *   B2  hh_busable(p) >= size asked, alignment as asked;
  *   B3  bad frees and bad reallocs are reported with the documented status and
  *       exactly one message, and change nothing (B1 still holds);
- *   B4  hh_binned_check() == HH_OK (every 16 operations and at the end; it
+ *   B4  hh_binned_check() == HH_OK (every 64 operations and at the end; it
  *       walks every span);
  *   B5  at the end, with everything freed, the leak report is back where it began.
  */
@@ -223,7 +223,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         }
         verify_all();
-        if ((op & 15) == 15) FZ_CHECK(hh_binned_check() == HH_OK, "B4: hh_binned_check failed");
+        if ((op & 63) == 63) FZ_CHECK(hh_binned_check() == HH_OK, "B4: hh_binned_check failed");
     }
 
     for (size_t i = 0; i < nb; i++) hh_bfree(B[i].p);

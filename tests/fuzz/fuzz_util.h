@@ -30,18 +30,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
         }                                                                            \
     } while (0)
 
-/* Known bugs (listed in /work/notes/bugs.md and the reliability report): a
-   harness that meets one prints it once and goes on, so fuzzing can look for
-   new bugs and `make check` stays usable until the owner fixes it. With
-   FUZZ_STRICT=1 in the environment a known bug fails like any other check. */
+/* Known bugs (listed in tests/fuzz/README.md, with reproducers): a harness that
+   meets one fails like any other check -- all of them are fixed in the tree.
+   While an owner works on a newly found one, FUZZ_STRICT=0 in the environment
+   makes the harness print it once and go on, so fuzzing can look for others. */
 static inline bool fz_strict(void) {
     const char *e = getenv("FUZZ_STRICT");
-    return e != NULL && *e == '1';
+    return e == NULL || *e != '0';
 }
 #define FZ_KNOWN_BUG(name, ...)                                                      \
     do {                                                                             \
         static bool told_;                                                           \
-        FZ_CHECK(!fz_strict(), "known bug %s (FUZZ_STRICT=1)", name);                \
+        FZ_CHECK(!fz_strict(), "known bug %s (FUZZ_STRICT=0 tolerates it)", name);  \
         if (!told_) {                                                                \
             told_ = true;                                                            \
             fprintf(stderr, "%s:%d: KNOWN BUG %s: ", __FILE__, __LINE__, name);      \
