@@ -140,14 +140,7 @@ HH_INLINE hhi_block *region_release_inline(hh_heap *h, size_t off, size_t size, 
     *foot = total;
     if (nsize) {                                     /* b takes n's place (or n's list changes) */
         uint32_t ng = off_granule(end);
-        if (fl_same_list(total, nsize)) fl_relink(h, n, b, g, total);
-        else {
-            unsigned f1, s1, f2, s2;
-            fl_mapping(nsize, &f1, &s1);
-            fl_mapping(total, &f2, &s2);
-            fl_unlink(h, n, ng, f1, s1);
-            fl_link(h, b, g, f2, s2);
-        }
+        fl_replace(h, n, ng, nsize, b, g, total);
         hhi_bitmap_move_fast(&h->frees, ng, g);
         hhi_bitmap_clear_fast(&h->starts, ng);
         h->free_bytes += size;
@@ -263,15 +256,7 @@ HH_INLINE hhi_block *carve16(hh_heap *h, hhi_block *f, size_t bs) {
         hdr_write(t, (uint64_t)tail | BLK_FREE);
         uint64_t *foot = (uint64_t *)(void *)(h->base + foff + fsize - 8);   /* f's footer is the tail's */
         *foot = tail;
-        if (hh_likely(fl_same_list(fsize, tail))) {
-            fl_relink(h, f, t, tg, tail);
-        } else {
-            unsigned f1, s1, f2, s2;
-            fl_mapping(fsize, &f1, &s1);
-            fl_mapping(tail, &f2, &s2);
-            fl_unlink(h, f, g, f1, s1);
-            fl_link(h, t, tg, f2, s2);
-        }
+        fl_replace(h, f, g, fsize, t, tg, tail);
         hhi_bitmap_move_fast(&h->frees, g, tg);
         hhi_bitmap_set_fast(&h->starts, tg);
         h->free_bytes -= bs;

@@ -442,6 +442,21 @@ static inline hhi_block *fl_exact(const hh_heap *h, size_t size) {
     return blk_size(b) >= size ? b : NULL;
 }
 
+/* Free block nb (granule ng, nsize bytes) takes the list place of free block
+   ob (granule og, osize bytes): a relink when both sizes map to one list. */
+static inline void fl_replace(hh_heap *h, hhi_block *ob, uint32_t og, size_t osize, hhi_block *nb, uint32_t ng,
+                              size_t nsize) {
+    if (hh_likely(osize >= nsize ? fl_same_list(osize, nsize) : fl_same_list(nsize, osize))) {
+        fl_relink(h, ob, nb, ng, nsize);
+        return;
+    }
+    unsigned f1, s1, f2, s2;
+    fl_mapping(osize, &f1, &s1);
+    fl_mapping(nsize, &f2, &s2);
+    fl_unlink(h, ob, og, f1, s1);
+    fl_link(h, nb, ng, f2, s2);
+}
+
 /* hhi_freelist_insert. */
 static inline void fl_insert(hh_heap *h, hhi_block *b) {
     size_t size = blk_size(b);
