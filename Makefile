@@ -148,11 +148,13 @@ install: all $(BUILD)/hheap.pc
 	install -m 755 $(BUILD)/libhheap.so $(DESTDIR)$(PREFIX)/lib/libhheap.so.0
 	ln -sf libhheap.so.0 $(DESTDIR)$(PREFIX)/lib/libhheap.so
 	install -m 644 $(BUILD)/hheap.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	@if [ -f $(BUILD)/libhheap_malloc.so ]; then install -m 755 $(BUILD)/libhheap_malloc.so $(DESTDIR)$(PREFIX)/lib/; fi
 	@for b in $(INSTALL_BINS); do echo install $$b; install -m 755 $$b $(DESTDIR)$(PREFIX)/bin/ || exit 1; done
 
 uninstall:
 	rm -rf $(DESTDIR)$(PREFIX)/include/hheap $(DESTDIR)$(PREFIX)/include/hheap.h
-	rm -f $(DESTDIR)$(PREFIX)/lib/libhheap.a $(DESTDIR)$(PREFIX)/lib/libhheap.so* $(DESTDIR)$(PREFIX)/lib/pkgconfig/hheap.pc
+	rm -f $(DESTDIR)$(PREFIX)/lib/libhheap.a $(DESTDIR)$(PREFIX)/lib/libhheap.so* $(DESTDIR)$(PREFIX)/lib/libhheap_malloc.so
+	rm -f $(DESTDIR)$(PREFIX)/lib/pkgconfig/hheap.pc
 
 clean:
 	rm -rf $(BUILD) $(CLEAN_EXTRA)

@@ -47,7 +47,7 @@ demo: deps $(BUILD)/hh-demo $(BUILD)/hh-viz
 check-demo: $(BUILD)/hh-demo $(BUILD)/hh-viz $(BUILD)/test/viz_render_test
 	@echo "== viz: render test, short demo, hh-viz on its dump and on damaged dumps"
 	@$(BUILD)/test/viz_render_test
-	@rm -rf out/check-demo && $(BUILD)/hh-demo --frames 60 --heap-mib 2 --moves 8 --seed 7 --out out/check-demo --quiet > out/check-demo.log 2>&1 \
+	@rm -rf out/check-demo && mkdir -p out && $(BUILD)/hh-demo --frames 60 --heap-mib 2 --moves 8 --seed 7 --out out/check-demo --quiet > out/check-demo.log 2>&1 \
 	  || { cat out/check-demo.log; echo "check-demo: hh-demo failed"; exit 1; }
 	@for f in out/check-demo/demo.hhmap out/check-demo/timeline.png out/check-demo/plot.png out/check-demo/index.html \
 	          out/check-demo/frames/frame_000000.png out/check-demo/frames/frame_000059.png; do \
