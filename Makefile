@@ -57,7 +57,7 @@ CHECK_PC   = $(shell pkg-config --cflags --libs check 2>/dev/null || echo -lchec
 VALGRIND := valgrind --quiet --error-exitcode=99 --leak-check=full --show-leak-kinds=definite,indirect,possible \
             --errors-for-leak-kinds=definite,indirect,possible --track-origins=yes --num-callers=30
 
-.PHONY: all lib check check-build check-headers check-unit check-valgrind deps install uninstall clean
+.PHONY: FORCE all lib check check-build check-headers check-unit check-valgrind deps install uninstall clean
 .DEFAULT_GOAL := all
 
 all: lib $(ALL_EXTRA)
@@ -136,9 +136,10 @@ check-valgrind: $(BUILD)/test/hh-tests
 	@echo "== Check suites under Valgrind memcheck (no-fork)"
 	@CK_FORK=no HH_TEST_UNDER_VALGRIND=1 $(VALGRIND) $(BUILD)/test/hh-tests
 
-$(BUILD)/hheap.pc: Makefile
+# Rewritten on every install: it records PREFIX, which may differ between runs.
+$(BUILD)/hheap.pc: FORCE
 	@mkdir -p $(dir $@)
-	@printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: hheap\nDescription: relocatable handle heap, binned and linear allocators for game engines\nVersion: %s\nCflags: -I$${includedir}\nLibs: -L$${libdir} -lhheap\nLibs.private: -lpthread -lm\n' '$(PREFIX)' '$(VERSION)' > $@
+	@printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: hheap\nDescription: relocatable handle heap, binned and linear allocators for game engines\nVersion: %s\nCflags: -I$${includedir}\nLibs: -L$${libdir} -Wl,-rpath,$${libdir} -lhheap\nLibs.private: -lpthread -lm\n' '$(PREFIX)' '$(VERSION)' > $@
 
 install: all $(BUILD)/hheap.pc
 	install -d $(DESTDIR)$(PREFIX)/include/hheap $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
@@ -150,6 +151,8 @@ install: all $(BUILD)/hheap.pc
 	install -m 644 $(BUILD)/hheap.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 	@if [ -f $(BUILD)/libhheap_malloc.so ]; then install -m 755 $(BUILD)/libhheap_malloc.so $(DESTDIR)$(PREFIX)/lib/; fi
 	@for b in $(INSTALL_BINS); do echo install $$b; install -m 755 $$b $(DESTDIR)$(PREFIX)/bin/ || exit 1; done
+
+FORCE:
 
 uninstall:
 	rm -rf $(DESTDIR)$(PREFIX)/include/hheap $(DESTDIR)$(PREFIX)/include/hheap.h

@@ -39,7 +39,8 @@ $(BUILD)/test/viz_render_test: viz/viz_render_test.c $(VIZ_COMMON) $(VIZ_HEADERS
 	$(Q)$(CC) $(CPPFLAGS) $(VIZ_CFLAGS) -Werror -o $@ viz/viz_render_test.c $(VIZ_COMMON) $(BUILD)/libhheap.a $(VIZ_CAIRO) $(LDLIBS)
 
 .PHONY: demo check-demo check-flipbook
-demo: deps $(BUILD)/hh-demo $(BUILD)/hh-viz
+demo: deps
+	@$(MAKE) --no-print-directory $(BUILD)/hh-demo $(BUILD)/hh-viz   # after deps: cairo must be installed first
 	@rm -rf out/demo/frames
 	$(BUILD)/hh-demo --out out/demo
 
@@ -60,6 +61,7 @@ check-demo: $(BUILD)/hh-demo $(BUILD)/hh-viz $(BUILD)/test/viz_render_test
 	@n=$$(ls out/check-demo/sub/frames | wc -l); [ $$n -eq 4 ] || { echo "check-demo: --every 10 --frames 10:40 drew $$n, want 4"; exit 1; }
 	@head -c 5000 out/check-demo/demo.hhmap > out/check-demo/cut.hhmap; \
 	  $(BUILD)/hh-viz --quiet --no-frames --out out/check-demo/cut out/check-demo/cut.hhmap 2> out/check-demo/cut.err; \
+	  rc=$$?; [ $$rc -eq 3 ] || { echo "check-demo: a damaged dump gave exit $$rc, want 3"; exit 1; }; \
 	  grep -q "truncated" out/check-demo/cut.err || { cat out/check-demo/cut.err; echo "check-demo: truncation not reported"; exit 1; }
 	@printf 'not a dump' > out/check-demo/bad.hhmap; \
 	  if $(BUILD)/hh-viz --quiet --out out/check-demo/bad out/check-demo/bad.hhmap 2> out/check-demo/bad.err; then \

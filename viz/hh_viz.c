@@ -87,7 +87,8 @@ static int bench(const char *dump, int width, unsigned n, const char *out_dir) {
 
 static void usage(FILE *f) {
     fputs("usage: hh-viz [--out DIR] [--width PX] [--every K] [--frames A:B] [--no-frames]\n"
-          "              [--progress|--no-progress] [--quiet] [--bench N] DUMP.hhmap\n", f);
+          "              [--progress|--no-progress] [--quiet] [--bench N] DUMP.hhmap\n"
+          "exit status: 0 ok, 1 error, 2 bad usage, 3 dump damaged (the frames before the damage are drawn)\n", f);
 }
 
 /* Parses an unsigned number; false if s is not one. */
@@ -147,6 +148,7 @@ int main(int argc, char **argv) {
         rc = viz_render_mkdir(o.out_dir) == 0 ? bench(dump, o.width, bench_runs, o.out_dir) : 1;
     } else {
         rc = viz_render(dump, &o, &res);
+        if (rc == 0 && res.truncated) rc = 3;   /* pictures drawn from the good frames, but say the dump is damaged */
     }
     cairo_debug_reset_static_data();     /* drop cairo's and fontconfig's caches: memcheck sees a clean exit */
     FcFini();

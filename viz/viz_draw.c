@@ -196,6 +196,8 @@ typedef struct cell_acc { float r, g, b, w; } cell_acc;
 
 /* Adds the colour of bytes [s, e) (in cell units) to the cells it covers. */
 static void acc_span(cell_acc *acc, size_t ncells, double s, double e, viz_rgb c) {
+    if (s < 0) s = 0;
+    if (e > (double)ncells) e = (double)ncells;          /* hostile or resized frames: stay in the raster */
     if (e <= s) return;
     size_t c0 = (size_t)s, c1 = (size_t)ceil(e);
     if (c1 > ncells) c1 = ncells;
@@ -431,7 +433,7 @@ static void draw_legend(cairo_t *cr, const viz_layout *l, const hh_mapdump_frame
 static int cmp_region(const void *pa, const void *pb) {
     const hh_mapdump_region *a = pa, *b = pb;
     if (a->size_class != b->size_class) return a->size_class - b->size_class;
-    return (int)b->live - (int)a->live;
+    return (a->live < b->live) - (a->live > b->live);   /* more live first; no overflow */
 }
 
 /* The binned pages: a grid of squares grouped by class, filled by occupancy. */

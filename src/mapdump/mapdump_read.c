@@ -256,7 +256,8 @@ static bool parse_binned(hh_mapdump_reader *r, cursor *c, const char **why) {
         g[i].live = cur_varint32(c);
         g[i].cached = cur_varint32(c);
         if (c->bad) { *why = "region list cut short"; return false; }
-        if (kind > HH_BINNED_REGION_LARGE || committed > 1 || cls > HH_BINNED_CLASS_COUNT) { *why = "bad region"; return false; }
+        if (kind > HH_BINNED_REGION_LARGE || committed > 1 || cls > HH_BINNED_CLASS_COUNT ||
+            (kind == HH_BINNED_REGION_CLASS && cls == 0)) { *why = "bad region"; return false; }
         g[i].kind = kind;
         g[i].committed = committed != 0;
         g[i].size_class = (int16_t)((int)cls - 1);
@@ -455,8 +456,7 @@ hh_status hh_mapdump_info(const hh_mapdump_reader *r, hh_mapdump_file_info *out)
 hh_status hh_mapdump_next(hh_mapdump_reader *r, const hh_mapdump_frame **out) {
     if (out) *out = NULL;
     if (r == NULL || out == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_mapdump_next: NULL argument");
-    if (r->status != HH_OK) return hhi_error(r->status, "hh_mapdump_next: the dump already failed at byte %llu",
-                                             (unsigned long long)r->pos);
+    if (r->status != HH_OK) return r->status;   /* R1: already reported once */
     if (r->at_end) return HH_OK;
 
     uint64_t at = r->pos;
