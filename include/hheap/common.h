@@ -10,7 +10,8 @@
  *
  * Error contract: a failing call returns a status (or HH_NULL / NULL), sets
  * hh_last_error() for the calling thread and passes exactly one message to the
- * error handler. It never corrupts, moves or leaks a live block.
+ * error handler. It never corrupts or leaks a live block, and moves one only
+ * where heap.h says a call may compact (an allocation that found no hole).
  */
 #ifndef HHEAP_COMMON_H
 #define HHEAP_COMMON_H

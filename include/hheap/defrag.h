@@ -196,15 +196,17 @@ HH_API hh_status hh_defrag_metrics_get(const hh_heap *heap, hh_defrag_metrics *o
 
 /* ---------------------------------------------------------------------------
    Relocation journal: the moves of the last step, plus those made since by
-   allocation-time compaction and by hh_resize; readable until the next step
-   (or hh_defrag_full) begins.
+   allocation-time compaction and by hh_resize; readable until the next call
+   that can move a block (any hh_defrag_step/full, hh_resize, hh_alloc*): the
+   array may be reallocated when a later move is recorded.
 --------------------------------------------------------------------------- */
 typedef struct hh_move_record {
     hh_handle handle;
     size_t    src_offset, dst_offset;  /* block offsets from the managed start */
     size_t    size;                    /* whole block bytes */
 } hh_move_record;
-/* Number of records; *out points at them (valid until the next step). If a
+/* Number of records; *out points at them (valid until the next call that can
+   move a block, see above). If a
    record could not be stored (metadata allocation failed) the move still
    happened; the journal is then short. */
 HH_API size_t hh_defrag_journal(const hh_heap *heap, const hh_move_record **out);

@@ -33,13 +33,20 @@
  *
  * Pointer validity (the frame contract): a pointer from hh_deref is valid until
  * the next hh_defrag_step / hh_defrag_full, the next hh_resize or hh_free of the
- * same handle, or an hh_alloc / hh_alloc_ex / hh_resize of any handle that had to
- * compact the heap to succeed (on a heap with HH_HEAP_NO_AUTO_COMPACT that never
- * happens). hh_pin gives a pointer that stays valid until the matching hh_unpin.
+ * same handle, or an hh_alloc / hh_alloc_ex / hh_resize of any handle that
+ * compacted the heap -- which it does only when no free block fits while enough
+ * bytes are free, and which may happen even if the call then fails (pins can
+ * keep the bytes apart); the moves are in the journal (defrag.h) and no
+ * contents change. On a heap with HH_HEAP_NO_AUTO_COMPACT only defrag steps
+ * and the resize/free of the handle itself move a block. hh_pin gives a pointer
+ * that stays valid until the matching hh_unpin.
  * With HH_HEAP_THREADSAFE every call takes the heap lock except hh_deref,
- * which stays lock-free: a thread may deref its own handles while another
- * thread allocates or frees others; defrag steps must not overlap the use of
- * unpinned pointers by other threads (run them at a frame boundary).
+ * which stays lock-free: a thread may deref and use its own handles while
+ * another thread frees others, or allocates on a heap created with
+ * HH_HEAP_NO_AUTO_COMPACT (on other heaps an allocation may compact and move
+ * any unpinned block: pin what other threads use). Defrag steps must not
+ * overlap the use of unpinned pointers by other threads (run them at a frame
+ * boundary). on_move runs with the heap lock held: it may call hh_deref only.
  */
 #ifndef HHEAP_HEAP_H
 #define HHEAP_HEAP_H

@@ -33,6 +33,17 @@ static void fork_parent(void) {
 }
 static void fork_child(void) { fork_parent(); }
 
+/* Registers the fork handlers before main runs, so no thread can take an
+   allocator lock before they exist (registering lazily in hhi_binned_init
+   left a window in which a second thread initialised and locked while the
+   first was still inside pthread_atfork). hhi_binned_init keeps the lazy path
+   for toolchains without constructors. */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((constructor)) static void binned_register_atfork(void) {
+    if (atomic_exchange(&atfork_done, 1) == 0) pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+#endif
+
 /* Maps the registry and sets up the classes, once. Nothing here allocates
    through malloc, so the shim can call it from inside malloc -- except
    pthread_atfork, which is called first, holding no lock: a malloc nested in

@@ -312,7 +312,7 @@ static inline void journal_push(hh_heap *h, hh_handle hd, size_t src, size_t dst
 
 /* Everything that follows a relocation of the block in `slot` from old payload
    `op` (block offset src) to `nb` (already written, payload copied). */
-static inline void move_record(hh_heap *h, hhi_block *nb, uint32_t slot, void *op, size_t src, size_t usable) {
+static inline hh_handle move_note(hh_heap *h, hhi_block *nb, uint32_t slot, void *op, size_t src, size_t usable) {
     void *np = blk_payload(nb);
     size_t dst = blk_offset(h, nb);
     h->handles.slots[slot].ptr = np;
@@ -321,7 +321,14 @@ static inline void move_record(hh_heap *h, hhi_block *nb, uint32_t slot, void *o
     journal_push(h, hd, src, dst, blk_size(nb));
     h->total_moves++;
     h->total_bytes_moved += usable;
-    if (h->desc.on_move) h->desc.on_move(hd, op, np, usable, h->desc.user);
+    return hd;
+}
+
+/* move_note + the on_move callback (single-block moves: every slot is current
+   when the callback runs). */
+static inline void move_record(hh_heap *h, hhi_block *nb, uint32_t slot, void *op, size_t src, size_t usable) {
+    hh_handle hd = move_note(h, nb, slot, op, src, usable);
+    if (h->desc.on_move) h->desc.on_move(hd, op, blk_payload(nb), usable, h->desc.user);
 }
 
 /* Debug poison + no-access for the bytes of [op, op+len) that the new payload
@@ -416,7 +423,9 @@ hhi_block *hhi_heap_move_into(hh_heap *h, hhi_block *b, hhi_block *f, size_t abs
 }
 
 /* Moves the run of blocks [run, end) down by gap with one memmove and records
-   each block's move (its old start bit is already cleared). */
+   each block's move (its old start bit is already cleared). Every slot of the
+   run is updated before the first on_move callback, so a callback that derefs
+   another block of the run sees its new address. */
 static void sweep_move_run(hh_heap *h, size_t run, size_t end, size_t gap, size_t *bytes, size_t *count) {
     if (gap == 0 || end <= run) return;
     memmove(h->base + run - gap, h->base + run, end - run);
@@ -425,10 +434,17 @@ static void sweep_move_run(hh_heap *h, size_t run, size_t end, size_t gap, size_
         size_t size = blk_size(nb), usable = blk_usable(h, nb);
         hhi_bitmap_set_fast(&h->starts, off_granule(o));
         if (o == run - gap) nb->word &= ~BLK_PREV_FREE;        /* a live block (or nothing) is below it now */
-        move_record(h, nb, nb->u.live.slot, h->base + o + gap + HHI_HDR, o + gap, usable);
+        move_note(h, nb, nb->u.live.slot, h->base + o + gap + HHI_HDR, o + gap, usable);
         *bytes += usable;
         (*count)++;
         o += size;
+    }
+    if (h->desc.on_move == NULL) return;
+    for (size_t o = run - gap; o < end - gap;) {
+        hhi_block *nb = blk_at(h, o);
+        h->desc.on_move(slot_handle(h, nb->u.live.slot), h->base + o + gap + HHI_HDR, blk_payload(nb), blk_usable(h, nb),
+                        h->desc.user);
+        o += blk_size(nb);
     }
 }
 
@@ -715,6 +731,8 @@ static hh_status alloc_args(const hh_heap *h, size_t size, size_t align, const c
 HH_NOINLINE HH_COLD static hhi_block *alloc_find_slow(hh_heap *h, size_t bs, size_t align) {
     hhi_block *f = fl_find(h, bs + 2 * align);     /* worst-case lead for aligned blocks */
     if (f && hhi_heap_fits(h, f, bs, align, NULL)) return f;
+    f = hhi_heap_top_free(h);                       /* good fit skips the request's own list: try the top */
+    if (f && hhi_heap_fits(h, f, bs, align, NULL)) return f;
     if (h->free_bytes < bs || (h->flags & HH_HEAP_NO_AUTO_COMPACT)) return NULL;
     heap_touch(h, 0);                                          /* blocks anywhere may move */
     f = h->compact_hook ? h->compact_hook(h, bs, align) : hhi_heap_compact_for(h, bs, align);
@@ -938,6 +956,7 @@ static hhi_block *resize_move(hh_heap *h, hhi_block *b, size_t nbs) {
     size_t align = blk_align(b);
     uint32_t slot = b->u.live.slot;
     hhi_block *f = fl_find(h, align <= HHI_GRANULE ? nbs : nbs + align);
+    if (f == NULL || !hhi_heap_fits(h, f, nbs, align, NULL)) f = hhi_heap_top_free(h);   /* good fit skips its own list */
     if (f == NULL || !hhi_heap_fits(h, f, nbs, align, NULL)) {
         if (h->free_bytes < nbs || (h->flags & HH_HEAP_NO_AUTO_COMPACT)) return NULL;
         heap_touch(h, 0);

@@ -242,11 +242,20 @@ hh_status hh_memstack_create(const hh_memstack_desc *desc, hh_memstack **out) {
     return HH_OK;
 }
 
-/* Frees ms; open marks are reported but not touched (their storage may be gone). */
+/* Frees ms; open marks are reported. On an explicit destroy the caller's marks
+   are still where they were pushed (the mark contract), so they are closed: a
+   later pop (an HH_MARK_SCOPE cleanup) then fails cleanly instead of touching
+   the freed stack. At thread exit the frames that held them are gone: not touched. */
 static void stack_destroy(hh_memstack *ms, const char *who) {
     if (ms->mark_count != 0)
         hhi_error(HH_E_MARK_ORDER, "%s: stack '%s' destroyed with %u open mark%s", who, ms->name,
                   (unsigned)ms->mark_count, ms->mark_count == 1 ? "" : "s");
+    if (strcmp(who, "thread exit") != 0)
+        for (hh_mark *m = ms->marks, *n; m != NULL; m = n) {
+            n = m->prev;
+            m->magic = 0;
+            m->ms = NULL;
+        }
     ms->marks = NULL;
     ms->mark_count = 0;
     stack_free_all(ms);
@@ -318,6 +327,10 @@ void hh_mark_push(hh_memstack *ms, hh_mark *mark) {
     if (ms == NULL) {
         *mark = (hh_mark){ 0 };
         hhi_error(HH_E_INVALID_ARG, "hh_mark_push: stack is NULL");
+        return;
+    }
+    if (hh_unlikely(ms->marks == mark)) {          /* pushing the open top mark again would make a cycle */
+        hhi_error(HH_E_INVALID_ARG, "hh_mark_push: this mark is already the open top mark of '%s'", ms->name);
         return;
     }
     *mark = (hh_mark){ .ms = ms, .prev = ms->marks, .top = ms->top, .chunk = ms->chunk,
