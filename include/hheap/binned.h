@@ -151,14 +151,17 @@ typedef void (*hh_binned_leak_fn)(const void *block, size_t usable_size, void *u
 /* Calls fn (may be NULL: count only) for every block that is allocated and not
    freed -- at shutdown, the leaks. Blocks in thread caches are free, not leaks.
    Returns the number of such blocks; *bytes (if not NULL) gets their usable
-   bytes. fn runs with no allocator lock held and may allocate. */
+   bytes. fn runs with no class lock held and may allocate and free, but the
+   walk holds the trim lock: fn must not call hh_binned_trim, hh_binned_check,
+   hh_binned_walk, hh_binned_leak_report or fork(). */
 HH_API size_t hh_binned_leak_report(hh_binned_leak_fn fn, void *user, size_t *bytes);
 
 /* ---------------------------------------------------------------------------
    Heap-map walker (used by the .hhmap writer)
    One call per 64 KiB page of every span (address order within a span, spans
-   newest first), then one per large block. fn runs with no allocator lock held
-   (it may allocate); only hh_binned_trim waits until the walk ends.
+   newest first), then one per large block. fn runs with no class lock held
+   (it may allocate and free); the walk holds the trim lock, so fn must not call
+   hh_binned_trim, hh_binned_check, hh_binned_walk, hh_binned_leak_report or fork().
 --------------------------------------------------------------------------- */
 enum {
     HH_BINNED_REGION_META = 0,    /* page 0 of a span: the span's metadata */

@@ -82,12 +82,23 @@ hh_status hhi_error(hh_status s, const char *fmt, ...) {
     va_end(ap);
     last_error = s;
 
-    while (atomic_flag_test_and_set_explicit(&handler.lock, memory_order_acquire)) { }
-    hh_error_fn fn = handler.fn;
-    void *user = handler.user;
-    atomic_flag_clear_explicit(&handler.lock, memory_order_release);
-
-    if (fn == NULL) fn = default_handler;
+    /* Bounded spin: a fork child can inherit the flag set by a thread that no
+       longer exists there; it then reports through the default handler
+       instead of spinning forever. */
+    hh_error_fn fn = NULL;
+    void *user = NULL;
+    for (unsigned spins = 0; spins < (1u << 20); spins++) {
+        if (!atomic_flag_test_and_set_explicit(&handler.lock, memory_order_acquire)) {
+            fn = handler.fn;
+            user = handler.user;
+            atomic_flag_clear_explicit(&handler.lock, memory_order_release);
+            break;
+        }
+    }
+    if (fn == NULL) {
+        fn = default_handler;
+        user = NULL;
+    }
     fn(s, msg, user);
     return s;
 }
