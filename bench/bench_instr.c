@@ -22,12 +22,7 @@
 #include <valgrind/callgrind.h>
 
 #include "hheap.h"
-
-#if defined(__GNUC__) || defined(__clang__)
-#  define BENCH_NOINLINE __attribute__((noinline))
-#else
-#  define BENCH_NOINLINE
-#endif
+#include "bench_util.h"
 
 enum { K = 10000 };
 

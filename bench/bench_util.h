@@ -6,7 +6,7 @@
  *   BENCH <region> <case> <unit> <ours_median> <ours_min> <ours_max> <baseline> <base_median> <base_min> <base_max>
  *
  * <unit> is what the numbers are (ns/op, bytes, ratio ...); lower is better
- * unless the unit ends in "/s" (throughput). bench/run.sh collects these lines
+ * unless the unit ends in "/s" (throughput). bench/run.py collects these lines
  * into tables and out/bench/results.json. Lines that do not start with
  * "BENCH " are free-form notes (printed as they are).
  * QUICK=1 in the environment asks for a smoke run (fewer repetitions).
@@ -19,6 +19,24 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#  define BENCH_NOINLINE __attribute__((noinline))
+#else
+#  define BENCH_NOINLINE
+#endif
+
+/* xorshift64* generator for workloads: the same seed gives the same sequence
+   on every run and every machine. The seed must not be 0. */
+typedef struct bench_rng { uint64_t s; } bench_rng;
+static inline uint64_t bench_rng_next(bench_rng *r) {
+    uint64_t x = r->s;
+    x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
+    r->s = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+/* Uniform in [0, n) (modulo bias is negligible for the n used here); n > 0. */
+static inline uint32_t bench_rng_below(bench_rng *r, uint32_t n) { return (uint32_t)(bench_rng_next(r) % n); }
 
 static inline uint64_t bench_now_ns(void) {
     struct timespec ts;

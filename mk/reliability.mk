@@ -48,6 +48,19 @@ REL_CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 REL_LIB_OBJS  = $(patsubst %.c,$(1)/obj/%.o,$(LIB_SRCS))
 REL_TEST_OBJS = $(patsubst %.c,$(1)/obj/%.o,$(TEST_SRCS))
 
+# Object rules of one sanitizer build: $(1) dir, $(2) tag printed, $(3) compiler flags.
+define REL_SAN_OBJ_RULES
+$(1)/obj/src/%.o: src/%.c $$(REL_HEADERS)
+	@mkdir -p $$(dir $$@)
+	@$$(if $$(Q),echo '  CC $(2) $$<')
+	$$(Q)$$(REL_CC) $$(CPPFLAGS) $(3) -fvisibility=hidden -c $$< -o $$@
+
+$(1)/obj/tests/%.o: tests/%.c $$(REL_HEADERS) | $$(BUILD)/test/suites.h
+	@mkdir -p $$(dir $$@)
+	@$$(if $$(Q),echo '  CC $(2) $$<')
+	$$(Q)$$(REL_CC) $$(CPPFLAGS) -I$$(BUILD)/test $(3) -Werror $$(REL_CHECK_CFLAGS) -c $$< -o $$@
+endef
+
 # ---------------------------------------------------------------------------
 # ASan + UBSan
 ASAN_DIR    := $(BUILD)/asan
@@ -62,15 +75,7 @@ REL_ASAN_LINK = $(if $(filter 1,$(REL_ASAN_UNMAP_SHIM)),-Xlinker --wrap=munmap $
 REL_ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=1:strict_string_checks=1 \
                 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-$(ASAN_DIR)/obj/src/%.o: src/%.c $(REL_HEADERS)
-	@mkdir -p $(dir $@)
-	@$(if $(Q),echo '  CC asan $<')
-	$(Q)$(REL_CC) $(CPPFLAGS) $(ASAN_CFLAGS) -fvisibility=hidden -c $< -o $@
-
-$(ASAN_DIR)/obj/tests/%.o: tests/%.c $(REL_HEADERS) | $(BUILD)/test/suites.h
-	@mkdir -p $(dir $@)
-	@$(if $(Q),echo '  CC asan $<')
-	$(Q)$(REL_CC) $(CPPFLAGS) -I$(BUILD)/test $(ASAN_CFLAGS) -Werror $(REL_CHECK_CFLAGS) -c $< -o $@
+$(eval $(call REL_SAN_OBJ_RULES,$(ASAN_DIR),asan,$$(ASAN_CFLAGS)))
 
 # ---------------------------------------------------------------------------
 # TSan
@@ -79,15 +84,7 @@ TSAN_SAN    := -fsanitize=thread -fno-omit-frame-pointer
 TSAN_DEFS   := -DHH_DEBUG=2 -DHH_TESTING=1
 TSAN_CFLAGS := $(WARN) -O1 -g -pthread $(TSAN_SAN) $(TSAN_DEFS)
 
-$(TSAN_DIR)/obj/src/%.o: src/%.c $(REL_HEADERS)
-	@mkdir -p $(dir $@)
-	@$(if $(Q),echo '  CC tsan $<')
-	$(Q)$(REL_CC) $(CPPFLAGS) $(TSAN_CFLAGS) -fvisibility=hidden -c $< -o $@
-
-$(TSAN_DIR)/obj/tests/%.o: tests/%.c $(REL_HEADERS) | $(BUILD)/test/suites.h
-	@mkdir -p $(dir $@)
-	@$(if $(Q),echo '  CC tsan $<')
-	$(Q)$(REL_CC) $(CPPFLAGS) -I$(BUILD)/test $(TSAN_CFLAGS) -Werror $(REL_CHECK_CFLAGS) -c $< -o $@
+$(eval $(call REL_SAN_OBJ_RULES,$(TSAN_DIR),tsan,$$(TSAN_CFLAGS)))
 
 # One sanitizer build of the library and the Check runner: $(1) dir, $(2) sanitizer flags.
 # Objects are (re)made by the pattern rules through a sub-make; archive + link are cheap.
@@ -224,6 +221,17 @@ check-fuzz-corpus:
 # runs it under memcheck). A program passes only if the tool reports an error.
 # rel_*_lib.c programs are caught by the library itself (its error message), not
 # by a tool; they run under both tools and must stay clean there.
+# Shared with mk/heap.mk. WRONG_MC_LINK: the link of a must-be-caught program
+# against the test library (memcheck client requests on), $(1) extra flags.
+# WRONG_MC_MUST_CATCH: runs each program of $(1) under memcheck and passes only
+# if memcheck exits 99 with a report matching the grep pattern $(2).
+WRONG_MC_LINK = $(CC) $(CPPFLAGS) -std=c11 -g -O0 -pthread $(1) -o $@ $< $(BUILD)/test/libhheap-test.a $(LDLIBS)
+define WRONG_MC_MUST_CATCH
+	@for b in $(1); do n=$$(basename $$b | sed 's/^mc_//'); \
+	  valgrind -q --error-exitcode=99 $$b >/dev/null 2>$$b.log; rc=$$?; \
+	  if [ $$rc -eq 99 ] && grep -q "$(2)" $$b.log; then echo "  memcheck caught: $$n"; \
+	  else echo "  NOT CAUGHT by memcheck: $$n (rc=$$rc)"; cat $$b.log; exit 1; fi; done
+endef
 REL_WRONG_MC   := $(filter-out %_lib.c,$(wildcard tests/wrong/rel_*.c))
 REL_WRONG_LIB  := $(wildcard tests/wrong/rel_*_lib.c)
 REL_WRONG_ALL   = $(wildcard tests/wrong/*.c)
@@ -231,11 +239,11 @@ REL_WRONG_DIR  := $(BUILD)/test/wrong-rel
 
 $(REL_WRONG_DIR)/mc_%: tests/wrong/%.c $(BUILD)/test/libhheap-test.a
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CPPFLAGS) -std=c11 -g -O0 -pthread -o $@ $< $(BUILD)/test/libhheap-test.a $(LDLIBS)
+	$(Q)$(call WRONG_MC_LINK)
 
 $(REL_WRONG_DIR)/ctl_%: tests/wrong/%.c $(BUILD)/test/libhheap-test.a
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CPPFLAGS) -std=c11 -g -O0 -pthread -DHH_WRONG_CONTROL=1 -o $@ $< $(BUILD)/test/libhheap-test.a $(LDLIBS)
+	$(Q)$(call WRONG_MC_LINK,-DHH_WRONG_CONTROL=1)
 
 $(REL_WRONG_DIR)/asan_%: tests/wrong/%.c
 	@mkdir -p $(dir $@)
@@ -251,10 +259,7 @@ check-wrong-rel:
 	@echo "== must-be-caught programs: rel_* under memcheck, all under ASan"
 	@for s in $(REL_WRONG_MC); do n=$$(basename $$s .c); c=$(REL_WRONG_DIR)/ctl_$$n; \
 	  valgrind -q --error-exitcode=99 $$c >/dev/null 2>$$c.log || { echo "  control build of $$n not clean"; cat $$c.log; exit 1; }; done
-	@for s in $(REL_WRONG_MC); do n=$$(basename $$s .c); b=$(REL_WRONG_DIR)/mc_$$n; \
-	  valgrind -q --error-exitcode=99 $$b >/dev/null 2>$$b.log; rc=$$?; \
-	  if [ $$rc -eq 99 ] && grep -q "Invalid read\|Invalid write" $$b.log; then echo "  memcheck caught: $$n"; \
-	  else echo "  NOT CAUGHT by memcheck: $$n (rc=$$rc)"; cat $$b.log; exit 1; fi; done
+	$(call WRONG_MC_MUST_CATCH,$(patsubst tests/wrong/%.c,$(REL_WRONG_DIR)/mc_%,$(REL_WRONG_MC)),Invalid read\|Invalid write)
 	@for s in $(REL_WRONG_LIB); do n=$$(basename $$s .c); b=$(REL_WRONG_DIR)/mc_$$n; \
 	  valgrind -q --error-exitcode=99 $$b >/dev/null 2>$$b.log; rc=$$?; \
 	  if [ $$rc -eq 3 ] && grep -q "^hheap: " $$b.log; then echo "  library caught (memcheck clean): $$n"; \

@@ -29,22 +29,6 @@ static void on_move(hh_handle h, void *old_addr, void *new_addr, size_t size, vo
 static hh_heap *heap;
 static move_log mlog;
 
-/* hh_shadow_verify with one Check call per verification instead of four per
-   object: Check records the location of every assertion with a write(2), which
-   dominates the randomised tests otherwise. Same checks. */
-static void verify_all(const hh_shadow *s, const hh_heap *hp) {
-    for (size_t i = 0; i < s->count; i++) {
-        const hh_shadow_obj *o = &s->objs[i];
-        const unsigned char *p = hh_deref(hp, o->h);
-        if (p == NULL) ck_abort_msg("object %zu (handle %#llx) lost", i, (unsigned long long)o->h.id);
-        if (((uintptr_t)p & (o->align - 1)) != 0) ck_abort_msg("object %zu lost its %zu alignment", i, o->align);
-        if (hh_size(hp, o->h) < o->size) ck_abort_msg("object %zu shrank", i);
-        if (o->pins && (const void *)p != o->pinned_at) ck_abort_msg("pinned object %zu moved", i);
-        long bad = hh_test_verify(p, o->size, o->key);
-        if (bad >= 0) ck_abort_msg("object %zu (%zu bytes): byte %ld corrupt", i, o->size, bad);
-    }
-}
-
 static void setup(void) {
     hh_test_capture_errors();
     mlog = (move_log){0};
@@ -67,6 +51,25 @@ static void free_every_other(hh_shadow *sh) {
         else sh->objs[kept++] = sh->objs[i];
     }
     sh->count = kept;
+}
+
+/* Allocates 1000-byte blocks until the heap is full (the last attempt fails);
+   object i gets pattern key key0 + i. */
+static void fill_with_1k_blocks(hh_shadow *sh, uint64_t key0) {
+    for (;;) {
+        hh_handle h = hh_alloc(heap, 1000);
+        if (hh_is_null(h)) break;
+        hh_shadow_add(sh, heap, h, 1000, 16, key0 + sh->count);
+    }
+}
+
+/* With the free bytes scattered in holes (no hole above a quarter of them),
+   allocates half of them: it succeeds only by compacting. */
+static void alloc_half_of_scattered_free(void) {
+    hh_heap_stats st;
+    hh_heap_stats_get(heap, &st);
+    ck_assert_uint_lt(st.largest_free, st.free_bytes / 4);
+    ck_assert(!hh_is_null(hh_alloc(heap, st.free_bytes / 2)));
 }
 
 /* Every free block below the top one must sit under a block that cannot go
@@ -219,17 +222,9 @@ START_TEST(alloc_compacts_when_bytes_exist) {
     hh_shadow_init(&sh);
     /* Fill the heap with 1 KiB blocks, free every other one: half the bytes are
        free, yet no hole holds more than one block. */
-    for (;;) {
-        hh_handle h = hh_alloc(heap, 1000);
-        if (hh_is_null(h)) break;
-        hh_shadow_add(&sh, heap, h, 1000, 16, sh.count);
-    }
+    fill_with_1k_blocks(&sh, 0);
     free_every_other(&sh);
-    hh_heap_stats st;
-    hh_heap_stats_get(heap, &st);
-    ck_assert_uint_lt(st.largest_free, st.free_bytes / 4);
-    hh_handle big = hh_alloc(heap, st.free_bytes / 2);
-    ck_assert(!hh_is_null(big));
+    alloc_half_of_scattered_free();
     hh_shadow_verify(&sh, heap);
     ck_assert_uint_gt(mlog.calls, 0);
     hh_shadow_fini(&sh);
@@ -331,11 +326,11 @@ static void random_ops(uint64_t seed, unsigned ops, bool aligned, int budget_kin
             ck_assert_uint_eq(mlog.bytes - bytes_before, rep.bytes_moved);
             const hh_move_record *rec;
             ck_assert_uint_eq(hh_defrag_journal(heap, &rec), rep.moves);
-            verify_all(&sh, heap);
+            hh_shadow_verify(&sh, heap);
         }
         if (hh_heap_check(heap) != HH_OK) ck_abort_msg("heap check failed after op %u: %s", i, hh_test_last_message());
     }
-    verify_all(&sh, heap);
+    hh_shadow_verify(&sh, heap);
     for (size_t i = 0; i < sh.count; i++)
         while (sh.objs[i].pins) {
             ck_assert_int_eq(hh_unpin(heap, sh.objs[i].h), HH_OK);
@@ -343,7 +338,7 @@ static void random_ops(uint64_t seed, unsigned ops, bool aligned, int budget_kin
         }
     unsigned steps = 0;
     while (!hh_defrag_step(heap, 16).compact) {
-        verify_all(&sh, heap);
+        hh_shadow_verify(&sh, heap);
         ck_assert_uint_lt(++steps, 100000);
     }
     /* Compact: every hole left sits under a block whose alignment stops it. */
@@ -354,7 +349,7 @@ static void random_ops(uint64_t seed, unsigned ops, bool aligned, int budget_kin
         ck_assert_uint_le(st.free_blocks, 1);
         ck_assert(st.fragmentation == 0.0);
     }
-    verify_all(&sh, heap);
+    hh_shadow_verify(&sh, heap);
     ck_assert(!mlog.bad);
     hh_shadow_fini(&sh);
 }
@@ -407,7 +402,7 @@ START_TEST(bounded_steps_keep_every_budget) {
         ck_assert(rep.stop == HH_DEFRAG_STOP_MOVES || rep.stop == HH_DEFRAG_STOP_BYTES || rep.stop == HH_DEFRAG_STOP_WORK);
         ck_assert_uint_lt(++steps, 5000);
     }
-    verify_all(&sh, heap);
+    hh_shadow_verify(&sh, heap);
     hh_heap_stats st;
     hh_heap_stats_get(heap, &st);
     ck_assert_uint_eq(st.free_blocks, 1);
@@ -611,11 +606,7 @@ static void oom_half_free(bool service_used, bool pin_one) {
     hh_shadow sh;
     hh_shadow_init(&sh);
     if (service_used) hh_defrag_set_policy(heap, HH_DEFRAG_AUTO);   /* installs the service's compaction */
-    for (;;) {
-        hh_handle h = hh_alloc(heap, 1000);
-        if (hh_is_null(h)) break;
-        hh_shadow_add(&sh, heap, h, 1000, 16, sh.count + 7);
-    }
+    fill_with_1k_blocks(&sh, 7);
     ck_assert_int_eq(hh_test_last_captured(), HH_E_NO_MEMORY);
     free_every_other(&sh);
     if (pin_one) {                                          /* a pin a quarter of the way up */
@@ -623,19 +614,16 @@ static void oom_half_free(bool service_used, bool pin_one) {
         o->pinned_at = hh_pin(heap, o->h);
         o->pins = 1;
     }
-    hh_heap_stats st;
-    hh_heap_stats_get(heap, &st);
-    ck_assert_uint_lt(st.largest_free, st.free_bytes / 4);
-    hh_handle big = hh_alloc(heap, st.free_bytes / 2);
-    ck_assert(!hh_is_null(big));
-    verify_all(&sh, heap);
+    alloc_half_of_scattered_free();
+    hh_shadow_verify(&sh, heap);
     ck_assert_int_eq(hh_heap_check(heap), HH_OK);
     /* The bytes truly are not there: more than all free bytes fails. */
+    hh_heap_stats st;
     hh_heap_stats_get(heap, &st);
     hh_test_reset_captured();
     ck_assert(hh_is_null(hh_alloc(heap, st.free_bytes + 16)));
     ck_assert_int_eq(hh_test_last_captured(), HH_E_NO_MEMORY);
-    verify_all(&sh, heap);
+    hh_shadow_verify(&sh, heap);
     if (pin_one) ck_assert_int_eq(hh_unpin(heap, sh.objs[sh.count / 4].h), HH_OK);
     hh_shadow_fini(&sh);
 }
@@ -821,13 +809,13 @@ START_TEST(stress_flag_moves_everything) {
         for (size_t i = 0; i < sh.count; i++)
             if (hh_deref(hp, snap[i].h) == snap[i].p) ck_abort_msg("block %zu did not move in stress step %d", i, step);
         ck_assert_ptr_eq(hh_deref(hp, pinned), pinned_at);
-        verify_all(&sh, hp);
+        hh_shadow_verify(&sh, hp);
         ck_assert_int_eq(hh_heap_check(hp), HH_OK);
     }
     hh_defrag_report rep = hh_defrag_full(hp);                /* stress: everything up, then compacted */
     ck_assert(rep.compact);
     ck_assert_uint_ge(rep.moves, sh.count);
-    verify_all(&sh, hp);
+    hh_shadow_verify(&sh, hp);
     hh_unpin(hp, pinned);
     hh_shadow_fini(&sh);
     hh_heap_destroy(hp);
@@ -942,7 +930,7 @@ START_TEST(full_sweep_keeps_every_byte) {
     ck_assert_uint_eq(hh_defrag_journal(hp, &rec), rep.moves);
     for (size_t i = 0; i < rep.moves; i++) ck_assert_uint_lt(rec[i].dst_offset, rec[i].src_offset);
     ck_assert_int_eq(hh_heap_check(hp), HH_OK);
-    verify_all(&sh, hp);
+    hh_shadow_verify(&sh, hp);
     hh_test_capture_errors();
     for (size_t i = 0; i < sh.count; i++) {
         if (sh.objs[i].pins) ck_assert_int_eq(hh_unpin(hp, sh.objs[i].h), HH_OK);

@@ -621,42 +621,22 @@ END_TEST
    destroyed before it returns. */
 static hh_status other_scenario(int kind) {
     hh_status s = HH_OK;
+    /* create, a failed create leaves *out NULL, destroy (NULL is a no-op) */
+#define CREATE_DESTROY(T, desc)                      \
+    {                                                \
+        T *o = NULL;                                 \
+        s = T##_create(desc, &o);                    \
+        if (s != HH_OK) ck_assert_ptr_null(o);       \
+        T##_destroy(o);                              \
+        break;                                       \
+    }
     switch (kind) {
-    case 0: {
-        hh_stack *o = NULL;
-        s = hh_stack_create(&(hh_stack_desc){ .capacity = 8192 }, &o);
-        if (s != HH_OK) ck_assert_ptr_null(o);
-        hh_stack_destroy(o);
-        break;
-    }
-    case 1: {
-        hh_dstack *o = NULL;
-        s = hh_dstack_create(&(hh_stack_desc){ .capacity = 8192 }, &o);
-        if (s != HH_OK) ck_assert_ptr_null(o);
-        hh_dstack_destroy(o);
-        break;
-    }
-    case 2: {
-        hh_frame *o = NULL;
-        s = hh_frame_create(&(hh_frame_desc){ .capacity = 8192 }, &o);
-        if (s != HH_OK) ck_assert_ptr_null(o);
-        hh_frame_destroy(o);
-        break;
-    }
-    case 3: {
-        hh_dframe *o = NULL;
-        s = hh_dframe_create(&(hh_frame_desc){ .capacity = 8192 }, &o);
-        if (s != HH_OK) ck_assert_ptr_null(o);
-        hh_dframe_destroy(o);
-        break;
-    }
-    case 4: {
-        hh_pool *o = NULL;
-        s = hh_pool_create(&(hh_pool_desc){ .elem_size = 32, .capacity = 100 }, &o);
-        if (s != HH_OK) ck_assert_ptr_null(o);
-        hh_pool_destroy(o);
-        break;
-    }
+    case 0: CREATE_DESTROY(hh_stack, &(hh_stack_desc){ .capacity = 8192 })
+    case 1: CREATE_DESTROY(hh_dstack, &(hh_stack_desc){ .capacity = 8192 })
+    case 2: CREATE_DESTROY(hh_frame, &(hh_frame_desc){ .capacity = 8192 })
+    case 3: CREATE_DESTROY(hh_dframe, &(hh_frame_desc){ .capacity = 8192 })
+    case 4: CREATE_DESTROY(hh_pool, (&(hh_pool_desc){ .elem_size = 32, .capacity = 100 }))
+#undef CREATE_DESTROY
     default: {
         hh_scratch *o = NULL;
         s = hh_scratch_create(NULL, &o);

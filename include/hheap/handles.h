@@ -166,6 +166,15 @@ static inline hh_handle hh_handle_issue_fast(hh_handle_table *t, void *ptr) {
     return hh_handle_from_key(idx, key);
 }
 
+/* Slot-index access for embedders that keep a live handle's index (the heap
+   keeps it in each block header): the handle issued in live slot idx, the
+   pointer it names, and re-pointing it. idx must be issued and live. */
+static inline hh_handle hh_handle_at(const hh_handle_table *t, uint32_t idx) {
+    return hh_handle_from_key(idx, t->slots[idx].key);
+}
+static inline void *hh_handle_ptr_at(const hh_handle_table *t, uint32_t idx) { return t->slots[idx].ptr; }
+static inline void hh_handle_repoint_fast(hh_handle_table *t, uint32_t idx, void *ptr) { t->slots[idx].ptr = ptr; }
+
 /* Releases live slot s (index idx): bumps its generation and queues it at the
    FIFO's tail, or retires it when the next generation would wrap. */
 static inline void hh_handle_drop_fast(hh_handle_table *t, hh_handle_slot *s, uint32_t idx) {

@@ -491,6 +491,37 @@ static void page_info(const hhi_bpage *pg, hh_binned_region *r) {
     }
 }
 
+/* Takes g.trim_lock (spans stay mapped until spans_end) and returns the span
+   list head. New spans join at the head, so the list from here on is stable. */
+static hhi_bspan *spans_begin(void) {
+    hhi_lock_acquire(&hhi_bg.trim_lock);
+    hhi_lock_acquire(&hhi_bg.pool_lock);
+    hhi_bspan *s = hhi_bg.spans;
+    hhi_lock_release(&hhi_bg.pool_lock);
+    return s;
+}
+
+static void spans_end(void) { hhi_lock_release(&hhi_bg.trim_lock); }
+
+/* One large block as copied under g.large_lock. */
+typedef struct large_snap {
+    const hhi_blarge *header;      /* mapping base (the header itself) */
+    size_t map_size;               /* bytes mapped */
+    size_t offset;                 /* user pointer - header */
+} large_snap;
+
+/* Copies up to max large blocks, skipping the first `skip` on g.large, under
+   g.large_lock; returns how many. Blocks freed between batches may be missed. */
+static unsigned large_batch(size_t skip, large_snap *out, unsigned max) {
+    unsigned n = 0;
+    hhi_lock_acquire(&hhi_bg.large_lock);
+    hhi_blarge *h = hhi_bg.large;
+    for (size_t k = 0; h != NULL && k < skip; k++) h = h->next;
+    for (; h != NULL && n < max; h = h->next, n++) out[n] = (large_snap){ h, h->map_size, h->offset };
+    hhi_lock_release(&hhi_bg.large_lock);
+    return n;
+}
+
 void hh_binned_walk(hh_binned_walk_fn fn, void *user) {
     if (fn == NULL) {
         hhi_error(HH_E_INVALID_ARG, "hh_binned_walk: fn is NULL");
@@ -498,36 +529,28 @@ void hh_binned_walk(hh_binned_walk_fn fn, void *user) {
     }
     if (!atomic_load_explicit(&hhi_bg.ready, memory_order_acquire)) return;
     hh_binned_region snap[HHI_PAGES_PER_SPAN];
-    hhi_lock_acquire(&hhi_bg.trim_lock);   /* spans stay mapped while we walk */
-    hhi_lock_acquire(&hhi_bg.pool_lock);
-    hhi_bspan *s = hhi_bg.spans;
-    hhi_lock_release(&hhi_bg.pool_lock);
-    for (; s != NULL; s = s->next) {   /* new spans join at the head: the rest is stable */
+    for (hhi_bspan *s = spans_begin(); s != NULL; s = s->next) {
         hhi_lock_all();
         for (unsigned i = 0; i < HHI_PAGES_PER_SPAN; i++) page_info(&s->pages[i], &snap[i]);
         hhi_unlock_all();
         for (unsigned i = 0; i < HHI_PAGES_PER_SPAN; i++) fn(&snap[i], user);
     }
-    hhi_lock_release(&hhi_bg.trim_lock);
-    /* Large blocks in batches; blocks freed meanwhile may be missed. */
+    spans_end();
+    large_snap big[HHI_PAGES_PER_SPAN];
     for (size_t skip = 0;; skip += HHI_PAGES_PER_SPAN) {
-        unsigned n = 0;
-        hhi_lock_acquire(&hhi_bg.large_lock);
-        hhi_blarge *h = hhi_bg.large;
-        for (size_t k = 0; h != NULL && k < skip; k++) h = h->next;
-        for (; h != NULL && n < HHI_PAGES_PER_SPAN; h = h->next, n++) {
-            hh_binned_region *r = &snap[n];
+        unsigned n = large_batch(skip, big, HHI_PAGES_PER_SPAN);
+        for (unsigned i = 0; i < n; i++) {
+            hh_binned_region *r = &snap[i];
             memset(r, 0, sizeof *r);
-            r->address = (uintptr_t)h;
-            r->size = h->map_size;
+            r->address = (uintptr_t)big[i].header;
+            r->size = big[i].map_size;
             r->kind = HH_BINNED_REGION_LARGE;
             r->size_class = -1;
-            r->block_size = (uint32_t)HH_MIN(h->map_size - h->offset, (size_t)UINT32_MAX);
+            r->block_size = (uint32_t)HH_MIN(big[i].map_size - big[i].offset, (size_t)UINT32_MAX);
             r->capacity = r->live = 1;
             r->committed = true;
+            fn(r, user);
         }
-        hhi_lock_release(&hhi_bg.large_lock);
-        for (unsigned i = 0; i < n; i++) fn(&snap[i], user);
         if (n < HHI_PAGES_PER_SPAN) break;
     }
 }
@@ -538,11 +561,7 @@ size_t hh_binned_leak_report(hh_binned_leak_fn fn, void *user, size_t *bytes) {
         enum { BATCH = 256 };
         const void *blocks[BATCH];
         size_t sizes[BATCH];
-        hhi_lock_acquire(&hhi_bg.trim_lock);
-        hhi_lock_acquire(&hhi_bg.pool_lock);
-        hhi_bspan *s = hhi_bg.spans;
-        hhi_lock_release(&hhi_bg.pool_lock);
-        for (; s != NULL; s = s->next) {
+        for (hhi_bspan *s = spans_begin(); s != NULL; s = s->next) {
             for (unsigned pi = 1; pi < HHI_PAGES_PER_SPAN; pi++) {
                 hhi_bpage *pg = &s->pages[pi];
                 uint32_t i = 0;
@@ -571,23 +590,17 @@ size_t hh_binned_leak_report(hh_binned_leak_fn fn, void *user, size_t *bytes) {
                 }
             }
         }
-        hhi_lock_release(&hhi_bg.trim_lock);
-        for (size_t skip = 0;; skip += BATCH) {
-            unsigned n = 0;
-            hhi_lock_acquire(&hhi_bg.large_lock);
-            hhi_blarge *h = hhi_bg.large;
-            for (size_t k = 0; h != NULL && k < skip; k++) h = h->next;
-            for (; h != NULL && n < BATCH; h = h->next, n++) {
-                blocks[n] = (const char *)h + h->offset;
-                sizes[n] = h->map_size - h->offset;
-            }
-            hhi_lock_release(&hhi_bg.large_lock);
+        spans_end();
+        large_snap big[HHI_PAGES_PER_SPAN];
+        for (size_t skip = 0;; skip += HHI_PAGES_PER_SPAN) {
+            unsigned n = large_batch(skip, big, HHI_PAGES_PER_SPAN);
             for (unsigned j = 0; j < n; j++) {
+                size_t size = big[j].map_size - big[j].offset;
                 count++;
-                total += sizes[j];
-                if (fn) fn(blocks[j], sizes[j], user);
+                total += size;
+                if (fn) fn((const char *)big[j].header + big[j].offset, size, user);
             }
-            if (n < BATCH) break;
+            if (n < HHI_PAGES_PER_SPAN) break;
         }
     }
     if (bytes) *bytes = total;

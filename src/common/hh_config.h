@@ -9,7 +9,6 @@
  *   HH_TRACK_VALGRIND   1: memcheck mempool client requests (needs valgrind headers).
  *   HH_TRACK_ASAN       1: AddressSanitizer manual poisoning (build with -fsanitize=address).
  *   HH_TESTING          1: test seam (fault injection countdown, test-only hooks).
- *   HH_STRESS_DEFRAG_EVERY_ALLOC  1: run a defrag step after every allocation (tests).
  */
 #ifndef HH_CONFIG_H
 #define HH_CONFIG_H
@@ -28,9 +27,6 @@
 #endif
 #ifndef HH_TESTING
 #  define HH_TESTING 0
-#endif
-#ifndef HH_STRESS_DEFRAG_EVERY_ALLOC
-#  define HH_STRESS_DEFRAG_EVERY_ALLOC 0
 #endif
 
 #if HH_DEBUG < 0 || HH_DEBUG > 3

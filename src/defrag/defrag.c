@@ -137,15 +137,6 @@ static bool movable(step_ctx *c, const hhi_block *b) {
     return true;
 }
 
-/* A free block that size/align fits in, or NULL (allocation-time early stop). */
-static hhi_block *fit_for(const hh_heap *h, size_t size, size_t align) {
-    hhi_block *f = hhi_freelist_find(h, align <= HHI_GRANULE ? size : size + align);
-    if (f && hhi_heap_fits(h, f, size, align, NULL)) return f;
-    f = hhi_heap_top_free(h);                         /* the good-fit rounding may miss the top region */
-    if (f && hhi_heap_fits(h, f, size, align, NULL)) return f;
-    return NULL;
-}
-
 /* ---------------------------------------------------------------------------
    Choosing a move for the lowest hole
 --------------------------------------------------------------------------- */
@@ -344,7 +335,7 @@ static void run_moves_inner(step_ctx *c) {
             c->r.stop = HH_DEFRAG_STOP_MOVES;
             return;
         }
-        if (c->need_size && fit_for(h, c->need_size, c->need_align)) return;
+        if (c->need_size && hhi_heap_find_fit(h, c->need_size, c->need_align)) return;
         if (c->work >= c->work_max) {
             c->r.stop = HH_DEFRAG_STOP_WORK;
             return;
@@ -577,14 +568,14 @@ static hhi_block *defrag_compact_for(hh_heap *h, size_t size, size_t align) {
     c.need_size = size;
     c.need_align = align;
     run_moves(&c);
-    hhi_block *f = fit_for(h, size, align);
+    hhi_block *f = hhi_heap_find_fit(h, size, align);
     if (!f && !c.r.compact) {
         step_ctx full = ctx_make(h, d, &(hh_defrag_budget){0}, true);
         full.need_size = size;
         full.need_align = align;
         full_bulk_slide(&full);
         run_moves(&full);
-        f = fit_for(h, size, align);
+        f = hhi_heap_find_fit(h, size, align);
     }
     if (d) d->win_saved = false;                       /* the caller carves and moves next: no reuse */
     return f;

@@ -42,9 +42,7 @@ static inline uint64_t live_word(size_t size, size_t align, unsigned slack, unsi
            ((uint64_t)pins << BLK_PINS_SHIFT) | (prev_free ? BLK_PREV_FREE : 0);
 }
 
-static inline hh_handle slot_handle(const hh_heap *h, uint32_t slot) {
-    return (hh_handle){ (h->handles.slots[slot].key << HH_HANDLE_INDEX_BITS) | slot };
-}
+static inline hh_handle slot_handle(const hh_heap *h, uint32_t slot) { return hh_handle_at(&h->handles, slot); }
 
 /* The live block behind h, or NULL (nothing reported). */
 static hhi_block *block_of(const hh_heap *heap, hh_handle h) {
@@ -191,18 +189,31 @@ static void top_dirty(hh_heap *h, size_t upto) {
 /* ---------------------------------------------------------------------------
    Placement
 --------------------------------------------------------------------------- */
-bool hhi_heap_fits(const hh_heap *h, const hhi_block *f, size_t bs, size_t align, size_t *dst_off) {
-    size_t foff = blk_offset(h, f), fsize = blk_size(f);
-    size_t dst = hh_align_up(foff, align), lead = dst - foff;
-    if (lead > 0 && lead < HHI_MIN_BLOCK) {
+/* The offset a block at alignment `align` takes in free block f: the first
+   aligned one, unless the lead gap below it is a sliver (< HHI_MIN_BLOCK) that
+   the block before f cannot take as slack -- then one alignment further, so the
+   lead can stand as a free block. *lead gets dst - offset(f). */
+static size_t place_dst(const hh_heap *h, const hhi_block *f, size_t align, size_t *lead) {
+    size_t foff = blk_offset(h, f), dst = hh_align_up(foff, align);
+    if (dst - foff > 0 && dst - foff < HHI_MIN_BLOCK) {
         const hhi_block *p = foff ? hhi_heap_block_before(h, f) : NULL;
-        if (p == NULL || blk_slack(p) + lead / HHI_GRANULE > HHI_MAX_SLACK) {
-            dst += align;             /* leave a lead that can stand as a free block */
-            lead += align;
-        }
+        if (p == NULL || blk_slack(p) + (dst - foff) / HHI_GRANULE > HHI_MAX_SLACK) dst += align;
     }
+    *lead = dst - foff;
+    return dst;
+}
+
+bool hhi_heap_fits(const hh_heap *h, const hhi_block *f, size_t bs, size_t align, size_t *dst_off) {
+    size_t fsize = blk_size(f), lead, dst = place_dst(h, f, align, &lead);
     if (dst_off) *dst_off = dst;
     return lead <= fsize && bs <= fsize - lead;
+}
+
+hhi_block *hhi_heap_find_fit(const hh_heap *h, size_t size, size_t align) {
+    hhi_block *f = fl_find(h, align <= HHI_GRANULE ? size : size + align);
+    if (f && hhi_heap_fits(h, f, size, align, NULL)) return f;
+    f = hhi_heap_top_free(h);                         /* the good-fit rounding skips the request's own list */
+    return f && hhi_heap_fits(h, f, size, align, NULL) ? f : NULL;
 }
 
 /* Takes a block of bs bytes at alignment align out of free block f (which must
@@ -311,24 +322,27 @@ static inline void journal_push(hh_heap *h, hh_handle hd, size_t src, size_t dst
 }
 
 /* Everything that follows a relocation of the block in `slot` from old payload
-   `op` (block offset src) to `nb` (already written, payload copied). */
-static inline hh_handle move_note(hh_heap *h, hhi_block *nb, uint32_t slot, void *op, size_t src, size_t usable) {
+   `op` (block offset src) to `nb` (already written, `moved` payload bytes
+   copied; `usable` is nb's payload size, equal to `moved` except for a resize). */
+static inline hh_handle move_note(hh_heap *h, hhi_block *nb, uint32_t slot, void *op, size_t src, size_t usable,
+                                  size_t moved) {
     void *np = blk_payload(nb);
     size_t dst = blk_offset(h, nb);
-    h->handles.slots[slot].ptr = np;
+    hh_handle_repoint_fast(&h->handles, slot, np);
     hh_track_move(h, op, np, usable);
     hh_handle hd = slot_handle(h, slot);
     journal_push(h, hd, src, dst, blk_size(nb));
     h->total_moves++;
-    h->total_bytes_moved += usable;
+    h->total_bytes_moved += moved;
     return hd;
 }
 
 /* move_note + the on_move callback (single-block moves: every slot is current
    when the callback runs). */
-static inline void move_record(hh_heap *h, hhi_block *nb, uint32_t slot, void *op, size_t src, size_t usable) {
-    hh_handle hd = move_note(h, nb, slot, op, src, usable);
-    if (h->desc.on_move) h->desc.on_move(hd, op, blk_payload(nb), usable, h->desc.user);
+static inline void move_record(hh_heap *h, hhi_block *nb, uint32_t slot, void *op, size_t src, size_t usable,
+                               size_t moved) {
+    hh_handle hd = move_note(h, nb, slot, op, src, usable, moved);
+    if (h->desc.on_move) h->desc.on_move(hd, op, blk_payload(nb), moved, h->desc.user);
 }
 
 /* Debug poison + no-access for the bytes of [op, op+len) that the new payload
@@ -351,14 +365,7 @@ hhi_block *hhi_heap_slide_down(hh_heap *h, hhi_block *f, hhi_block *b) {
     size_t bfull = blk_size(b), align = blk_align(b), usable = blk_usable(h, b);
     size_t bs = bfull - (size_t)blk_slack(b) * HHI_GRANULE;
     uint32_t slot = b->u.live.slot, tag = b->u.live.tag;
-    size_t dst = hh_align_up(foff, align), lead = dst - foff;
-    if (lead > 0 && lead < HHI_MIN_BLOCK) {
-        const hhi_block *p = foff ? hhi_heap_block_before(h, f) : NULL;
-        if (p == NULL || blk_slack(p) + lead / HHI_GRANULE > HHI_MAX_SLACK) {
-            dst += align;
-            lead += align;
-        }
-    }
+    size_t lead, dst = place_dst(h, f, align, &lead);
     if (dst >= boff) return NULL;               /* alignment leaves no room to go down */
 
     size_t end = boff + bfull, tail = end - dst - bs;
@@ -394,7 +401,7 @@ hhi_block *hhi_heap_slide_down(hh_heap *h, hhi_block *f, hhi_block *b) {
         hhi_block *n = blk_next(h, nb);
         if (n) n->word &= ~BLK_PREV_FREE;
     }
-    move_record(h, nb, slot, op, boff, usable);
+    move_record(h, nb, slot, op, boff, usable, usable);
     return nb;
 }
 
@@ -418,7 +425,7 @@ hhi_block *hhi_heap_move_into(hh_heap *h, hhi_block *b, hhi_block *f, size_t abs
     bool prev_free = blk_prev_free(b);
     h->used_bytes -= bfull;
     region_release(h, boff, bfull, prev_free);
-    move_record(h, nb, slot, op, boff, usable);
+    move_record(h, nb, slot, op, boff, usable, usable);
     return nb;
 }
 
@@ -434,7 +441,7 @@ static void sweep_move_run(hh_heap *h, size_t run, size_t end, size_t gap, size_
         size_t size = blk_size(nb), usable = blk_usable(h, nb);
         hhi_bitmap_set_fast(&h->starts, off_granule(o));
         if (o == run - gap) nb->word &= ~BLK_PREV_FREE;        /* a live block (or nothing) is below it now */
-        move_note(h, nb, nb->u.live.slot, h->base + o + gap + HHI_HDR, o + gap, usable);
+        move_note(h, nb, nb->u.live.slot, h->base + o + gap + HHI_HDR, o + gap, usable, usable);
         *bytes += usable;
         (*count)++;
         o += size;
@@ -835,6 +842,20 @@ static hhi_block *block_checked(const hh_heap *heap, hh_handle h, const char *wh
     return b;
 }
 
+/* Takes the lock and returns the live block behind h (public queries and
+   pin/unpin). On a NULL heap or a bad handle: reported under `who`, lock not
+   held, NULL (hh_last_error() has the status). */
+static hhi_block *block_locked(const hh_heap *heap, hh_handle h, const char *who) {
+    if (hh_unlikely(heap == NULL)) {
+        hhi_error(HH_E_INVALID_ARG, "%s: heap is NULL", who);
+        return NULL;
+    }
+    heap_lock(heap);
+    hhi_block *b = block_checked(heap, h, who);
+    if (b == NULL) heap_unlock(heap);
+    return b;
+}
+
 /* hh_free past the fast path's test (lock held; releases it): a null, stale or
    forged handle, a pinned or corrupt block, a debug heap (guards, fills). */
 HH_NOINLINE HH_COLD static hh_status free_generic(hh_heap *heap, hh_handle h) {
@@ -955,16 +976,15 @@ static bool resize_in_place(hh_heap *h, hhi_block *b, size_t nbs) {
 static hhi_block *resize_move(hh_heap *h, hhi_block *b, size_t nbs) {
     size_t align = blk_align(b);
     uint32_t slot = b->u.live.slot;
-    hhi_block *f = fl_find(h, align <= HHI_GRANULE ? nbs : nbs + align);
-    if (f == NULL || !hhi_heap_fits(h, f, nbs, align, NULL)) f = hhi_heap_top_free(h);   /* good fit skips its own list */
-    if (f == NULL || !hhi_heap_fits(h, f, nbs, align, NULL)) {
+    hhi_block *f = hhi_heap_find_fit(h, nbs, align);
+    if (f == NULL) {
         if (h->free_bytes < nbs || (h->flags & HH_HEAP_NO_AUTO_COMPACT)) return NULL;
         heap_touch(h, 0);
         f = h->compact_hook ? h->compact_hook(h, nbs, align)  /* may move b itself: find it again through its slot */
                             : hhi_heap_compact_for(h, nbs, align);
         if (f == NULL) return NULL;
         h->compactions++;
-        b = blk_from_payload(h->handles.slots[slot].ptr);
+        b = blk_from_payload(hh_handle_ptr_at(&h->handles, slot));
     }
     size_t boff = blk_offset(h, b), old_usable = blk_usable(h, b);
     uint32_t tag = b->u.live.tag;
@@ -984,11 +1004,7 @@ static hhi_block *resize_move(hh_heap *h, hhi_block *b, size_t nbs) {
     bool prev_free = blk_prev_free(b);
     h->used_bytes -= bfull;
     region_release(h, boff, bfull, prev_free);
-    h->handles.slots[slot].ptr = np;
-    hh_track_move(h, op, np, usable);
-    hh_handle hd = slot_handle(h, slot);
-    journal_push(h, hd, boff, blk_offset(h, nb), blk_size(nb));
-    if (h->desc.on_move) h->desc.on_move(hd, op, np, keep, h->desc.user);
+    move_record(h, nb, slot, op, boff, usable, keep);
     return nb;
 }
 
@@ -997,12 +1013,8 @@ hh_status hh_resize(hh_heap *heap, hh_handle h, size_t new_size) {
     if (new_size == 0) return hhi_error(HH_E_INVALID_ARG, "hh_resize: size 0 (use hh_free)");
     if (new_size > heap->managed)
         return hhi_error(HH_E_NO_MEMORY, "hh_resize: %zu bytes exceed the heap's %zu managed bytes", new_size, heap->managed);
-    heap_lock(heap);
-    hhi_block *b = block_checked(heap, h, "hh_resize");
-    if (b == NULL) {
-        heap_unlock(heap);
-        return hh_last_error();
-    }
+    hhi_block *b = block_locked(heap, h, "hh_resize");
+    if (b == NULL) return hh_last_error();
     size_t nbs = blk_min_size(heap, new_size);
     heap_touch(heap, blk_offset(heap, b));
     if (resize_in_place(heap, b, nbs)) {
@@ -1045,40 +1057,24 @@ void *hh_deref_fail(const hh_heap *heap, hh_handle h) {
 void *hh_deref(const hh_heap *heap, hh_handle h) { return hh_deref_inline(heap, h); }
 
 size_t hh_size(const hh_heap *heap, hh_handle h) {
-    if (heap == NULL) {
-        hhi_error(HH_E_INVALID_ARG, "hh_size: heap is NULL");
-        return 0;
-    }
-    heap_lock(heap);
-    hhi_block *b = block_checked(heap, h, "hh_size");
-    size_t n = b ? blk_usable(heap, b) : 0;
+    hhi_block *b = block_locked(heap, h, "hh_size");
+    if (b == NULL) return 0;
+    size_t n = blk_usable(heap, b);
     heap_unlock(heap);
     return n;
 }
 
 uint32_t hh_tag(const hh_heap *heap, hh_handle h) {
-    if (heap == NULL) {
-        hhi_error(HH_E_INVALID_ARG, "hh_tag: heap is NULL");
-        return 0;
-    }
-    heap_lock(heap);
-    hhi_block *b = block_checked(heap, h, "hh_tag");
-    uint32_t t = b ? b->u.live.tag : 0;
+    hhi_block *b = block_locked(heap, h, "hh_tag");
+    if (b == NULL) return 0;
+    uint32_t t = b->u.live.tag;
     heap_unlock(heap);
     return t;
 }
 
 void *hh_pin(hh_heap *heap, hh_handle h) {
-    if (heap == NULL) {
-        hhi_error(HH_E_INVALID_ARG, "hh_pin: heap is NULL");
-        return NULL;
-    }
-    heap_lock(heap);
-    hhi_block *b = block_checked(heap, h, "hh_pin");
-    if (b == NULL) {
-        heap_unlock(heap);
-        return NULL;
-    }
+    hhi_block *b = block_locked(heap, h, "hh_pin");
+    if (b == NULL) return NULL;
     unsigned pins = blk_pins(b);
     if (pins == HHI_MAX_PINS) {
         heap_unlock(heap);
@@ -1098,13 +1094,8 @@ void *hh_pin(hh_heap *heap, hh_handle h) {
 }
 
 hh_status hh_unpin(hh_heap *heap, hh_handle h) {
-    if (heap == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_unpin: heap is NULL");
-    heap_lock(heap);
-    hhi_block *b = block_checked(heap, h, "hh_unpin");
-    if (b == NULL) {
-        heap_unlock(heap);
-        return hh_last_error();
-    }
+    hhi_block *b = block_locked(heap, h, "hh_unpin");
+    if (b == NULL) return hh_last_error();
     unsigned pins = blk_pins(b);
     if (pins == 0) {
         heap_unlock(heap);

@@ -150,7 +150,7 @@ void hh_heap_walk(const hh_heap *heap, hh_walk_fn fn, void *user) {
         hh_block_info info = { .offset = off, .size = blk_size(b), .handle = HH_NULL, .tag = 0, .state = HH_BLOCK_FREE };
         if (!blk_is_free(b)) {
             uint32_t slot = b->u.live.slot;
-            info.handle = (hh_handle){ (heap->handles.slots[slot].key << HH_HANDLE_INDEX_BITS) | slot };
+            info.handle = hh_handle_at(&heap->handles, slot);
             info.tag = b->u.live.tag;
             info.state = blk_pins(b) ? HH_BLOCK_PINNED : HH_BLOCK_LIVE;
         }

@@ -6,7 +6,7 @@
  * next step first, so every block in the found list is large enough: no list is
  * ever walked (good fit, O(1)).
  *
- * Allocation looks at one more list first (hhi_freelist_exact): the head of
+ * Allocation looks at one more list first (fl_exact_then_find): the head of
  * the list that holds the request's own size, taken if it is large enough.
  * Good fit alone never reuses a hole of exactly an object's size for the next
  * object of that size (its list may hold smaller blocks, so the search skips
@@ -40,10 +40,6 @@ void hhi_freelist_init(hh_heap *h) {
     }
 }
 
-void hhi_freelist_insert(hh_heap *h, hhi_block *b) { fl_insert(h, b); }
-
-void hhi_freelist_remove(hh_heap *h, hhi_block *b) { fl_remove(h, b); }
-
 hhi_block *hhi_freelist_find(const hh_heap *h, size_t size) { return fl_find(h, size); }
 
 size_t hhi_freelist_largest(const hh_heap *h) {
@@ -58,5 +54,3 @@ size_t hhi_freelist_largest(const hh_heap *h) {
     }
     return best;
 }
-
-hhi_block *hhi_freelist_exact(const hh_heap *h, size_t size) { return fl_exact(h, size); }

@@ -310,10 +310,10 @@ static inline void heap_touch(hh_heap *h, size_t off) {
 /* ---------------------------------------------------------------------------
    Free lists (heap_freelist.c). Caller holds the lock.
 --------------------------------------------------------------------------- */
-/* Inline list primitives for the hot paths of heap.c (heap_freelist.c wraps
-   them for everyone else). fl_link/fl_unlink/fl_relink touch only the lists
-   and their two-level bitmaps: the free-start bitmap and the counters are the
-   caller's (hhi_freelist_insert/remove do all of it). */
+/* Inline list primitives (heap_freelist.c wraps fl_find and the mapping for
+   the other modules). fl_link/fl_unlink/fl_relink touch only the lists and
+   their two-level bitmaps: the free-start bitmap and the counters are the
+   caller's (fl_insert/fl_remove do all of it). */
 static inline void fl_mapping(size_t size, unsigned *fl, unsigned *sl) {
     if (size < HHI_SMALL_BLOCK) {
         *fl = 0;
@@ -407,10 +407,13 @@ static inline hhi_block *fl_find(const hh_heap *h, size_t size) {
     s = hh_ctz64(sl_map);
     return blk_at(h, granule_off(h->fl.head[f][s]));
 }
-/* fl_exact(size), else fl_find(size), mapping the size once (allocation).
-   When the exact list's head is too small, or the list is empty, no block of
-   that list is needed: the good-fit search starts at the next list, as
-   fl_find's rounding would. */
+/* The head of the list holding `size` itself if it is large enough (the
+   good-fit search skips that list: its blocks may be smaller), else
+   fl_find(size), mapping the size once (allocation). Lets a block freed by an
+   object of a size be reused by the next object of that size instead of being
+   split by smaller ones. When the exact list's head is too small, or the list
+   is empty, the good-fit search starts at the next list, as fl_find's
+   rounding would. */
 static inline hhi_block *fl_exact_then_find(const hh_heap *h, size_t size) {
     if (size < HHI_SMALL_BLOCK) return fl_find(h, size);   /* linear classes: exact already */
     unsigned k = hh_fls64(size) - HHI_SL_LOG2;
@@ -430,17 +433,6 @@ static inline hhi_block *fl_exact_then_find(const hh_heap *h, size_t size) {
     }
     return blk_at(h, granule_off(h->fl.head[f][hh_ctz64(sl_map)]));
 }
-/* Head of the list holding `size` itself if large enough (hhi_freelist_exact). */
-static inline hhi_block *fl_exact(const hh_heap *h, size_t size) {
-    if (size < HHI_SMALL_BLOCK) return NULL;          /* linear classes: the search is exact already */
-    unsigned f, s;
-    fl_mapping(size, &f, &s);
-    if (hh_unlikely(f >= HHI_FL_COUNT)) return NULL;
-    uint32_t g = h->fl.head[f][s];
-    if (g == HHI_NONE) return NULL;
-    hhi_block *b = blk_at(h, granule_off(g));
-    return blk_size(b) >= size ? b : NULL;
-}
 
 /* Free block nb (granule ng, nsize bytes) takes the list place of free block
    ob (granule og, osize bytes): a relink when both sizes map to one list. */
@@ -457,7 +449,7 @@ static inline void fl_replace(hh_heap *h, hhi_block *ob, uint32_t og, size_t osi
     fl_link(h, nb, ng, f2, s2);
 }
 
-/* hhi_freelist_insert. */
+/* Inserts free block b (header already says free + size): lists, free-start bitmap, counters. */
 static inline void fl_insert(hh_heap *h, hhi_block *b) {
     size_t size = blk_size(b);
     unsigned f, s;
@@ -470,7 +462,7 @@ static inline void fl_insert(hh_heap *h, hhi_block *b) {
     h->free_sumsq += fl_sq(h, size);
 }
 
-/* hhi_freelist_remove. */
+/* Removes free block b from lists, free-start bitmap, counters (header untouched). */
 static inline void fl_remove(hh_heap *h, hhi_block *b) {
     size_t size = blk_size(b);
     unsigned f, s;
@@ -484,17 +476,8 @@ static inline void fl_remove(hh_heap *h, hhi_block *b) {
 }
 
 HH_INTERNAL void hhi_freelist_init(hh_heap *h);
-/* Inserts free block b (header already says free + size): lists, bitmaps, counters. */
-HH_INTERNAL void hhi_freelist_insert(hh_heap *h, hhi_block *b);
-/* Removes free block b from lists, bitmaps, counters (header untouched). */
-HH_INTERNAL void hhi_freelist_remove(hh_heap *h, hhi_block *b);
 /* A free block of at least `size` bytes from a list that guarantees it (good fit), or NULL. */
 HH_INTERNAL hhi_block *hhi_freelist_find(const hh_heap *h, size_t size);
-/* The head of the list that holds `size` itself, if it is large enough (the
-   good-fit search skips that list: its blocks may be smaller). One look, O(1);
-   NULL otherwise. Lets a block freed by an object of a size be reused by the
-   next object of that size instead of being split by smaller ones. */
-HH_INTERNAL hhi_block *hhi_freelist_exact(const hh_heap *h, size_t size);
 /* The largest free block's size (exact; scans the highest non-empty list). */
 HH_INTERNAL size_t hhi_freelist_largest(const hh_heap *h);
 /* TLSF list index of a free block size (for the checker). */
@@ -516,6 +499,10 @@ HH_INTERNAL hhi_block *hhi_heap_top_free(const hh_heap *h);
 /* true if live block b (size bs, alignment a) could be placed in free block f
    (f not adjacent above b); *dst_off gets the offset it would take. */
 HH_INTERNAL bool hhi_heap_fits(const hh_heap *h, const hhi_block *f, size_t bs, size_t align, size_t *dst_off);
+/* A free block that a block of `size` bytes at alignment `align` fits in
+   (good fit, then the top region, which the good-fit rounding may skip), or
+   NULL; never compacts. O(log n). */
+HH_INTERNAL hhi_block *hhi_heap_find_fit(const hh_heap *h, size_t size, size_t align);
 /* Slides live, unpinned block b down into the free block f directly below it.
    Returns the moved block. Records the move (journal, stats, on_move, tools). */
 HH_INTERNAL hhi_block *hhi_heap_slide_down(hh_heap *h, hhi_block *f, hhi_block *b);

@@ -146,16 +146,6 @@ static inline void hhi_linear_track_cut(void *pool, void *base, size_t keep, siz
     (void)pool;
 }
 
-/* hh_track.h's hh_track_free does not compile with HH_TRACK_VALGRIND=1: it puts
-   VALGRIND_MEMPOOL_FREE, a do-while statement, inside a comma expression.
-   Until src/common is fixed (reported to the lead) this module frees through
-   this statement form of the same client request. */
-#if HH_TRACK_VALGRIND
-#  define hhi_linear_track_free(pool, p, size) do { (void)(size); VALGRIND_MEMPOOL_FREE((pool), (p)); } while (0)
-#else
-#  define hhi_linear_track_free(pool, p, size) hh_track_free(pool, p, size)
-#endif
-
 /* Resolves align 0 to the default; false if align is not a power of two. */
 static inline bool hhi_linear_align_ok(size_t *align) {
     if (*align == 0) *align = HHI_LINEAR_DEFAULT_ALIGN;

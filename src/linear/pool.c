@@ -179,7 +179,7 @@ hh_status hh_pool_free(hh_pool *p, void *elem) {
     if (!bit_get(p, i)) return hhi_error(HH_E_DOUBLE_FREE, "hh_pool_free: element %zu (%p) is already free", i, elem);
     bit_flip(p, i);
     p->live_count--;
-    hhi_linear_track_free(p, e, p->elem_size);
+    hh_track_free(p, e, p->elem_size);
     link_write(p, e, p->free_head);
     p->free_head = e;
     return HH_OK;

@@ -16,6 +16,8 @@
  */
 #include "mapdump_internal.h"
 
+#include "../common/hh_bytes.h"
+
 #include <stdio.h>
 
 #include "../common/hh_error.h"
@@ -45,7 +47,7 @@ struct hh_mapdump_reader {
 };
 
 /* Bounds-checked cursor over one payload. */
-typedef struct cursor { const uint8_t *p, *end; bool bad; } cursor;
+typedef hhi_cursor cursor;   /* bounds-checked, sticky errors (hh_bytes.h) */
 
 /* ---------------------------------------------------------------------------
    Source
@@ -103,47 +105,10 @@ static hh_status fail(hh_mapdump_reader *r, hh_status s) {
 /* ---------------------------------------------------------------------------
    Cursor
 --------------------------------------------------------------------------- */
-static size_t cur_left(const cursor *c) { return c->bad ? 0 : (size_t)(c->end - c->p); }
-
-static uint8_t cur_u8(cursor *c) {
-    if (c->bad || c->p >= c->end) { c->bad = true; return 0; }
-    return *c->p++;
-}
-static uint32_t cur_u32(cursor *c) {
-    if (cur_left(c) < 4) { c->bad = true; return 0; }
-    uint32_t v = md_get32(c->p);
-    c->p += 4;
-    return v;
-}
-static uint64_t cur_u64(cursor *c) {
-    if (cur_left(c) < 8) { c->bad = true; return 0; }
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = v << 8 | c->p[i];
-    c->p += 8;
-    return v;
-}
-/* LEB128, at most 10 bytes, no bits beyond 64. */
-static uint64_t cur_varint(cursor *c) {
-    uint64_t v = 0;
-    for (unsigned i = 0; i < 10; i++) {
-        uint8_t b = cur_u8(c);
-        if (c->bad) return 0;
-        if (i == 9 && b > 1) break;
-        v |= (uint64_t)(b & 0x7F) << (7 * i);
-        if (!(b & 0x80)) return v;
-    }
-    c->bad = true;
-    return 0;
-}
-static uint32_t cur_varint32(cursor *c) {
-    uint64_t v = cur_varint(c);
-    if (v > UINT32_MAX) c->bad = true;
-    return (uint32_t)v;
-}
 /* A u8-length string into dst (max bytes, terminated). */
 static void cur_str(cursor *c, char *dst, size_t max) {
-    size_t n = cur_u8(c);
-    if (n > cur_left(c) || n > max - 1) { c->bad = true; dst[0] = 0; return; }
+    size_t n = hhi_get_u8(c);
+    if (n > hhi_cur_left(c) || n > max - 1) { c->bad = true; dst[0] = 0; return; }
     memcpy(dst, c->p, n);
     dst[n] = 0;
     c->p += n;
@@ -153,16 +118,16 @@ static void cur_str(cursor *c, char *dst, size_t max) {
    Sections (each returns false with a message in *why on a malformed body)
 --------------------------------------------------------------------------- */
 static bool parse_blocks(hh_mapdump_reader *r, cursor *c, const char **why) {
-    uint64_t n = cur_varint(c);
-    if (c->bad || n > cur_left(c) / 3) { *why = "block count exceeds the section"; return false; }  /* >= 3 bytes each */
+    uint64_t n = hhi_get_varint(c);
+    if (c->bad || n > hhi_cur_left(c) / 3) { *why = "block count exceeds the section"; return false; }  /* >= 3 bytes each */
     if (!array_fit(&r->blocks, (size_t)n, sizeof(hh_mapdump_block))) { *why = NULL; return false; }
     hh_mapdump_block *b = r->blocks.p;
     uint64_t end = 0, managed = r->frame.managed_bytes;
     for (uint64_t i = 0; i < n; i++) {
-        uint8_t fl = cur_u8(c);
-        uint64_t gap = cur_varint(c), size = cur_varint(c);
+        uint8_t fl = hhi_get_u8(c);
+        uint64_t gap = hhi_get_varint(c), size = hhi_get_varint(c);
         int state = fl & MD_BLOCK_STATE_MASK;
-        uint32_t tag = state == HH_BLOCK_FREE ? 0 : cur_varint32(c);
+        uint32_t tag = state == HH_BLOCK_FREE ? 0 : hhi_get_varint32(c);
         if (c->bad) { *why = "block list cut short"; return false; }
         if ((fl & ~(MD_BLOCK_STATE_MASK | MD_BLOCK_MOVED)) || state > HH_BLOCK_PINNED ||
             (state == HH_BLOCK_FREE && (fl & MD_BLOCK_MOVED))) { *why = "bad block flags"; return false; }
@@ -180,34 +145,34 @@ static bool parse_blocks(hh_mapdump_reader *r, cursor *c, const char **why) {
 }
 
 static bool parse_metrics(hh_mapdump_reader *r, cursor *c, const char **why) {
-    if (cur_left(c) < MD_METRICS_V1_BYTES) { *why = "metrics section too short"; return false; }
+    if (hhi_cur_left(c) < MD_METRICS_V1_BYTES) { *why = "metrics section too short"; return false; }
     hh_mapdump_metrics *m = &r->frame.metrics;
-    m->managed_bytes = cur_u64(c);
-    m->used_bytes = cur_u64(c);
-    m->free_bytes = cur_u64(c);
-    m->largest_free = cur_u64(c);
-    m->largest_hole = cur_u64(c);
-    m->hole_bytes = cur_u64(c);
-    m->compaction_debt = cur_u64(c);
-    m->high_water = cur_u64(c);
+    m->managed_bytes = hhi_get_u64(c);
+    m->used_bytes = hhi_get_u64(c);
+    m->free_bytes = hhi_get_u64(c);
+    m->largest_free = hhi_get_u64(c);
+    m->largest_hole = hhi_get_u64(c);
+    m->hole_bytes = hhi_get_u64(c);
+    m->compaction_debt = hhi_get_u64(c);
+    m->high_water = hhi_get_u64(c);
     uint64_t counts[4];
     for (int i = 0; i < 4; i++) {
-        counts[i] = cur_u64(c);
+        counts[i] = hhi_get_u64(c);
         if (counts[i] > UINT32_MAX) { *why = "block count in metrics out of range"; return false; }
     }
     m->live_blocks = (uint32_t)counts[0];
     m->pinned_blocks = (uint32_t)counts[1];
     m->free_blocks = (uint32_t)counts[2];
     m->holes = (uint32_t)counts[3];
-    m->fragmentation = md_bits_f64(cur_u64(c));
-    m->fragmentation_sq = md_bits_f64(cur_u64(c));
-    uint64_t moves = cur_u64(c);
+    m->fragmentation = md_bits_f64(hhi_get_u64(c));
+    m->fragmentation_sq = md_bits_f64(hhi_get_u64(c));
+    uint64_t moves = hhi_get_u64(c);
     if (moves > UINT32_MAX) { *why = "move count in metrics out of range"; return false; }
     m->moves = (uint32_t)moves;
-    m->bytes_moved = cur_u64(c);
-    m->defrag_ns = cur_u64(c);
-    m->total_moves = cur_u64(c);
-    m->total_bytes_moved = cur_u64(c);
+    m->bytes_moved = hhi_get_u64(c);
+    m->defrag_ns = hhi_get_u64(c);
+    m->total_moves = hhi_get_u64(c);
+    m->total_bytes_moved = hhi_get_u64(c);
     if (!(m->fragmentation >= 0.0 && m->fragmentation <= 1.0) || !(m->fragmentation_sq >= 0.0 && m->fragmentation_sq <= 1.0)) {
         *why = "fragmentation outside [0, 1]";
         return false;
@@ -216,14 +181,14 @@ static bool parse_metrics(hh_mapdump_reader *r, cursor *c, const char **why) {
 }
 
 static bool parse_moves(hh_mapdump_reader *r, cursor *c, const char **why) {
-    uint64_t n = cur_varint(c);
-    if (c->bad || n > cur_left(c) / 3) { *why = "move count exceeds the section"; return false; }
+    uint64_t n = hhi_get_varint(c);
+    if (c->bad || n > hhi_cur_left(c) / 3) { *why = "move count exceeds the section"; return false; }
     if (!array_fit(&r->moves, (size_t)n, sizeof(hh_mapdump_move))) { *why = NULL; return false; }
     hh_mapdump_move *mv = r->moves.p;
     for (uint64_t i = 0; i < n; i++) {
-        mv[i].src_offset = cur_varint(c);
-        mv[i].dst_offset = cur_varint(c);
-        mv[i].size = cur_varint(c);
+        mv[i].src_offset = hhi_get_varint(c);
+        mv[i].dst_offset = hhi_get_varint(c);
+        mv[i].size = hhi_get_varint(c);
     }
     if (c->bad) { *why = "move list cut short"; return false; }
     r->frame.moves = mv;
@@ -233,7 +198,7 @@ static bool parse_moves(hh_mapdump_reader *r, cursor *c, const char **why) {
 
 static bool parse_service(hh_mapdump_reader *r, cursor *c, const char **why) {
     uint64_t v[MD_SERVICE_V1_FIELDS];
-    for (size_t i = 0; i < MD_SERVICE_V1_FIELDS; i++) v[i] = cur_varint(c);
+    for (size_t i = 0; i < MD_SERVICE_V1_FIELDS; i++) v[i] = hhi_get_varint(c);
     if (c->bad || v[7] > 1) { *why = "bad defrag-service section"; return false; }
     r->frame.service = (hh_mapdump_service){ .frames_to_compact = v[0], .stuck_holes = v[1], .stuck_hole_bytes = v[2],
                                              .blocking_pinned_bytes = v[3], .decommitted_bytes = v[4],
@@ -243,18 +208,18 @@ static bool parse_service(hh_mapdump_reader *r, cursor *c, const char **why) {
 }
 
 static bool parse_binned(hh_mapdump_reader *r, cursor *c, const char **why) {
-    uint32_t n = cur_u32(c);
-    if (c->bad || n > cur_left(c) / 8) { *why = "region count exceeds the section"; return false; }  /* >= 8 bytes each */
+    uint32_t n = hhi_get_u32(c);
+    if (c->bad || n > hhi_cur_left(c) / 8) { *why = "region count exceeds the section"; return false; }  /* >= 8 bytes each */
     if (!array_fit(&r->regions, n, sizeof(hh_mapdump_region))) { *why = NULL; return false; }
     hh_mapdump_region *g = r->regions.p;
     for (uint32_t i = 0; i < n; i++) {
-        uint8_t kind = cur_u8(c), committed = cur_u8(c);
-        uint64_t cls = cur_varint(c);
-        g[i].size = cur_varint(c);
-        g[i].block_size = cur_varint32(c);
-        g[i].capacity = cur_varint32(c);
-        g[i].live = cur_varint32(c);
-        g[i].cached = cur_varint32(c);
+        uint8_t kind = hhi_get_u8(c), committed = hhi_get_u8(c);
+        uint64_t cls = hhi_get_varint(c);
+        g[i].size = hhi_get_varint(c);
+        g[i].block_size = hhi_get_varint32(c);
+        g[i].capacity = hhi_get_varint32(c);
+        g[i].live = hhi_get_varint32(c);
+        g[i].cached = hhi_get_varint32(c);
         if (c->bad) { *why = "region list cut short"; return false; }
         if (kind > HH_BINNED_REGION_LARGE || committed > 1 || cls > HH_BINNED_CLASS_COUNT ||
             (kind == HH_BINNED_REGION_CLASS && cls == 0)) { *why = "bad region"; return false; }
@@ -269,7 +234,7 @@ static bool parse_binned(hh_mapdump_reader *r, cursor *c, const char **why) {
 }
 
 static bool parse_stacks(hh_mapdump_reader *r, cursor *c, const char **why) {
-    uint32_t n = cur_u8(c);
+    uint32_t n = hhi_get_u8(c);
     if (c->bad || n > HH_MAPDUMP_MAX_STACKS) { *why = "too many mark stacks"; return false; }
     /* First pass: the headers, to size the chunk and mark arrays. */
     cursor start = *c;
@@ -280,30 +245,30 @@ static bool parse_stacks(hh_mapdump_reader *r, cursor *c, const char **why) {
         for (uint32_t i = 0; i < n; i++) {
             hh_mapdump_stack *s = &r->stacks[i];
             cur_str(c, s->name, sizeof s->name);
-            s->reserved_bytes = cur_varint(c);
-            s->used_bytes = cur_varint(c);
-            s->wasted_bytes = cur_varint(c);
-            s->free_bytes = cur_varint(c);
-            s->peak_reserved_bytes = cur_varint(c);
-            s->alloc_count = cur_varint(c);
-            s->chunk_count = cur_varint32(c);
-            s->mark_count = cur_varint32(c);
-            if (c->bad || s->chunk_count > cur_left(c) / 5 || s->mark_count > cur_left(c) / 3) {
+            s->reserved_bytes = hhi_get_varint(c);
+            s->used_bytes = hhi_get_varint(c);
+            s->wasted_bytes = hhi_get_varint(c);
+            s->free_bytes = hhi_get_varint(c);
+            s->peak_reserved_bytes = hhi_get_varint(c);
+            s->alloc_count = hhi_get_varint(c);
+            s->chunk_count = hhi_get_varint32(c);
+            s->mark_count = hhi_get_varint32(c);
+            if (c->bad || s->chunk_count > hhi_cur_left(c) / 5 || s->mark_count > hhi_cur_left(c) / 3) {
                 *why = "mark-stack section cut short";
                 return false;
             }
             hh_mapdump_chunk *ch = pass ? (hh_mapdump_chunk *)r->chunks.p + ci : NULL;
             for (uint32_t k = 0; k < s->chunk_count; k++) {
-                uint8_t kind = cur_u8(c), top = cur_u8(c);
-                uint64_t size = cur_varint(c), head = cur_varint(c), used = cur_varint(c);
+                uint8_t kind = hhi_get_u8(c), top = hhi_get_u8(c);
+                uint64_t size = hhi_get_varint(c), head = hhi_get_varint(c), used = hhi_get_varint(c);
                 if (c->bad || kind > HH_LCHUNK_OVERSIZE || top > 1) { *why = "bad mark-stack chunk"; return false; }
                 if (ch) ch[k] = (hh_mapdump_chunk){ .size = size, .header_bytes = head, .used_bytes = used,
                                                     .kind = kind, .is_top = top != 0 };
             }
             hh_mapdump_mark *mk = pass ? (hh_mapdump_mark *)r->marks.p + mi : NULL;
             for (uint32_t k = 0; k < s->mark_count; k++) {
-                uint32_t depth = cur_varint32(c), chunk = cur_varint32(c);
-                uint64_t off = cur_varint(c);
+                uint32_t depth = hhi_get_varint32(c), chunk = hhi_get_varint32(c);
+                uint64_t off = hhi_get_varint(c);
                 if (c->bad || chunk > s->chunk_count) { *why = "bad mark"; return false; }
                 if (mk) mk[k] = (hh_mapdump_mark){ .depth = depth, .chunk_index = chunk ? chunk - 1 : UINT32_MAX, .offset = off };
             }
@@ -329,11 +294,11 @@ static hh_status parse_frame(hh_mapdump_reader *r, const uint8_t *p, size_t n, u
     memset(&r->frame, 0, sizeof r->frame);
     cursor c = { p, p + n, false };
     unsigned seen = 0;
-    while (cur_left(&c) > 0) {
+    while (hhi_cur_left(&c) > 0) {
         uint64_t sec_at = rec_at + MD_REC_HEAD_BYTES + (uint64_t)(c.p - p);
-        uint8_t id = cur_u8(&c);
-        uint32_t len = cur_u32(&c);
-        if (c.bad || len > cur_left(&c))
+        uint8_t id = hhi_get_u8(&c);
+        uint32_t len = hhi_get_u32(&c);
+        if (c.bad || len > hhi_cur_left(&c))
             return hhi_error(HH_E_CORRUPT, "hh_mapdump: section header at byte %llu runs past its record",
                              (unsigned long long)sec_at);
         cursor s = { c.p, c.p + len, false };
@@ -351,8 +316,8 @@ static hh_status parse_frame(hh_mapdump_reader *r, const uint8_t *p, size_t n, u
         bool ok = true;
         switch (id) {
         case MD_SEC_FRAME:
-            r->frame.frame = cur_u64(&s);
-            r->frame.managed_bytes = cur_u64(&s);
+            r->frame.frame = hhi_get_u64(&s);
+            r->frame.managed_bytes = hhi_get_u64(&s);
             if (s.bad) { ok = false; why = "frame section too short"; }
             break;
         case MD_SEC_METRICS: ok = parse_metrics(r, &s, &why); break;
@@ -395,11 +360,11 @@ static hh_status read_header(hh_mapdump_reader *r) {
     if (src_read(r, r->payload.p, body) != body) return hhi_error(HH_E_CORRUPT, "hh_mapdump: truncated file header");
     if (md_crc32(r->payload.p, body) != crc) return hhi_error(HH_E_CORRUPT, "hh_mapdump: file header checksum mismatch");
     cursor c = { r->payload.p, (const uint8_t *)r->payload.p + body, false };
-    r->info.managed_bytes = cur_u64(&c);
-    (void)cur_u32(&c);                                  /* writer flags */
-    (void)cur_u32(&c);                                  /* stacks followed */
+    r->info.managed_bytes = hhi_get_u64(&c);
+    (void)hhi_get_u32(&c);                                  /* writer flags */
+    (void)hhi_get_u32(&c);                                  /* stacks followed */
     cur_str(&c, r->info.label, sizeof r->info.label);
-    r->info.tag_name_count = cur_u8(&c);
+    r->info.tag_name_count = hhi_get_u8(&c);
     if (r->info.tag_name_count > HH_MAPDUMP_MAX_TAGS) c.bad = true;
     for (uint32_t i = 0; i < r->info.tag_name_count && !c.bad; i++) cur_str(&c, r->info.tag_names[i], HH_MAPDUMP_NAME_BYTES);
     if (c.bad) return hhi_error(HH_E_CORRUPT, "hh_mapdump: malformed file header body");
@@ -484,7 +449,7 @@ hh_status hh_mapdump_next(hh_mapdump_reader *r, const hh_mapdump_frame **out) {
 
     if (is_end) {
         cursor c = { r->payload.p, (const uint8_t *)r->payload.p + len, false };
-        r->frames_written = cur_u64(&c);
+        r->frames_written = hhi_get_u64(&c);
         if (r->frames_written != r->frames_read)
             return fail(r, hhi_error(HH_E_CORRUPT, "hh_mapdump: end record counts %llu frames, the file holds %llu",
                                      (unsigned long long)r->frames_written, (unsigned long long)r->frames_read));

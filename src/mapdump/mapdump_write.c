@@ -15,6 +15,8 @@
  */
 #include "mapdump_internal.h"
 
+#include "../common/hh_bytes.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -81,29 +83,16 @@ static void put_bytes(hh_mapdump_writer *w, const void *p, size_t n) {
     w->len += n;
 }
 static void put_u8(hh_mapdump_writer *w, uint8_t v) { put_bytes(w, &v, 1); }
-static void put_u16(hh_mapdump_writer *w, uint16_t v) {
-    uint8_t b[2] = { (uint8_t)v, (uint8_t)(v >> 8) };
-    put_bytes(w, b, 2);
-}
-static void put_u32(hh_mapdump_writer *w, uint32_t v) {
-    uint8_t b[4];
-    md_put32(b, v);
-    put_bytes(w, b, 4);
-}
-static void put_u64(hh_mapdump_writer *w, uint64_t v) {
+static void put_le(hh_mapdump_writer *w, uint64_t v, unsigned bytes) {
     uint8_t b[8];
-    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (8 * i));
-    put_bytes(w, b, 8);
+    put_bytes(w, b, (size_t)(hhi_put_le(b, v, bytes) - b));
 }
+static void put_u16(hh_mapdump_writer *w, uint16_t v) { put_le(w, v, 2); }
+static void put_u32(hh_mapdump_writer *w, uint32_t v) { put_le(w, v, 4); }
+static void put_u64(hh_mapdump_writer *w, uint64_t v) { put_le(w, v, 8); }
 static void put_varint(hh_mapdump_writer *w, uint64_t v) {
-    uint8_t b[10];
-    size_t n = 0;
-    do {
-        uint8_t c = (uint8_t)(v & 0x7F);
-        v >>= 7;
-        b[n++] = (uint8_t)(c | (v ? 0x80 : 0));
-    } while (v);
-    put_bytes(w, b, n);
+    uint8_t b[HHI_VARINT_MAX];
+    put_bytes(w, b, (size_t)(hhi_put_varint(b, v) - b));
 }
 /* A short string: u8 length (truncated to max - 1 bytes), bytes. */
 static void put_str(hh_mapdump_writer *w, const char *s, size_t max) {

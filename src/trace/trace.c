@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../common/hh_bytes.h"
 #include "../common/hh_error.h"
 #include "../common/hh_meta.h"
 
@@ -57,10 +58,7 @@ struct hh_trace {
     uint8_t   buf[TRACE_BUF_BYTES];
 };
 
-typedef struct cursor {            /* reader position in a loaded file */
-    const uint8_t *p, *end;
-    bool bad;                      /* ran past the end or a varint was malformed */
-} cursor;
+typedef hhi_cursor cursor;         /* reader position in a loaded file (hh_bytes.h) */
 
 typedef struct replay_slot {       /* T4 */
     uint64_t  rec;                 /* recorded handle id, 0: none */
@@ -81,52 +79,10 @@ static uint64_t fnv_u64(uint64_t h, uint64_t v) {
     return h;
 }
 
-static uint8_t *put_varint(uint8_t *p, uint64_t v) {
-    while (v >= 0x80) {
-        *p++ = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    *p++ = (uint8_t)v;
-    return p;
-}
-
-static uint8_t *put_u32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) *p++ = (uint8_t)(v >> (8 * i));
-    return p;
-}
-
-static uint8_t *put_u64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) *p++ = (uint8_t)(v >> (8 * i));
-    return p;
-}
-
 static uint8_t *put_f64(uint8_t *p, double v) {
     uint64_t bits;
     memcpy(&bits, &v, sizeof bits);
-    return put_u64(p, bits);
-}
-
-static uint64_t get_varint(cursor *c) {
-    uint64_t v = 0;
-    for (unsigned shift = 0; shift < 64; shift += 7) {
-        if (c->p >= c->end) break;
-        uint8_t b = *c->p++;
-        v |= (uint64_t)(b & 0x7F) << shift;
-        if (!(b & 0x80)) return v;
-    }
-    c->bad = true;
-    return 0;
-}
-
-static uint64_t get_fixed(cursor *c, int bytes) {
-    if (c->end - c->p < bytes) {
-        c->bad = true;
-        return 0;
-    }
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; i++) v |= (uint64_t)c->p[i] << (8 * i);
-    c->p += bytes;
-    return v;
+    return hhi_put_le(p, bits, 8);
 }
 
 /* ---------------------------------------------------------------------------
@@ -150,33 +106,33 @@ static void trace_hook(const hh_heap_event *e, void *user) {
     hh_defrag_policy pol = hh_defrag_get_policy(t->heap);
     if (pol != t->policy) {
         *p++ = HH_TRACE_EV_POLICY;
-        p = put_varint(p, (uint64_t)pol);
+        p = hhi_put_varint(p, (uint64_t)pol);
         t->policy = pol;
         t->events++;
     }
     *p++ = (uint8_t)e->kind;
     switch (e->kind) {
     case HH_EV_ALLOC:
-        p = put_varint(p, e->handle.id);
-        p = put_varint(p, e->size);
-        p = put_varint(p, e->align);
-        p = put_varint(p, e->tag);
+        p = hhi_put_varint(p, e->handle.id);
+        p = hhi_put_varint(p, e->size);
+        p = hhi_put_varint(p, e->align);
+        p = hhi_put_varint(p, e->tag);
         break;
     case HH_EV_RESIZE:
-        p = put_varint(p, e->handle.id);
-        p = put_varint(p, e->size);
+        p = hhi_put_varint(p, e->handle.id);
+        p = hhi_put_varint(p, e->size);
         break;
     case HH_EV_FREE:
     case HH_EV_PIN:
     case HH_EV_UNPIN:
-        p = put_varint(p, e->handle.id);
+        p = hhi_put_varint(p, e->handle.id);
         break;
     case HH_EV_DEFRAG_STEP:
-        p = put_varint(p, (uint64_t)pol);
-        p = put_varint(p, e->max_moves);
-        p = put_varint(p, e->moves);
-        p = put_varint(p, e->max_bytes);
-        p = put_varint(p, e->max_ns);
+        p = hhi_put_varint(p, (uint64_t)pol);
+        p = hhi_put_varint(p, e->max_moves);
+        p = hhi_put_varint(p, e->moves);
+        p = hhi_put_varint(p, e->max_bytes);
+        p = hhi_put_varint(p, e->max_ns);
         break;
     default:
         p--;                       /* an event kind this version does not know: dropped */
@@ -220,40 +176,33 @@ static long long decode_events(cursor *c, hh_trace_event *out, size_t cap, const
         ev.ev.kind = (hh_heap_event_kind)kind;
         switch (kind) {
         case HH_EV_ALLOC:
-            ev.ev.handle.id = get_varint(c);
-            ev.ev.size = (size_t)get_varint(c);
-            ev.ev.align = (size_t)get_varint(c);
-            ev.ev.tag = (uint32_t)get_varint(c);
+            ev.ev.handle.id = hhi_get_varint(c);
+            ev.ev.size = (size_t)hhi_get_varint(c);
+            ev.ev.align = (size_t)hhi_get_varint(c);
+            ev.ev.tag = (uint32_t)hhi_get_varint(c);
             break;
         case HH_EV_RESIZE:
-            ev.ev.handle.id = get_varint(c);
-            ev.ev.size = (size_t)get_varint(c);
+            ev.ev.handle.id = hhi_get_varint(c);
+            ev.ev.size = (size_t)hhi_get_varint(c);
             break;
         case HH_EV_FREE:
         case HH_EV_PIN:
         case HH_EV_UNPIN:
-            ev.ev.handle.id = get_varint(c);
+            ev.ev.handle.id = hhi_get_varint(c);
             break;
         case HH_TRACE_EV_POLICY:
         case HH_EV_DEFRAG_STEP: {
-            uint64_t pol = get_varint(c);
-            if (kind == HH_TRACE_EV_POLICY) {
-                if (pol > HH_DEFRAG_FILL) {
-                    *why = "unknown defrag policy";
-                    return -1;
-                }
-                ev.policy = (hh_defrag_policy)pol;
-                break;
-            }
-            ev.ev.max_moves = (uint32_t)get_varint(c);
-            ev.ev.moves = (uint32_t)get_varint(c);
-            ev.ev.max_bytes = (size_t)get_varint(c);
-            ev.ev.max_ns = get_varint(c);
+            uint64_t pol = hhi_get_varint(c);
             if (pol > HH_DEFRAG_FILL) {
                 *why = "unknown defrag policy";
                 return -1;
             }
             ev.policy = (hh_defrag_policy)pol;
+            if (kind == HH_TRACE_EV_POLICY) break;
+            ev.ev.max_moves = (uint32_t)hhi_get_varint(c);
+            ev.ev.moves = (uint32_t)hhi_get_varint(c);
+            ev.ev.max_bytes = (size_t)hhi_get_varint(c);
+            ev.ev.max_ns = hhi_get_varint(c);
             break;
         }
         default:
@@ -312,7 +261,7 @@ static hh_status parse_trace(const char *path, const uint8_t *data, size_t len, 
         return hhi_error(HH_E_CORRUPT, "hh_trace_load: %s is not an hheap trace", path);
     cursor c = { data + sizeof trace_magic, data + len - 8, false };
     hh_trace_info *in = &log->info;
-    in->version = (uint32_t)get_fixed(&c, 4);
+    in->version = (uint32_t)hhi_get_le(&c, 4);
     if (in->version != HH_TRACE_VERSION)
         return hhi_error(HH_E_CORRUPT, "hh_trace_load: %s has trace version %u, this library reads %d", path,
                          in->version, HH_TRACE_VERSION);
@@ -322,25 +271,25 @@ static hh_status parse_trace(const char *path, const uint8_t *data, size_t len, 
     for (int i = 0; i < 8; i++) stored |= (uint64_t)data[len - 8 + (size_t)i] << (8 * i);
     if (fnv_bytes(fnv_offset, data, len - 8) != stored)
         return hhi_error(HH_E_CORRUPT, "hh_trace_load: %s: checksum mismatch (truncated or altered)", path);
-    in->capacity = (size_t)get_fixed(&c, 8);
-    in->managed_bytes = (size_t)get_fixed(&c, 8);
-    in->max_handles = (uint32_t)get_fixed(&c, 4);
-    in->flags = (uint32_t)get_fixed(&c, 4);
-    uint32_t pol = (uint32_t)get_fixed(&c, 4);
-    in->base_misalign = (uint32_t)get_fixed(&c, 4);
-    in->caller_memory = get_fixed(&c, 4) != 0;
-    uint32_t bits = (uint32_t)get_fixed(&c, 4);
+    in->capacity = (size_t)hhi_get_le(&c, 8);
+    in->managed_bytes = (size_t)hhi_get_le(&c, 8);
+    in->max_handles = (uint32_t)hhi_get_le(&c, 4);
+    in->flags = (uint32_t)hhi_get_le(&c, 4);
+    uint32_t pol = (uint32_t)hhi_get_le(&c, 4);
+    in->base_misalign = (uint32_t)hhi_get_le(&c, 4);
+    in->caller_memory = hhi_get_le(&c, 4) != 0;
+    uint32_t bits = (uint32_t)hhi_get_le(&c, 4);
     in->defrag.deterministic = bits & 1;
     in->defrag.trigger = (bits >> 1) & 1;
     in->defrag.no_decommit = (bits >> 2) & 1;
-    uint64_t f = get_fixed(&c, 8);
+    uint64_t f = hhi_get_le(&c, 8);
     memcpy(&in->defrag.trigger_start_fragmentation, &f, sizeof f);
-    in->defrag.trigger_start_wasted_bytes = (size_t)get_fixed(&c, 8);
-    f = get_fixed(&c, 8);
+    in->defrag.trigger_start_wasted_bytes = (size_t)hhi_get_le(&c, 8);
+    f = hhi_get_le(&c, 8);
     memcpy(&in->defrag.trigger_stop_fragmentation, &f, sizeof f);
-    in->defrag.decommit_retain_bytes = (size_t)get_fixed(&c, 8);
-    in->defrag.decommit_min_bytes = (size_t)get_fixed(&c, 8);
-    (void)get_fixed(&c, 4);
+    in->defrag.decommit_retain_bytes = (size_t)hhi_get_le(&c, 8);
+    in->defrag.decommit_min_bytes = (size_t)hhi_get_le(&c, 8);
+    (void)hhi_get_le(&c, 4);
     if (pol > HH_DEFRAG_FILL || in->base_misalign >= TRACE_ALIGN_PAGE || in->capacity == 0)
         return hhi_error(HH_E_CORRUPT, "hh_trace_load: %s: bad header", path);
     in->policy = (hh_defrag_policy)pol;
@@ -361,17 +310,17 @@ static hh_status parse_trace(const char *path, const uint8_t *data, size_t len, 
     log->event_count = (size_t)n;
 
     hh_trace_summary *s = &log->summary;
-    s->events = get_varint(&c);
-    s->blocks = get_varint(&c);
-    s->walk_hash = get_fixed(&c, 8);
-    s->used_bytes = (size_t)get_varint(&c);
-    s->free_bytes = (size_t)get_varint(&c);
-    s->largest_free = (size_t)get_varint(&c);
-    s->live_blocks = (uint32_t)get_varint(&c);
-    s->free_blocks = (uint32_t)get_varint(&c);
-    s->pinned_blocks = (uint32_t)get_varint(&c);
-    s->moves = get_varint(&c);
-    s->bytes_moved = get_varint(&c);
+    s->events = hhi_get_varint(&c);
+    s->blocks = hhi_get_varint(&c);
+    s->walk_hash = hhi_get_le(&c, 8);
+    s->used_bytes = (size_t)hhi_get_varint(&c);
+    s->free_bytes = (size_t)hhi_get_varint(&c);
+    s->largest_free = (size_t)hhi_get_varint(&c);
+    s->live_blocks = (uint32_t)hhi_get_varint(&c);
+    s->free_blocks = (uint32_t)hhi_get_varint(&c);
+    s->pinned_blocks = (uint32_t)hhi_get_varint(&c);
+    s->moves = hhi_get_varint(&c);
+    s->bytes_moved = hhi_get_varint(&c);
     if (c.bad || c.p != c.end)
         return hhi_error(HH_E_CORRUPT, "hh_trace_load: %s: malformed end record", path);
     if (s->events != (uint64_t)n)
@@ -511,21 +460,21 @@ hh_status hh_trace_open(hh_heap *heap, const char *path, hh_trace **out) {
     uint8_t *p = t->buf;
     memcpy(p, trace_magic, sizeof trace_magic);
     p += sizeof trace_magic;
-    p = put_u32(p, HH_TRACE_VERSION);
-    p = put_u64(p, d.capacity);
-    p = put_u64(p, hh_heap_managed_bytes(heap));
-    p = put_u32(p, d.max_handles);
-    p = put_u32(p, d.flags);
-    p = put_u32(p, (uint32_t)hh_defrag_get_policy(heap));
-    p = put_u32(p, (uint32_t)((uintptr_t)hh_heap_base(heap) % TRACE_ALIGN_PAGE));
-    p = put_u32(p, d.memory != NULL);
-    p = put_u32(p, (uint32_t)cfg.deterministic | (uint32_t)cfg.trigger << 1 | (uint32_t)cfg.no_decommit << 2);
+    p = hhi_put_le(p, HH_TRACE_VERSION, 4);
+    p = hhi_put_le(p, d.capacity, 8);
+    p = hhi_put_le(p, hh_heap_managed_bytes(heap), 8);
+    p = hhi_put_le(p, d.max_handles, 4);
+    p = hhi_put_le(p, d.flags, 4);
+    p = hhi_put_le(p, (uint32_t)hh_defrag_get_policy(heap), 4);
+    p = hhi_put_le(p, (uint32_t)((uintptr_t)hh_heap_base(heap) % TRACE_ALIGN_PAGE), 4);
+    p = hhi_put_le(p, d.memory != NULL, 4);
+    p = hhi_put_le(p, (uint32_t)cfg.deterministic | (uint32_t)cfg.trigger << 1 | (uint32_t)cfg.no_decommit << 2, 4);
     p = put_f64(p, cfg.trigger_start_fragmentation);
-    p = put_u64(p, cfg.trigger_start_wasted_bytes);
+    p = hhi_put_le(p, cfg.trigger_start_wasted_bytes, 8);
     p = put_f64(p, cfg.trigger_stop_fragmentation);
-    p = put_u64(p, cfg.decommit_retain_bytes);
-    p = put_u64(p, cfg.decommit_min_bytes);
-    p = put_u32(p, 0);
+    p = hhi_put_le(p, cfg.decommit_retain_bytes, 8);
+    p = hhi_put_le(p, cfg.decommit_min_bytes, 8);
+    p = hhi_put_le(p, 0, 4);
     t->len = (size_t)(p - t->buf);
     hh_heap_set_event_hook(heap, trace_hook, t);                 /* T2 */
     *out = t;
@@ -542,21 +491,21 @@ hh_status hh_trace_close(hh_trace *t) {
     trace_flush(t);
     uint8_t *p = t->buf;
     *p++ = TRACE_END;
-    p = put_varint(p, t->events);
-    p = put_varint(p, s.blocks);
-    p = put_u64(p, s.walk_hash);
-    p = put_varint(p, s.used_bytes);
-    p = put_varint(p, s.free_bytes);
-    p = put_varint(p, s.largest_free);
-    p = put_varint(p, s.live_blocks);
-    p = put_varint(p, s.free_blocks);
-    p = put_varint(p, s.pinned_blocks);
-    p = put_varint(p, s.moves - t->moves0);                      /* T3 */
-    p = put_varint(p, s.bytes_moved - t->bytes0);
+    p = hhi_put_varint(p, t->events);
+    p = hhi_put_varint(p, s.blocks);
+    p = hhi_put_le(p, s.walk_hash, 8);
+    p = hhi_put_varint(p, s.used_bytes);
+    p = hhi_put_varint(p, s.free_bytes);
+    p = hhi_put_varint(p, s.largest_free);
+    p = hhi_put_varint(p, s.live_blocks);
+    p = hhi_put_varint(p, s.free_blocks);
+    p = hhi_put_varint(p, s.pinned_blocks);
+    p = hhi_put_varint(p, s.moves - t->moves0);                      /* T3 */
+    p = hhi_put_varint(p, s.bytes_moved - t->bytes0);
     t->len = (size_t)(p - t->buf);
     trace_flush(t);
     uint8_t sum[8];
-    put_u64(sum, t->hash);
+    hhi_put_le(sum, t->hash, 8);
     if (!t->io_error && fwrite(sum, 1, sizeof sum, t->file) != sizeof sum) t->io_error = true;
     if (fclose(t->file) != 0) t->io_error = true;
     bool failed = t->io_error;
