@@ -179,6 +179,7 @@ static uint32_t frames_for(void) { return bench_quick() ? 2400 : 6000; }
 --------------------------------------------------------------------------- */
 typedef struct hh_result {
     double   top_ratio;          /* highest live byte / peak live */
+    double   top_block_ratio;    /* highest live byte / peak live block bytes (headers excluded from the gap) */
     double   mean_frag;
     double   moved_over_freed;
     double   step_p50_us, step_p99_us, alloc_max_us;
@@ -209,6 +210,9 @@ static hh_result run_hheap(const trace *t, size_t capacity, bool steps, uint32_t
         exit(1);
     }
     hh_set_error_handler(quiet, NULL);          /* failed allocations are counted, not printed */
+    const char *pol = getenv("HH_BENCH_POLICY");  /* auto (default), fill, slide */
+    if (pol && strcmp(pol, "fill") == 0) hh_defrag_set_policy(h, HH_DEFRAG_FILL);
+    if (pol && strcmp(pol, "slide") == 0) hh_defrag_set_policy(h, HH_DEFRAG_SLIDE);
     hh_handle *hd = calloc(t->objects, sizeof *hd);
     uint64_t *step_ns = calloc(t->frames, sizeof *step_ns);
     size_t highest = 0, freed = 0, moved = 0;
@@ -261,6 +265,7 @@ static hh_result run_hheap(const trace *t, size_t capacity, bool steps, uint32_t
     moved = (size_t)s.total_bytes_moved;               /* steps and allocation-time compaction alike */
     qsort(step_ns, t->frames, sizeof *step_ns, cmp_u64);
     res.top_ratio = (double)highest / (double)t->peak_live;
+    res.top_block_ratio = (double)highest / (double)res.peak_block_bytes;
     res.mean_frag = frag_sum / t->frames;
     res.moved_over_freed = freed ? (double)moved / (double)freed : 0;
     res.step_p50_us = step_ns[t->frames / 2] / 1e3;
@@ -417,7 +422,7 @@ int main(int argc, char **argv) {
             bench_print("footprint", name, "ratio", summ(peer[p], seeds), "best-peer", bs);
         }
         for (int c = 0; c < NC; c++) {
-            double v[6][MAXSEEDS];
+            double v[7][MAXSEEDS];
             for (int s = 0; s < seeds; s++) {
                 v[0][s] = hr[c][s].top_ratio;
                 v[1][s] = hr[c][s].mean_frag;
@@ -425,13 +430,14 @@ int main(int argc, char **argv) {
                 v[3][s] = hr[c][s].step_p50_us;
                 v[4][s] = hr[c][s].step_p99_us;
                 v[5][s] = hr[c][s].alloc_max_us;
+                v[6][s] = hr[c][s].top_block_ratio;
             }
             snprintf(name, sizeof name, "%s-%s", wn, cases[c].name);
             bench_print("footprint", name, "ratio", summ(v[0], seeds), "best-peer", bs);
             bench_summary fr = summ(v[1], seeds), mv = summ(v[2], seeds), p50 = summ(v[3], seeds),
-                          p99 = summ(v[4], seeds), am = summ(v[5], seeds);
-            printf("  %-22s mean frag %.3f  moved/freed %.2f  step p50 %.1f us p99 %.1f us  slowest alloc %.1f us\n",
-                   name, fr.median, mv.median, p50.median, p99.median, am.median);
+                          p99 = summ(v[4], seeds), am = summ(v[5], seeds), tb = summ(v[6], seeds);
+            printf("  %-22s top/peak-block %.3f  mean frag %.3f  moved/freed %.2f  step p50 %.1f us p99 %.1f us  slowest alloc %.1f us\n",
+                   name, tb.median, fr.median, mv.median, p50.median, p99.median, am.median);
         }
         for (int k = 0; k < 2; k++) {
             double v[3][MAXSEEDS];
