@@ -34,8 +34,6 @@
 #include "bench_util.h"
 #include "hheap/binned.h"
 
-extern char **environ;
-
 static uint64_t rng_next(uint64_t *s) {
     uint64_t x = *s;
     x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
@@ -266,37 +264,8 @@ typedef struct peer { const char *name, *path; } peer;
 /* Runs `self --child w libc` with LD_PRELOAD=path (NULL: none); ns/op and
    peak RSS out. false if the run failed. */
 static int run_child(const char *self, const char *w, const char *preload, double *ns, double *rss) {
-    int fd[2];
-    if (pipe(fd) != 0) return 0;
-    pid_t pid = fork();
-    if (pid < 0) return 0;
-    if (pid == 0) {
-        dup2(fd[1], 1);
-        close(fd[0]);
-        size_t n = 0;
-        while (environ[n]) n++;
-        char **env = calloc(n + 2, sizeof *env);
-        size_t k = 0;
-        for (size_t i = 0; i < n; i++)
-            if (strncmp(environ[i], "LD_PRELOAD=", 11) != 0) env[k++] = environ[i];
-        char pre[4096];
-        if (preload) {
-            snprintf(pre, sizeof pre, "LD_PRELOAD=%s", preload);
-            env[k++] = pre;
-        }
-        env[k] = NULL;
-        execle(self, self, "--child", w, "libc", (char *)NULL, env);
-        _exit(127);
-    }
-    close(fd[1]);
-    char buf[256] = { 0 };
-    size_t got = 0;
-    ssize_t r;
-    while (got < sizeof buf - 1 && (r = read(fd[0], buf + got, sizeof buf - 1 - got)) > 0) got += (size_t)r;
-    close(fd[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0 && sscanf(buf, "RESULT %lf %lf", ns, rss) == 2;
+    char *argv[] = { (char *)self, "--child", (char *)w, "libc", NULL }, buf[256];
+    return bench_spawn(argv, preload, buf, sizeof buf) && sscanf(buf, "RESULT %lf %lf", ns, rss) == 2;
 }
 
 static int child_main(const char *w, const char *api) {

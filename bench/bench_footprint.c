@@ -37,13 +37,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "bench_util.h"
 #include "hheap.h"
-
-extern char **environ;
 
 /* ---------------------------------------------------------------------------
    Traces: per frame, a run of ops; an op allocates object `id` of `size`
@@ -321,37 +317,10 @@ static int child_main(const char *w, uint64_t seed) {
 }
 
 static bool run_child(const char *self, const char *w, uint64_t seed, const char *preload, double *ratio) {
-    int fd[2];
-    if (pipe(fd) != 0) return false;
-    pid_t pid = fork();
-    if (pid < 0) return false;
-    if (pid == 0) {
-        dup2(fd[1], 1);
-        close(fd[0]);
-        size_t n = 0;
-        while (environ[n]) n++;
-        char **env = calloc(n + 2, sizeof *env), pre[4096], sd[32];
-        size_t k = 0;
-        for (size_t i = 0; i < n; i++)
-            if (strncmp(environ[i], "LD_PRELOAD=", 11) != 0) env[k++] = environ[i];
-        if (preload) {
-            snprintf(pre, sizeof pre, "LD_PRELOAD=%s", preload);
-            env[k++] = pre;
-        }
-        env[k] = NULL;
-        snprintf(sd, sizeof sd, "%llu", (unsigned long long)seed);
-        execle(self, self, "--child", w, sd, (char *)NULL, env);
-        _exit(127);
-    }
-    close(fd[1]);
-    char buf[256] = { 0 };
-    size_t got = 0;
-    ssize_t r;
-    while (got < sizeof buf - 1 && (r = read(fd[0], buf + got, sizeof buf - 1 - got)) > 0) got += (size_t)r;
-    close(fd[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0 && sscanf(buf, "RESULT %lf", ratio) == 1;
+    char sd[32], buf[256];
+    snprintf(sd, sizeof sd, "%llu", (unsigned long long)seed);
+    char *argv[] = { (char *)self, "--child", (char *)w, sd, NULL };
+    return bench_spawn(argv, preload, buf, sizeof buf) && sscanf(buf, "RESULT %lf", ratio) == 1;
 }
 
 /* ---------------------------------------------------------------------------

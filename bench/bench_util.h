@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #if defined(__GNUC__) || defined(__clang__)
 #  define BENCH_NOINLINE __attribute__((noinline))
@@ -83,6 +85,50 @@ static inline void bench_pair(const char *region, const char *name, const char *
         b[i] = base(ctx);
     }
     bench_print(region, name, unit, bench_summarise(a, reps), baseline, bench_summarise(b, reps));
+}
+
+/* Runs `argv` (argv[0] is the program) in a child process with
+   LD_PRELOAD=preload (NULL: none, any inherited LD_PRELOAD is dropped), its
+   stdout captured into out (NUL-terminated, at most outlen - 1 bytes). 1 if
+   the child exited with status 0. Used to run one workload binary on each
+   peer allocator. */
+static inline int bench_spawn(char *const argv[], const char *preload, char *out, size_t outlen) {
+    extern char **environ;
+    int fd[2];
+    if (outlen == 0 || pipe(fd) != 0) return 0;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fd[0]);
+        close(fd[1]);
+        return 0;
+    }
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        close(fd[0]);
+        size_t n = 0;
+        while (environ[n]) n++;
+        char **env = calloc(n + 2, sizeof *env), pre[4096];
+        if (env == NULL) _exit(127);
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+            if (strncmp(environ[i], "LD_PRELOAD=", 11) != 0) env[k++] = environ[i];
+        if (preload) {
+            snprintf(pre, sizeof pre, "LD_PRELOAD=%s", preload);
+            env[k++] = pre;
+        }
+        env[k] = NULL;
+        execve(argv[0], argv, env);
+        _exit(127);
+    }
+    close(fd[1]);
+    size_t got = 0;
+    ssize_t r;
+    while (got < outlen - 1 && (r = read(fd[0], out + got, outlen - 1 - got)) > 0) got += (size_t)r;
+    out[got] = 0;
+    close(fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 #endif
