@@ -1001,6 +1001,40 @@ START_TEST(state_allocation_failure_is_harmless) {
 }
 END_TEST
 
+/* Allocation-time compaction makes room where it is cheapest: 3000 holes of
+   96 bytes between 128-byte blocks under a large block that fills the top, and
+   a 64 KiB request that the bounded first run cannot satisfy. Compacting the
+   heap would slide every block above the lowest hole, the large one included
+   (over 600 KiB); the cheapest range costs a small part of that. */
+START_TEST(alloc_compaction_moves_one_cheap_range) {
+    hh_shadow sh;
+    hh_shadow_init(&sh);
+    hh_defrag_set_policy(heap, HH_DEFRAG_AUTO);        /* the service's compaction, not the heap's slide */
+    hh_handle holes[3000];
+    for (unsigned i = 0; i < 3000; i++) {
+        hh_shadow_add(&sh, heap, hh_alloc(heap, 112), 112, 16, i);
+        holes[i] = hh_alloc(heap, 80);
+        ck_assert(!hh_is_null(holes[i]));
+    }
+    hh_heap_stats st;
+    hh_heap_stats_get(heap, &st);
+    size_t big = st.largest_free - HH_HEAP_HEADER_BYTES;
+    hh_shadow_add(&sh, heap, hh_alloc(heap, big), big, 16, 7777);
+    for (unsigned i = 0; i < 3000; i++) ck_assert_int_eq(hh_free(heap, holes[i]), HH_OK);
+    hh_heap_stats_get(heap, &st);
+    ck_assert_uint_eq(st.largest_free, 96);
+    uint64_t before = st.total_bytes_moved;
+    hh_handle h = hh_alloc(heap, 64u << 10);
+    ck_assert(!hh_is_null(h));
+    hh_heap_stats_get(heap, &st);
+    ck_assert_uint_gt(st.total_bytes_moved, before);    /* it did have to compact */
+    ck_assert_uint_lt(st.total_bytes_moved - before, 128u << 10);
+    hh_shadow_verify(&sh, heap);
+    ck_assert(!mlog.bad);
+    hh_shadow_fini(&sh);
+}
+END_TEST
+
 Suite *hh_test_defrag_suite(void) {
     Suite *s = suite_create("defrag");
     TCase *tc = tcase_create("step");
@@ -1020,6 +1054,7 @@ Suite *hh_test_defrag_suite(void) {
     tcase_add_test(tc, unclosable_hole_under_pin_is_honest);
     tcase_add_loop_test(tc, oom_fragmented_heap_compacts, 0, 4);
     tcase_add_test(tc, alloc_compaction_moves_join_journal);
+    tcase_add_test(tc, alloc_compaction_moves_one_cheap_range);
     tcase_add_test(tc, metrics_follow_the_heap);
     tcase_add_test(tc, trigger_hysteresis);
     tcase_add_test(tc, event_hook_sees_every_step);

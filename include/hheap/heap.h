@@ -25,9 +25,11 @@
  * hole large enough while enough bytes are free compact and retry; they report
  * HH_E_NO_MEMORY only when no compaction can make room (the free bytes are not
  * there, or pinned blocks split them). Once the defrag service has state on
- * the heap (any hh_defrag_* call but the getters) that compaction is its
- * policy's, run unbudgeted until the request fits and joining the journal
- * (defrag.h); before, it is a plain slide from the lowest hole.
+ * the heap (any hh_defrag_* call but the getters) that compaction is the
+ * service's: a bounded run of its policy, then the cheapest range of holes
+ * that holds the request slid together, and only if neither makes room a full
+ * compaction; its moves join the journal (defrag.h). Before, it is a plain
+ * slide from the lowest hole.
  * Memory: a heap that maps its own range gives the whole pages of its top free
  * region back to the OS at defrag steps (hh_defrag_config, defrag.h).
  *

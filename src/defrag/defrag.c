@@ -28,9 +28,13 @@
  * about memmove speed), then runs the loop above for what pins and alignment
  * left. Under memcheck/ASan the sweep declines and the loop does it all.
  *
- * Allocation-time compaction runs the same loop (no budget, no journal reset)
- * and stops as soon as a free block fits the request; the heap calls it through
- * heap->compact_hook, installed when this service's state is created.
+ * Allocation-time compaction runs the same loop (bounded, no journal reset)
+ * and stops as soon as a free block fits the request; if that is not enough it
+ * slides together the cheapest range of holes that holds the request (the
+ * fewest live bytes between them), and only then compacts fully, so a request
+ * costs about the live bytes of one range, not those of the heap. The heap
+ * calls it through heap->compact_hook, installed when this service's state is
+ * created.
  */
 #include "defrag_internal.h"
 
@@ -556,11 +560,61 @@ static hh_defrag_report defrag_run(hh_heap *h, const hh_defrag_budget *budget, b
     return c.r;
 }
 
+/* The cheapest room for a request the bounded run could not make: the run
+   of consecutive free blocks [first, last] (the top region may end it) whose
+   free bytes hold size + align with the fewest live bytes between them, found
+   in one pass over the holes in address order (two cursors; at most
+   HHI_DEFRAG_RANGE_HOLES holes looked at, the best so far wins, and a range
+   whose live bytes are no more than the request ends the search). Sliding the
+   live blocks of that range down, each into the free block below it, leaves
+   its free bytes as one block at its end: the request then costs the live
+   bytes of one range, not a compaction of the heap. With pinned blocks (the
+   range could hold one) it is not tried. NULL when no such range exists or
+   a block of the range could not slide (alignment); the caller falls back to
+   the full compaction. */
+static hhi_block *compact_cheapest_range(hh_heap *h, size_t size, size_t align) {
+    if (h->pinned_blocks) return NULL;
+    size_t need = size + (align > HHI_GRANULE ? align : 0);
+    hhi_block *lo = hhi_heap_lowest_free(h), *best = NULL;
+    size_t best_live = SIZE_MAX, best_end = 0, free_sum = 0;
+    unsigned looked = 0;
+    for (hhi_block *hi = lo; hi && looked < HHI_DEFRAG_RANGE_HOLES; looked++) {
+        size_t hend = blk_offset(h, hi) + blk_size(hi);
+        free_sum += blk_size(hi);
+        while (lo != hi && free_sum - blk_size(lo) >= need) {   /* drop holes from the left while enough stays */
+            free_sum -= blk_size(lo);
+            lo = hhi_heap_free_at_or_after(h, blk_offset(h, lo) + blk_size(lo));
+        }
+        if (free_sum >= need) {
+            size_t live = hend - blk_offset(h, lo) - free_sum;
+            if (live < best_live) {
+                best_live = live;
+                best = lo;
+                best_end = hend;
+                if (live <= need) break;               /* costs no more than the request: good enough */
+            }
+        }
+        hi = hend < h->managed ? hhi_heap_free_at_or_after(h, hend) : NULL;
+    }
+    if (best == NULL) return NULL;
+    hhi_block *f = best;
+    for (;;) {
+        if (hhi_heap_fits(h, f, size, align, NULL)) return f;
+        hhi_block *y = blk_next(h, f);
+        if (y == NULL || blk_offset(h, y) >= best_end) return NULL;
+        hhi_block *nb = hhi_heap_slide_down(h, f, y);
+        if (nb == NULL) return NULL;                   /* alignment keeps it where it is */
+        f = blk_next(h, nb);
+        if (f == NULL || !blk_is_free(f)) return NULL;  /* cannot happen: the hole rose above it */
+    }
+}
+
 /* Allocation-time compaction (heap->compact_hook; lock held): first a bounded
    run of the policy (HHI_DEFRAG_ALLOC_MOVES moves) that stops as soon as a
-   free block fits size/align -- enough when a few holes need merging; if that
-   does not do it, the full compaction (one sweep at memmove speed, then the
-   policy for what pins left). The moves join the journal of the last step.
+   free block fits size/align -- enough when a few holes need merging; then the
+   cheapest range (compact_cheapest_range); if neither does it, the full
+   compaction (one sweep at memmove speed, then the policy for what pins
+   left). The moves join the journal of the last step.
    NULL if no compaction can make room. */
 static hhi_block *defrag_compact_for(hh_heap *h, size_t size, size_t align) {
     struct hhi_defrag *d = h->defrag;
@@ -569,6 +623,7 @@ static hhi_block *defrag_compact_for(hh_heap *h, size_t size, size_t align) {
     c.need_align = align;
     run_moves(&c);
     hhi_block *f = hhi_heap_find_fit(h, size, align);
+    if (!f) f = compact_cheapest_range(h, size, align);
     if (!f && !c.r.compact) {
         step_ctx full = ctx_make(h, d, &(hh_defrag_budget){0}, true);
         full.need_size = size;

@@ -36,6 +36,7 @@ enum {
     HHI_DEFRAG_DECOMMIT_MIN = 64 << 10,     /* bytes */
     HHI_DEFRAG_DECOMMIT_STEP = 64 << 10,    /* bytes */
     HHI_DEFRAG_ALLOC_MOVES  = 256,          /* bounded first try of allocation-time compaction */
+    HHI_DEFRAG_RANGE_HOLES  = 8192,         /* holes its cheapest-range search looks at */
     HHI_DEFRAG_DEFAULT_N    = 16,           /* moves per frame assumed by the estimate before any step */
     HHI_DEFRAG_WORK_BASE    = 64,           /* work units of a bounded step, plus ... */
     HHI_DEFRAG_WORK_PER_MOVE = HH_DEFRAG_WINDOW + 8,   /* ... this many per allowed move */
