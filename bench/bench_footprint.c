@@ -29,6 +29,7 @@
  *                     its pages are resident, as hheap's are.
  * BENCH lines carry medians over seeds with min and max (bench_util.h); the
  * baseline column of the hheap lines is the best peer of the same run.
+ * HH_BENCH_POLICY=fill|slide runs the hheap cases under that policy (default AUTO).
  */
 #define _DEFAULT_SOURCE 1   /* MAP_ANONYMOUS, MAP_NORESERVE */
 #include <stdbool.h>
@@ -195,8 +196,9 @@ static int cmp_u64(const void *a, const void *b) {
 }
 
 /* Runs trace t on a heap of `capacity` bytes; max_moves / max_ns pick the
-   step (both 0 with steps false: no steps). Objects are filled with a byte of
-   their id and checked when freed: a bench that loses bytes is no bench. */
+   step (steps false: none). Objects are filled with a byte of their id and
+   spot-checked (first, middle, last byte) when freed: a bench that loses
+   bytes is no bench. */
 static hh_result run_hheap(const trace *t, size_t capacity, bool steps, uint32_t max_moves, uint64_t max_ns) {
     hh_result res = { 0 };
     hh_heap *h = NULL;
