@@ -122,6 +122,11 @@ check-headers:
 	@for c in gcc clang; do for h in include/hheap.h include/hheap/*.h; do \
 	  echo "#include \"$${h#include/}\"" | $$c -std=c11 $(WARN) -Werror -Iinclude -x c -fsyntax-only - \
 	  || { echo "  $$h does not compile alone with $$c"; exit 1; }; done; done
+	@echo "== public headers compile as C++17 (g++, clang++; engines are C++)"
+	@for c in g++ clang++; do for h in include/hheap.h include/hheap/*.h; do \
+	  printf '#include "%s"\nstatic hh_handle none() { hh_handle h = HH_NULL; return h; }\nint main() { return hh_is_null(none()) ? 0 : 1; }\n' "$${h#include/}" \
+	  | $$c -std=c++17 -Wall -Wextra -Wpedantic -Werror -Iinclude -x c++ -fsyntax-only - \
+	  || { echo "  $$h does not compile as C++17 with $$c"; exit 1; }; done; done
 
 check-build: check-headers
 	@echo "== library with -Werror (gcc, clang)"

@@ -42,6 +42,15 @@ extern "C" {
 #  define HH_NODISCARD
 #endif
 
+/* Compile-time checks and the null handle in the form each language accepts:
+   the public headers are C11 and C++ (C++ has neither _Static_assert nor
+   compound literals). */
+#ifdef __cplusplus
+#  define HH_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+#else
+#  define HH_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+#endif
+
 /* ---------------------------------------------------------------------------
    Status codes
 --------------------------------------------------------------------------- */
@@ -87,7 +96,11 @@ HH_API int hh_version(void);
 --------------------------------------------------------------------------- */
 typedef struct hh_handle { uint64_t id; } hh_handle;
 
-#define HH_NULL ((hh_handle){0})
+#ifdef __cplusplus
+#  define HH_NULL (hh_handle{0})
+#else
+#  define HH_NULL ((hh_handle){0})
+#endif
 static inline bool hh_is_null(hh_handle h) { return h.id == 0; }
 static inline bool hh_handle_eq(hh_handle a, hh_handle b) { return a.id == b.id; }
 

@@ -46,7 +46,7 @@ enum {
     HH_HANDLE_MAX_SLOTS  = (1 << 24) - 1,   /* usable slots 1..2^24-1 */
     HH_HANDLE_MIN_FREE_DEFAULT = 64,        /* freed slots that rest before reuse */
 };
-_Static_assert(HH_HANDLE_INDEX_BITS + HH_HANDLE_TAG_BITS + HH_HANDLE_GEN_BITS == 64, "handle layout");
+HH_STATIC_ASSERT(HH_HANDLE_INDEX_BITS + HH_HANDLE_TAG_BITS + HH_HANDLE_GEN_BITS == 64, "handle layout");
 
 #define HH_HANDLE_INDEX_MASK ((uint64_t)0xFFFFFF)
 #define HH_HANDLE_KEY_FREE   ((uint64_t)1 << 63)   /* set in the key of every non-live slot */
@@ -128,7 +128,9 @@ static inline void *hh_handle_lookup(const hh_handle_table *t, hh_handle h) {
 static inline uint64_t hh_handle_key_make(uint32_t gen, uint8_t tag) { return ((uint64_t)gen << 8) | tag; }
 static inline uint32_t hh_handle_key_gen(uint64_t key) { return (uint32_t)((key & ~HH_HANDLE_KEY_FREE) >> 8); }
 static inline hh_handle hh_handle_from_key(uint32_t idx, uint64_t key) {
-    return (hh_handle){ ((key & ~HH_HANDLE_KEY_FREE) << HH_HANDLE_INDEX_BITS) | idx };
+    hh_handle h;                       /* no compound literal: this header is also C++ */
+    h.id = ((key & ~HH_HANDLE_KEY_FREE) << HH_HANDLE_INDEX_BITS) | idx;
+    return h;
 }
 
 /* ---------------------------------------------------------------------------
