@@ -570,8 +570,8 @@ static hh_defrag_report defrag_run(hh_heap *h, const hh_defrag_budget *budget, b
    its free bytes as one block at its end: the request then costs the live
    bytes of one range, not a compaction of the heap. With pinned blocks (the
    range could hold one) it is not tried. NULL when no such range exists or
-   a block of the range could not slide (alignment); the caller falls back to
-   the full compaction. */
+   alignment kept the range from closing; the caller falls back to the full
+   compaction. */
 static hhi_block *compact_cheapest_range(hh_heap *h, size_t size, size_t align) {
     if (h->pinned_blocks) return NULL;
     size_t need = size + (align > HHI_GRANULE ? align : 0);
@@ -596,17 +596,7 @@ static hhi_block *compact_cheapest_range(hh_heap *h, size_t size, size_t align) 
         }
         hi = hend < h->managed ? hhi_heap_free_at_or_after(h, hend) : NULL;
     }
-    if (best == NULL) return NULL;
-    hhi_block *f = best;
-    for (;;) {
-        if (hhi_heap_fits(h, f, size, align, NULL)) return f;
-        hhi_block *y = blk_next(h, f);
-        if (y == NULL || blk_offset(h, y) >= best_end) return NULL;
-        hhi_block *nb = hhi_heap_slide_down(h, f, y);
-        if (nb == NULL) return NULL;                   /* alignment keeps it where it is */
-        f = blk_next(h, nb);
-        if (f == NULL || !blk_is_free(f)) return NULL;  /* cannot happen: the hole rose above it */
-    }
+    return best ? hhi_heap_slide_range(h, best, best_end, size, align) : NULL;
 }
 
 /* Allocation-time compaction (heap->compact_hook; lock held): first a bounded

@@ -585,12 +585,11 @@ size_t hhi_heap_decommit_top(hh_heap *h, size_t retain, size_t min_bytes, size_t
 /* ---------------------------------------------------------------------------
    Compaction for a failed allocation
 --------------------------------------------------------------------------- */
-hhi_block *hhi_heap_compact_for(hh_heap *h, size_t size, size_t align) {
-    hhi_block *f = hhi_heap_lowest_free(h);
-    while (f) {
+hhi_block *hhi_heap_slide_range(hh_heap *h, hhi_block *f, size_t end, size_t size, size_t align) {
+    while (f && blk_offset(h, f) < end) {
         if (hhi_heap_fits(h, f, size, align, NULL)) return f;
         hhi_block *n = blk_next(h, f);
-        if (n == NULL) return NULL;                   /* f is the top region and still too small */
+        if (n == NULL || blk_offset(h, n) >= end) return NULL;   /* f ends the range and is still too small */
         hhi_block *moved = blk_pins(n) ? NULL : hhi_heap_slide_down(h, f, n);
         if (moved == NULL) {                          /* pinned or stuck: continue above it */
             f = hhi_heap_free_at_or_after(h, blk_offset(h, n) + blk_size(n));
@@ -600,6 +599,10 @@ hhi_block *hhi_heap_compact_for(hh_heap *h, size_t size, size_t align) {
         f = (after && blk_is_free(after)) ? after : hhi_heap_free_at_or_after(h, blk_offset(h, moved));
     }
     return NULL;
+}
+
+hhi_block *hhi_heap_compact_for(hh_heap *h, size_t size, size_t align) {
+    return hhi_heap_slide_range(h, hhi_heap_lowest_free(h), h->managed, size, align);
 }
 
 /* ---------------------------------------------------------------------------

@@ -528,9 +528,15 @@ HH_INTERNAL size_t hhi_heap_sweep_compact(hh_heap *h, size_t *bytes);
 HH_INTERNAL bool hhi_heap_absorb_hole(hh_heap *h, hhi_block *f);
 /* Clears the journal (start of a defrag step). */
 HH_INTERNAL void hhi_heap_journal_reset(hh_heap *h);
+/* Slides the blocks of [offset(f), end) down one by one, starting with the
+   one right above free block f, until a free block inside the range fits
+   `size` bytes at alignment `align` (returned) or the range is done (NULL).
+   Pinned blocks and blocks whose alignment leaves no room stay; the sliding
+   goes on above them. */
+HH_INTERNAL hhi_block *hhi_heap_slide_range(hh_heap *h, hhi_block *f, size_t end, size_t size, size_t align);
 /* Default compaction used by allocation: slides blocks down from the lowest
    hole until a free block of `size` bytes at alignment `align` exists or no
-   block can move. Returns a fitting free block or NULL. */
+   block can move (hhi_heap_slide_range over the whole heap). Returns a fitting free block or NULL. */
 HH_INTERNAL hhi_block *hhi_heap_compact_for(hh_heap *h, size_t size, size_t align);
 /* Gives the whole pages of the top free region back to the OS (own mapping
    only), keeping the pages of its header and footer and the first `retain`
