@@ -115,7 +115,7 @@ static void instr_heap(void) {
 --------------------------------------------------------------------------- */
 #if HH_BENCH_HAVE_DEFRAG
 static uint32_t moves_made;
-static BENCH_NOINLINE void loop_defrag(hh_heap *heap) { moves_made = hh_defrag_step(heap, 0).moves; }
+static BENCH_NOINLINE void loop_defrag(hh_heap *heap) { moves_made = hh_defrag_step(heap, HH_DEFRAG_UNLIMITED).moves; }
 static BENCH_NOINLINE void loop_memmove(char *buf, long n, size_t bytes) {
     for (long i = 0; i < n; i++) memmove(buf + (size_t)i * bytes, buf + (size_t)(i + 1) * bytes, bytes);
 }

@@ -95,6 +95,9 @@ typedef enum hh_defrag_stop {
     HH_DEFRAG_STOP_IDLE,         /* the trigger is idle: the heap is tidy enough, nothing looked at */
     HH_DEFRAG_STOP_OVERSIZE,     /* only blocks larger than max_bytes were left to move */
     HH_DEFRAG_STOP_ERROR,        /* bad argument (reported) */
+    HH_DEFRAG_STOP_BUSY,         /* AUTO, while the game allocates: nothing sparse is left to evacuate
+                                    and the holes are too few to be worth closing one by one (the
+                                    game's churn refills them); see the policy notes above */
 } hh_defrag_stop;
 
 typedef struct hh_defrag_report {
@@ -109,11 +112,16 @@ typedef struct hh_defrag_report {
 /* ---------------------------------------------------------------------------
    Steps
 --------------------------------------------------------------------------- */
-/* The once-a-frame call: at most max_moves moves (0: no limit). NULL heap:
+/* "No limit" for hh_defrag_step's max_moves. */
+#define HH_DEFRAG_UNLIMITED UINT32_MAX
+
+/* The once-a-frame call: at most max_moves moves (HH_DEFRAG_UNLIMITED: no
+   limit). 0 moves nothing and does nothing: no clock tick, no event, the
+   journal stays (report: stop HH_DEFRAG_STOP_MOVES). NULL heap:
    HH_E_INVALID_ARG, empty report. With HH_HEAP_STRESS_MOVES every movable block
    moves (budget ignored; see heap.h). */
 HH_API hh_defrag_report hh_defrag_step(hh_heap *heap, uint32_t max_moves);
-/* A step under a full budget (NULL: no limit). */
+/* A step under a full budget (NULL: no limit; a zero field: no limit on that). */
 HH_API hh_defrag_report hh_defrag_step_ex(hh_heap *heap, const hh_defrag_budget *budget);
 /* Compacts completely: no budget, no trigger, oversize blocks move too. One
    address-order sweep slides every run of movable blocks down with a single

@@ -82,7 +82,7 @@ static hhi_block *defrag_compact_for(hh_heap *h, size_t size, size_t align);
 /* ---------------------------------------------------------------------------
    State
 --------------------------------------------------------------------------- */
-static void defrag_state_free(struct hhi_defrag *d) { hhi_meta_free(d); }
+static void defrag_state_free(struct hhi_defrag *d) { hhi_meta_free(d); }   /* done_used shares its allocation */
 
 /* Applies the defaults of hh_defrag_config (the table in defrag.h). */
 static hh_defrag_config config_defaults(const hh_defrag_config *c) {
@@ -101,8 +101,11 @@ static hh_defrag_config config_defaults(const hh_defrag_config *c) {
    it installs the allocation-time compaction hook. */
 static struct hhi_defrag *defrag_state(hh_heap *h) {
     if (h->defrag == NULL) {
-        struct hhi_defrag *d = hhi_meta_alloc(sizeof *d);
+        struct hhi_defrag *d = hhi_meta_alloc(sizeof *d + (size_t)h->region_count * sizeof(uint32_t));
         if (d == NULL) return NULL;
+        *d = (struct hhi_defrag){0};
+        d->done_used = (uint32_t *)(void *)(d + 1);
+        memset(d->done_used, 0xFF, (size_t)h->region_count * sizeof(uint32_t));
         d->cfg = config_defaults(NULL);
         d->seen_mutations = h->mutations;
         h->defrag = d;
@@ -116,6 +119,12 @@ static struct hhi_defrag *defrag_state(hh_heap *h) {
    Small queries
 --------------------------------------------------------------------------- */
 static inline bool is_top(const hh_heap *h, const hhi_block *f) { return blk_offset(h, f) + blk_size(f) == h->managed; }
+
+/* true if an allocation started in the region of offset off during the last
+   HHI_DEFRAG_COLD_STEPS steps: the game's churn is reusing that region's holes. */
+static inline bool region_hot(const hh_heap *h, size_t off) {
+    return h->epoch - h->region_epoch[off >> h->region_shift] < HHI_DEFRAG_COLD_STEPS;
+}
 
 /* Minimal whole size of live block b (its slack can be dropped by a move). */
 static inline size_t blk_need(const hhi_block *b) { return blk_size(b) - (size_t)blk_slack(b) * HHI_GRANULE; }
@@ -404,6 +413,195 @@ static void run_moves_inner(step_ctx *c) {
     }
 }
 
+/* ---------------------------------------------------------------------------
+   Evacuation (AUTO): sparse, quiet ranges first
+--------------------------------------------------------------------------- */
+/* Blocks moved outside the hole-by-hole loop: the cursor, the known-compact
+   mark and the window (saved and current) no longer describe the heap. */
+static void forget_layout(step_ctx *c) {
+    if (c->d) {
+        cursor_reset(c->d);
+        c->d->known_compact = false;
+        c->d->win_saved = false;
+    }
+    c->win_n = 0;
+    c->win_end = false;
+}
+
+/* true if region r (bytes [lo, hi) of it lie below the top free region) is
+   worth evacuating: at most half of it live, some of it live, and quiet --
+   no allocation landed in it for HHI_DEFRAG_COLD_STEPS steps, so its holes
+   are not being reused by the game's own churn. */
+static bool region_sparse(const hh_heap *h, const struct hhi_defrag *d, size_t r, size_t span) {
+    uint32_t used = h->region_used[r];
+    if (used == d->done_used[r]) return false;         /* evacuated since its last change */
+    return used > 0 && (size_t)used * HHI_DEFRAG_SPARSE_DEN <= span * HHI_DEFRAG_SPARSE_NUM &&
+           h->epoch - h->region_epoch[r] >= HHI_DEFRAG_COLD_STEPS;
+}
+
+/* Picks the next job: the sparse region with the fewest live bytes (the most
+   free bytes gained per byte moved), extended over the sparse regions that
+   follow it so that their free bytes join one gap. One pass over the region
+   summary (at most HHI_REGION_MAX counters), charged to the work limit.
+   false if no region qualifies. */
+static bool job_pick(step_ctx *c) {
+    hh_heap *h = c->h;
+    struct hhi_defrag *d = c->d;
+    hhi_block *t = hhi_heap_top_free(h);
+    size_t top = t ? blk_offset(h, t) : h->managed, rsize = (size_t)1 << h->region_shift;
+    size_t nreg = (top + rsize - 1) >> h->region_shift, best = SIZE_MAX;
+    uint32_t best_used = UINT32_MAX;
+    c->work += 1 + nreg / 64;
+    for (size_t r = 0; r < nreg; r++) {
+        size_t lo = r * rsize, span = HH_MIN(lo + rsize, top) - lo;
+        if (h->region_used[r] < best_used && region_sparse(h, d, r, span)) {
+            best = r;
+            best_used = h->region_used[r];
+        }
+    }
+    if (best == SIZE_MAX) return false;
+    size_t e = best + 1;
+    while (e < nreg && e - best < HHI_DEFRAG_JOB_REGIONS && region_sparse(h, d, e, HH_MIN((e + 1) * rsize, top) - e * rsize))
+        e++;
+    size_t lo = best * rsize;
+    hhi_block *f = lo ? hhi_heap_free_at_or_before(h, lo) : NULL;   /* a gap reaching into the region starts it */
+    d->job_lo = (f && blk_offset(h, f) + blk_size(f) > lo) ? blk_offset(h, f) : lo;
+    d->job_base = d->job_lo;
+    d->job_end = HH_MIN(e * rsize, top);
+    d->job = true;
+    d->jobs++;
+    return true;
+}
+
+/* Ends the job: its regions are not picked again until their live bytes change. */
+static void job_done(const hh_heap *h, struct hhi_defrag *d) {
+    for (size_t r = d->job_base >> h->region_shift; r < h->region_count && (r << h->region_shift) < d->job_end; r++)
+        d->done_used[r] = h->region_used[r];
+    d->job = false;
+}
+
+/* AUTO's first duty, before any hole-by-hole work: evacuate sparse, quiet
+   ranges. The job walks the range's blocks in address order; each live block
+   goes into a hole below the range that fits it (it fills a stranded hole
+   there, and its old place joins the gap), else it slides down into the gap
+   right below it (every block moves at most once). Either way the range's
+   free bytes gather into one block, where the game's next large objects fit.
+   A pinned block, or one that can go nowhere, ends the gap; the job goes on
+   above it. Runs until the budget is spent or no region qualifies. Returns
+   true if the step's budget is used up. */
+static bool evacuate(step_ctx *c) {
+    hh_heap *h = c->h;
+    struct hhi_defrag *d = c->d;
+    bool moved = false, spent = false;
+    for (;;) {
+        if (c->max_moves && c->r.moves >= c->max_moves) {
+            c->r.stop = HH_DEFRAG_STOP_MOVES;
+            spent = true;
+            break;
+        }
+        if (c->work >= c->work_max) {
+            c->r.stop = HH_DEFRAG_STOP_WORK;
+            spent = true;
+            break;
+        }
+        if (!d->job && !job_pick(c)) break;
+        c->work++;
+        hhi_block *Y = hhi_heap_block_at_or_after(h, d->job_lo);
+        if (Y == NULL || blk_offset(h, Y) >= d->job_end || (blk_is_free(Y) && is_top(h, Y))) {
+            job_done(h, d);                            /* the range is done */
+            continue;
+        }
+        size_t yend = blk_offset(h, Y) + blk_size(Y);
+        if (blk_is_free(Y) || !movable(c, Y)) {        /* a hole, or a block that stays */
+            d->job_lo = yend;
+            continue;
+        }
+        size_t bytes = blk_usable(h, Y);
+        hhi_block *f = hhi_heap_find_fit_below(h, blk_need(Y), blk_align(Y), d->job_base, HHI_DEFRAG_FIT_TRIES);
+        c->work += HHI_DEFRAG_FIT_TRIES / 2;
+        hhi_block *H = blk_prev_free(Y) ? blk_prev_free_block(Y) : NULL;
+        if (f == NULL && (H == NULL || blk_offset(h, H) < d->job_base || !slide_possible(c, H, Y))) {
+            d->job_lo = yend;                          /* can go nowhere: the gap restarts above it */
+            continue;
+        }
+        if (!budget_allows(c, bytes)) {
+            spent = true;
+            break;
+        }
+        hhi_block *nb = f ? hhi_heap_move_into(h, Y, f, HHI_DEFRAG_ABSORB) : hhi_heap_slide_down(h, H, Y);
+        if (HH_NEVER(nb == NULL)) {                    /* fits / slide_possible said it goes */
+            d->job = false;
+            break;
+        }
+        c->r.moves++;
+        c->r.bytes_moved += bytes;
+        d->job_lo = f ? yend : blk_offset(h, nb) + blk_size(nb);
+        moved = true;
+    }
+    if (moved) forget_layout(c);
+    return spent;
+}
+
+/* AUTO's second duty: bring the top of the live data down. The highest
+   block goes into a hole below it that fits (the top free region then grows
+   by its place), as long as it sits in a quiet region -- a block the game
+   allocated a few steps ago is likely to die before the move pays off -- and
+   the hole is not the one right below it (sliding into that lowers nothing
+   for good: the hole just rises above it). Stops at the first highest block
+   that stays. Returns true if the step's budget is used up. */
+static bool lower_top(step_ctx *c) {
+    hh_heap *h = c->h;
+    bool moved = false, spent = false;
+    for (;;) {
+        if (c->max_moves && c->r.moves >= c->max_moves) {
+            c->r.stop = HH_DEFRAG_STOP_MOVES;
+            spent = true;
+            break;
+        }
+        if (c->work >= c->work_max) {
+            c->r.stop = HH_DEFRAG_STOP_WORK;
+            spent = true;
+            break;
+        }
+        c->work += 1 + HHI_DEFRAG_FIT_TRIES / 2;
+        hhi_block *b = highest_block(h);
+        if (b == NULL || blk_is_free(b) || !movable(c, b) || region_hot(h, blk_offset(h, b))) break;
+        hhi_block *f = hhi_heap_find_fit_below(h, blk_need(b), blk_align(b), blk_offset(h, b), HHI_DEFRAG_FIT_TRIES);
+        if (f == NULL || blk_offset(h, f) + blk_size(f) == blk_offset(h, b)) break;
+        size_t bytes = blk_usable(h, b);
+        if (!budget_allows(c, bytes)) {
+            spent = true;
+            break;
+        }
+        if (HH_NEVER(hhi_heap_move_into(h, b, f, HHI_DEFRAG_ABSORB) == NULL)) break;
+        c->r.moves++;
+        c->r.bytes_moved += bytes;
+        moved = true;
+    }
+    if (moved) forget_layout(c);
+    return spent;
+}
+
+/* true if the game allocated nothing for HHI_DEFRAG_COLD_STEPS steps. */
+static bool heap_quiet(const hh_heap *h) { return h->epoch - h->alloc_epoch >= HHI_DEFRAG_COLD_STEPS; }
+
+/* true if AUTO's bounded step in a heap the game allocates in should go on
+   to the hole-by-hole loop, which closes every hole it can. A hysteresis on
+   the bytes of the holes below the top region: it starts when they reach
+   1/HHI_DEFRAG_FINISH_START of the live bytes (worth closing for footprint)
+   and goes on until they are down to 1/HHI_DEFRAG_FINISH_STOP. Below the
+   start, in a heap that churns, the holes are the game's own working space:
+   it refills them itself, and closing them moves blocks that die soon after
+   (bench_footprint's streaming trace moved 13x the bytes it freed when this
+   loop always ran; 0.5x with the hysteresis). */
+static bool finishing_pays(const hh_heap *h, struct hhi_defrag *d) {
+    hhi_block *t = hhi_heap_top_free(h);
+    size_t holes = h->free_bytes - (t ? blk_size(t) : 0);
+    if (holes >= h->used_bytes / HHI_DEFRAG_FINISH_START) d->finishing = true;
+    else if (holes <= h->used_bytes / HHI_DEFRAG_FINISH_STOP) d->finishing = false;
+    return d->finishing;
+}
+
 /* run_moves_inner with the window carried over from the last step when the
    heap has not changed since (same mutation count, same byte budget): a
    fresh window costs HH_DEFRAG_WINDOW cold header reads. */
@@ -523,6 +721,7 @@ static hh_defrag_report defrag_run(hh_heap *h, const hh_defrag_budget *budget, b
     hh_assert_expensive(hhi_heap_is_valid(h));
     struct hhi_defrag *d = defrag_state(h);
     bool stress = (h->flags & HH_HEAP_STRESS_MOVES) != 0;
+    if (!full) h->epoch++;                             /* the frame clock of the quiet-region test */
     step_ctx c = ctx_make(h, d, budget, full || stress);   /* stress: the budget does not hold it back */
     hhi_heap_journal_reset(h);
     if (stress && full) {                              /* every block up, then a real full compaction */
@@ -538,7 +737,15 @@ static hh_defrag_report defrag_run(hh_heap *h, const hh_defrag_budget *budget, b
         d->steps_idle++;
     } else {
         if (full) full_bulk_slide(&c);
-        run_moves(&c);
+        /* AUTO in a heap the game still allocates in: evacuate stranded space and
+           lower the top first (see the file comment); a quiet heap goes
+           straight to the hole-by-hole loop, which moves about the lower bound. */
+        bool auto_bounded = !full && c.policy == HH_DEFRAG_AUTO && d && !heap_quiet(h), spent = false;
+        if (auto_bounded) spent = evacuate(&c) || lower_top(&c);
+        /* The hole-by-hole loop finishes the job; under AUTO only while the
+           game allocates nothing (its churn would undo the work). */
+        if (!spent && (!auto_bounded || finishing_pays(h, d))) run_moves(&c);
+        else if (!spent && c.r.stop == HH_DEFRAG_STOP_COMPACT) c.r.stop = HH_DEFRAG_STOP_BUSY;
         if (d && c.r.compact) d->active = false;
     }
     maybe_decommit(h, d, c.r.moves > 0, !full && (budget->max_moves || budget->max_bytes || budget->max_ns));
@@ -634,7 +841,13 @@ hh_defrag_report hh_defrag_step(hh_heap *heap, uint32_t max_moves) {
         hhi_error(HH_E_INVALID_ARG, "hh_defrag_step: heap is NULL");
         return (hh_defrag_report){ .stop = HH_DEFRAG_STOP_ERROR };
     }
-    return defrag_run(heap, &(hh_defrag_budget){ .max_moves = max_moves }, false);
+    if (max_moves == 0) {                              /* zero means zero: nothing to do */
+        heap_lock(heap);
+        bool compact = heap->defrag && heap->defrag->known_compact && heap->defrag->known_mutations == heap->mutations;
+        heap_unlock(heap);
+        return (hh_defrag_report){ .stop = HH_DEFRAG_STOP_MOVES, .compact = compact };
+    }
+    return defrag_run(heap, &(hh_defrag_budget){ .max_moves = max_moves == HH_DEFRAG_UNLIMITED ? 0 : max_moves }, false);
 }
 
 hh_defrag_report hh_defrag_step_ex(hh_heap *heap, const hh_defrag_budget *budget) {
@@ -683,9 +896,9 @@ const char *hh_defrag_stop_str(hh_defrag_stop stop) {
     static const char *const names[] = {
         [HH_DEFRAG_STOP_COMPACT] = "compact", [HH_DEFRAG_STOP_MOVES] = "moves",   [HH_DEFRAG_STOP_BYTES] = "bytes",
         [HH_DEFRAG_STOP_TIME] = "time",       [HH_DEFRAG_STOP_WORK] = "work",     [HH_DEFRAG_STOP_IDLE] = "idle",
-        [HH_DEFRAG_STOP_OVERSIZE] = "oversize", [HH_DEFRAG_STOP_ERROR] = "error",
+        [HH_DEFRAG_STOP_OVERSIZE] = "oversize", [HH_DEFRAG_STOP_ERROR] = "error",   [HH_DEFRAG_STOP_BUSY] = "busy",
     };
-    _Static_assert(HH_ARRAY_LEN(names) == HH_DEFRAG_STOP_ERROR + 1, "stop names out of sync");
+    _Static_assert(HH_ARRAY_LEN(names) == HH_DEFRAG_STOP_BUSY + 1, "stop names out of sync");
     return (unsigned)stop < HH_ARRAY_LEN(names) ? names[stop] : "unknown";
 }
 

@@ -46,6 +46,15 @@ enum {
                                                that small would otherwise cost a chain of slides) */
     HHI_DEFRAG_SLIVER       = 64,           /* a hole this small that nothing in the window fills becomes
                                                the slack of the block below it (AUTO, FILL) */
+    HHI_DEFRAG_COLD_STEPS   = 8,            /* a region no allocation landed in for this many steps is
+                                               quiet: its holes are stranded, not about to be reused */
+    HHI_DEFRAG_JOB_REGIONS  = 16,           /* most regions one evacuation job spans */
+    HHI_DEFRAG_FIT_TRIES    = 8,            /* free lists an evacuated block's destination is sought in */
+    HHI_DEFRAG_SPARSE_NUM   = 7,            /* a region at most 7/8 live is sparse enough to evacuate */
+    HHI_DEFRAG_SPARSE_DEN   = 8,            /* (4/8 left most stranded holes alone; 7/8 measured best
+                                               on bench_footprint's phases trace: 1.09 vs 1.29) */
+    HHI_DEFRAG_FINISH_START = 8,            /* holes worth a hole-by-hole pass: >= 1/8 of the live bytes ... */
+    HHI_DEFRAG_FINISH_STOP  = 32,           /* ... and it goes on until they are down to 1/32 */
 };
 
 struct hhi_defrag {
@@ -68,6 +77,17 @@ struct hhi_defrag {
     bool     win_saved;            /* win[] is worth reusing (see win_mutations, win_max_bytes) */
     uint64_t win_mutations;        /* heap->mutations when saved: any mutation invalidates it */
     size_t   win_max_bytes;        /* the byte budget it was collected under (oversize blocks left out) */
+
+    /* evacuation job (AUTO, evacuate()): a sparse, quiet range of regions whose
+       live blocks slide together so that its free bytes become one block */
+    bool     job;                  /* a job is under way */
+    size_t   job_lo;               /* offset: the sliding front (the gap starts at or after it) */
+    size_t   job_end;              /* offset: the job is done when the gap reaches it */
+    size_t   job_base;             /* offset where the range starts: blocks evacuate below it */
+    uint64_t jobs;                 /* jobs started (metrics) */
+    bool     finishing;            /* AUTO's hole-by-hole hysteresis (finishing_pays) */
+    uint32_t *done_used;           /* per heap region: its live bytes when a job last finished over it
+                                      (UINT32_MAX: never); unchanged since means nothing to gain there */
 
     /* trigger and pages */
     bool     active;               /* hysteresis trigger state */

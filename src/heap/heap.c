@@ -168,7 +168,7 @@ static void lead_absorb(hh_heap *h, size_t foff, size_t lead) {
     hh_assert(slack <= HHI_MAX_SLACK);
     p->word = (p->word & ~((uint64_t)0xF << BLK_SLACK_SHIFT) & ~BLK_SIZE_MASK) | (uint64_t)(blk_size(p) + lead) |
               ((uint64_t)slack << BLK_SLACK_SHIFT);
-    h->used_bytes += lead;
+    used_add(h, foff, lead);
     if (blk_pins(p)) h->pinned_bytes += lead;
     hhi_bitmap_clear(&h->starts, off_granule(foff));
 }
@@ -379,7 +379,8 @@ hhi_block *hhi_heap_slide_down(hh_heap *h, hhi_block *f, hhi_block *b) {
     fl_remove(h, f);
     hhi_bitmap_clear(&h->starts, off_granule(boff));
     if (lead > 0) hhi_bitmap_clear(&h->starts, off_granule(foff));
-    h->used_bytes = h->used_bytes - bfull + bs;
+    used_sub(h, boff, bfull);
+    used_add(h, dst, bs);
 
     hh_track_undefined(h->base + dst, boff - dst);    /* the hole becomes the destination */
     hhi_block *nb = blk_at(h, dst);
@@ -414,7 +415,7 @@ hhi_block *hhi_heap_move_into(hh_heap *h, hhi_block *b, hhi_block *f, size_t abs
     void *op = blk_payload(b);
     hhi_block *nb = carve(h, f, bs, align, absorb);   /* may flip b's PREV_FREE or grow its slack */
     size_t bfull = blk_size(b);
-    h->used_bytes += blk_size(nb);
+    used_add(h, blk_offset(h, nb), blk_size(nb));
     nb->u.live.slot = slot;
     nb->u.live.tag = tag;
     char *np = (char *)blk_payload(nb);
@@ -423,7 +424,7 @@ hhi_block *hhi_heap_move_into(hh_heap *h, hhi_block *b, hhi_block *f, size_t abs
     guard_fill(h, nb);
     vacate(h, op, np, usable + h->guard);
     bool prev_free = blk_prev_free(b);
-    h->used_bytes -= bfull;
+    used_sub(h, boff, bfull);
     region_release(h, boff, bfull, prev_free);
     move_record(h, nb, slot, op, boff, usable, usable);
     return nb;
@@ -436,6 +437,8 @@ hhi_block *hhi_heap_move_into(hh_heap *h, hhi_block *b, hhi_block *f, size_t abs
 static void sweep_move_run(hh_heap *h, size_t run, size_t end, size_t gap, size_t *bytes, size_t *count) {
     if (gap == 0 || end <= run) return;
     memmove(h->base + run - gap, h->base + run, end - run);
+    used_sub(h, run, end - run);                       /* the run is all live: it lands gap lower */
+    used_add(h, run - gap, end - run);
     for (size_t o = run - gap; o < end - gap;) {
         hhi_block *nb = blk_at(h, o);
         size_t size = blk_size(nb), usable = blk_usable(h, nb);
@@ -510,7 +513,7 @@ bool hhi_heap_absorb_hole(hh_heap *h, hhi_block *f) {
     unsigned slack = blk_slack(p) + (unsigned)(fsize / HHI_GRANULE);
     p->word = (p->word & ~((uint64_t)0xF << BLK_SLACK_SHIFT) & ~BLK_SIZE_MASK) | (uint64_t)(blk_size(p) + fsize) |
               ((uint64_t)slack << BLK_SLACK_SHIFT);
-    h->used_bytes += fsize;
+    used_add(h, foff, fsize);
     if (blk_pins(p)) h->pinned_bytes += fsize;
     hhi_bitmap_clear(&h->starts, off_granule(foff));
     blk_at(h, foff + fsize)->word &= ~BLK_PREV_FREE;
@@ -521,6 +524,43 @@ bool hhi_heap_absorb_hole(hh_heap *h, hhi_block *f) {
 void hhi_heap_journal_reset(hh_heap *h) {
     h->journal.count = 0;
     h->journal.overflow = false;
+}
+
+/* true if free block f ends at or below limit and a block of bs bytes at
+   alignment align fits in it. */
+static bool fits_below(const hh_heap *h, const hhi_block *f, size_t bs, size_t align, size_t limit) {
+    return blk_offset(h, f) + blk_size(f) <= limit && hhi_heap_fits(h, f, bs, align, NULL);
+}
+
+hhi_block *hhi_heap_find_fit_below(const hh_heap *h, size_t bs, size_t align, size_t limit, unsigned tries) {
+    size_t want = align <= HHI_GRANULE ? bs : bs + align;
+    unsigned f, s;
+    fl_mapping(want, &f, &s);                         /* the request's own list: equal sizes fit exactly */
+    if (f >= HHI_FL_COUNT) return NULL;
+    uint32_t g = h->fl.head[f][s];
+    for (unsigned k = 0; g != HHI_NONE && k < HHI_FIT_BELOW_WALK; k++) {
+        hhi_block *b = blk_at(h, granule_off(g));
+        if (blk_size(b) >= want && fits_below(h, b, bs, align, limit)) return b;
+        g = b->u.free.next;
+    }
+    uint32_t sl_map = h->fl.sl_bitmap[f] & (s + 1 < 32 ? ~0u << (s + 1) : 0);
+    while (tries--) {                                 /* then larger lists, smallest first */
+        if (sl_map == 0) {
+            uint32_t fl_map = f + 1 < 32 ? h->fl.fl_bitmap & (~0u << (f + 1)) : 0;
+            if (fl_map == 0) return NULL;
+            f = hh_ctz64(fl_map);
+            sl_map = h->fl.sl_bitmap[f];
+        }
+        s = hh_ctz64(sl_map);
+        sl_map &= sl_map - 1;
+        g = h->fl.head[f][s];
+        for (unsigned k = 0; g != HHI_NONE && k < HHI_FIT_BELOW_WALK; k++) {
+            hhi_block *b = blk_at(h, granule_off(g));
+            if (fits_below(h, b, bs, align, limit)) return b;
+            g = b->u.free.next;
+        }
+    }
+    return NULL;
 }
 
 /* ---------------------------------------------------------------------------
@@ -535,6 +575,11 @@ hhi_block *hhi_heap_free_at_or_after(const hh_heap *h, size_t off) {
 
 hhi_block *hhi_heap_free_at_or_before(const hh_heap *h, size_t off) {
     size_t g = hhi_bitmap_prev(&h->frees, off / HHI_GRANULE);
+    return g == HHI_BM_NONE ? NULL : blk_at(h, granule_off((uint32_t)g));
+}
+
+hhi_block *hhi_heap_block_at_or_after(const hh_heap *h, size_t off) {
+    size_t g = hhi_bitmap_next(&h->starts, off / HHI_GRANULE);
     return g == HHI_BM_NONE ? NULL : blk_at(h, granule_off((uint32_t)g));
 }
 
@@ -635,6 +680,7 @@ static hh_status heap_desc_defaults(const hh_heap_desc *desc, hh_heap_desc *out)
 static void heap_release(hh_heap *h) {
     if (h->defrag && h->defrag_free) h->defrag_free(h->defrag);
     hhi_meta_free(h->journal.rec);
+    hhi_region_fini(h);
     hhi_bitmap_fini(&h->starts);
     hhi_bitmap_fini(&h->frees);
     hh_handle_table_fini(&h->handles);
@@ -688,6 +734,10 @@ hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
     }
     h->base = base;
     h->managed = managed;
+    if (!hhi_region_init(h)) {
+        heap_release(h);
+        return hhi_error(HH_E_NO_MEMORY, "hh_heap_create: cannot allocate the region summary");
+    }
     h->desc = d;
     h->flags = d.flags;
     h->debug = (d.flags & HH_HEAP_DEBUG) != 0;
@@ -797,7 +847,9 @@ HH_INLINE hh_handle heap_alloc(hh_heap *h, size_t size, size_t align, uint32_t t
     hh_handle hd = hh_handle_issue_fast(&h->handles, p);    /* cannot fail: checked table_full */
     b->u.live.slot = hh_handle_index(hd);
     b->u.live.tag = tag;
-    h->used_bytes += blk_size(b);
+    size_t boff = blk_offset(h, b);
+    used_add(h, boff, blk_size(b));
+    h->region_epoch[boff >> h->region_shift] = h->alloc_epoch = h->epoch;
     h->live_blocks++;
     heap_touch(h, blk_offset(h, b));
     hh_track_alloc(h, p, blk_usable(h, b));
@@ -880,7 +932,7 @@ HH_NOINLINE HH_COLD static hh_status free_generic(hh_heap *heap, hh_handle h) {
     void *p = blk_payload(b);
     hh_handle_release(&heap->handles, h);
     heap_touch(heap, blk_prev_free(b) ? blk_offset(heap, blk_prev_free_block(b)) : off);
-    heap->used_bytes -= size;
+    used_sub(heap, off, size);
     heap->live_blocks--;
     if (heap->debug) memset(p, HH_FILL_FREED, usable);
     hh_track_free(heap, p, usable);
@@ -913,7 +965,7 @@ hh_status hh_free(hh_heap *heap, hh_handle h) {
     bool prev_free = (w & BLK_PREV_FREE) != 0;
     hh_handle_drop_fast(t, s, idx);
     heap_touch(heap, prev_free ? blk_offset(heap, blk_prev_free_block(b)) : off);
-    heap->used_bytes -= size;
+    used_sub(heap, off, size);
     heap->live_blocks--;
     hh_track_free(heap, p, blk_usable(heap, b));
     region_release_inline(heap, off, size, prev_free);
@@ -948,7 +1000,8 @@ static bool resize_in_place(hh_heap *h, hhi_block *b, size_t nbs) {
     }
     unsigned pins = blk_pins(b);
     b->word = live_word(size, blk_align(b), slack, pins, blk_prev_free(b));
-    h->used_bytes = h->used_bytes - cur + size;
+    if (size > cur) used_add(h, off + cur, size - cur);
+    else if (size < cur) used_sub(h, off + size, cur - size);
     if (pins) h->pinned_bytes = h->pinned_bytes - cur + size;
     size_t usable = blk_usable(h, b);
     if (usable > old_usable) {
@@ -996,7 +1049,7 @@ static hhi_block *resize_move(hh_heap *h, hhi_block *b, size_t nbs) {
     size_t bfull = blk_size(b);                       /* after carve: it may have grown b's slack */
     nb->u.live.slot = slot;
     nb->u.live.tag = tag;
-    h->used_bytes += blk_size(nb);
+    used_add(h, blk_offset(h, nb), blk_size(nb));
     size_t usable = blk_usable(h, nb), keep = HH_MIN(usable, old_usable);
     char *np = blk_payload(nb);
     hh_track_undefined(np, usable);
@@ -1005,7 +1058,7 @@ static hhi_block *resize_move(hh_heap *h, hhi_block *b, size_t nbs) {
     guard_fill(h, nb);
     vacate(h, op, np, old_usable + h->guard);
     bool prev_free = blk_prev_free(b);
-    h->used_bytes -= bfull;
+    used_sub(h, boff, bfull);
     region_release(h, boff, bfull, prev_free);
     move_record(h, nb, slot, op, boff, usable, keep);
     return nb;
@@ -1132,5 +1185,5 @@ size_t hh_heap_managed_bytes(const hh_heap *heap) { return heap ? heap->managed 
 size_t hh_heap_overhead_bytes(const hh_heap *heap) {
     if (heap == NULL) return 0;
     return sizeof *heap + heap->starts.bytes + heap->frees.bytes + (size_t)heap->handles.hwm * sizeof(hh_handle_slot) +
-           heap->journal.cap * sizeof(hh_move_record);
+           heap->journal.cap * sizeof(hh_move_record) + (size_t)heap->region_count * 2 * sizeof(uint32_t);
 }

@@ -94,6 +94,33 @@ static hh_status check_block(const hh_heap *h, const hhi_block *b, bool prev_fre
     return HH_OK;
 }
 
+/* The occupancy summary equals the live bytes a walk finds in each region (I11). */
+static hh_status check_regions(const hh_heap *h, bool report) {
+    size_t rsize = (size_t)1 << h->region_shift, r = 0, sum = 0, total = 0;
+    for (size_t off = 0; off < h->managed;) {
+        const hhi_block *b = blk_at(h, off);
+        size_t end = off + blk_size(b);
+        for (; !blk_is_free(b) && off < end;) {        /* split the live block at region ends */
+            size_t rend = (off / rsize + 1) * rsize, n = (rend < end ? rend : end) - off;
+            while (r < off / rsize) {
+                if (h->region_used[r] != sum) FAIL("I11: region %zu says %u live bytes, the blocks hold %zu", r, h->region_used[r], sum);
+                total += sum;
+                sum = 0;
+                r++;
+            }
+            sum += n;
+            off += n;
+        }
+        off = end;
+    }
+    for (; r < h->region_count; r++, sum = 0) {
+        if (h->region_used[r] != sum) FAIL("I11: region %zu says %u live bytes, the blocks hold %zu", r, h->region_used[r], sum);
+        total += sum;
+    }
+    if (total != h->used_bytes) FAIL("I11: regions hold %zu live bytes, used_bytes is %zu", total, h->used_bytes);
+    return HH_OK;
+}
+
 static hh_status check_impl(const hh_heap *h, bool report) {
     walk_count c = {0};
     size_t off = 0;
@@ -118,6 +145,8 @@ static hh_status check_impl(const hh_heap *h, bool report) {
         c.sumsq != h->free_sumsq)
         FAIL("I8: counters drifted (used %zu/%zu free %zu/%zu live %u/%u holes %u/%u pinned %u/%u)", h->used_bytes, c.used,
              h->free_bytes, c.free_bytes, h->live_blocks, c.live, h->free_blocks, c.free_blocks, h->pinned_blocks, c.pinned);
+    s = check_regions(h, report);
+    if (s != HH_OK) return s;
     for (size_t i = 0; i < h->journal.count; i++) {
         const hh_move_record *r = &h->journal.rec[i];
         if (r->src_offset >= h->managed || r->dst_offset >= h->managed || r->size > h->managed)

@@ -42,6 +42,8 @@
  *       equal what a walk finds.
  *   I9  (HH_HEAP_DEBUG) every live block's guard bytes are intact.
  *   I10 the relocation journal's records lie inside the managed range.
+ *   I11 region_used[r] is the number of bytes of live blocks that lie inside
+ *       region r ([r << region_shift, (r + 1) << region_shift)); summed, used_bytes.
  *
  * Returning memory (own mapping only): the whole pages of the top free region
  * above a retained prefix are given back with MADV_DONTNEED by
@@ -50,6 +52,14 @@
  * top region writes into it (top_dirty moves dc_lo up past what it wrote), so
  * the same pages are never given back twice while untouched, and the pages
  * of the top region's header and footer are never given back.
+ *
+ * Occupancy summary (heap_region.c): the range is cut into at most
+ * HHI_REGION_MAX regions of a power-of-two size (at least 4 KiB); each keeps
+ * the live bytes inside it (I11) and the epoch of the last allocation that
+ * started in it. Every change of a live block goes through used_add/used_sub,
+ * which keep used_bytes and the regions together (one add when the block lies
+ * in one region). The defrag service reads them to find the sparse, quiet
+ * ranges worth evacuating without walking blocks; the heap never reads them.
  *
  * Mechanism for the defrag service (policy in src/defrag): slide_down and
  * move_into move one block; sweep_compact slides every run of blocks in one
@@ -222,6 +232,14 @@ struct hh_heap {
     uint64_t    total_moves, total_bytes_moved;
     uint64_t    compactions;      /* allocations that had to compact */
 
+    /* occupancy summary (I11; heap_region.c) */
+    uint32_t   *region_used;      /* live bytes inside each region */
+    uint32_t   *region_epoch;     /* `epoch` when an allocation last started in each region */
+    uint32_t    region_count;     /* regions: ceil(managed / region size) */
+    unsigned    region_shift;     /* log2 of the region size in bytes */
+    uint32_t    epoch;            /* advanced by every defrag step: the game's frame clock */
+    uint32_t    alloc_epoch;      /* `epoch` of the last allocation anywhere */
+
     uint64_t    mutations;        /* public mutations (alloc, free, resize, unpin, alloc-time compaction) */
     size_t      low_mark;         /* lowest block offset a public mutation touched since the defrag
                                      service last looked (SIZE_MAX: none); lets its cursor survive */
@@ -297,6 +315,31 @@ static inline void heap_unlock(const hh_heap *h) {
 static inline void heap_touch(hh_heap *h, size_t off) {
     h->mutations++;
     if (off < h->low_mark) h->low_mark = off;
+}
+
+/* ---------------------------------------------------------------------------
+   Occupancy summary (heap_region.c). Caller holds the lock.
+--------------------------------------------------------------------------- */
+enum { HHI_REGION_MAX = 1024, HHI_REGION_MIN_SHIFT = 12 };
+/* Allocates the region arrays for h->managed; false when metadata runs out. */
+HH_INTERNAL bool hhi_region_init(hh_heap *h);
+HH_INTERNAL void hhi_region_fini(hh_heap *h);
+/* Adds (add) or removes live bytes [off, off + size) spanning several regions. */
+HH_INTERNAL void hhi_region_span(hh_heap *h, size_t off, size_t size, bool add);
+
+/* Live bytes [off, off + size) appear (a block is made, grows or lands) or go
+   away: used_bytes and the regions move together (I8, I11). */
+static inline void used_add(hh_heap *h, size_t off, size_t size) {
+    h->used_bytes += size;
+    size_t r = off >> h->region_shift;
+    if (hh_likely(r == (off + size - 1) >> h->region_shift)) h->region_used[r] += (uint32_t)size;
+    else hhi_region_span(h, off, size, true);
+}
+static inline void used_sub(hh_heap *h, size_t off, size_t size) {
+    h->used_bytes -= size;
+    size_t r = off >> h->region_shift;
+    if (hh_likely(r == (off + size - 1) >> h->region_shift)) h->region_used[r] -= (uint32_t)size;
+    else hhi_region_span(h, off, size, false);
 }
 
 /* Reports a completed operation to the event hook, if any (lock held). A macro
@@ -492,6 +535,16 @@ HH_INTERNAL hhi_block *hhi_heap_lowest_free(const hh_heap *h);
 HH_INTERNAL hhi_block *hhi_heap_free_at_or_after(const hh_heap *h, size_t off);
 /* Highest free block at offset <= off, or NULL. O(log n). */
 HH_INTERNAL hhi_block *hhi_heap_free_at_or_before(const hh_heap *h, size_t off);
+/* The block (any state) starting at offset >= off, or NULL. O(log n). */
+HH_INTERNAL hhi_block *hhi_heap_block_at_or_after(const hh_heap *h, size_t off);
+/* A free block lying wholly below offset `limit` that a block of bs bytes at
+   alignment align fits in, or NULL: the request's own list first (equal sizes
+   fill a hole exactly), then up to `tries` larger non-empty lists, smallest
+   first; in each list the first HHI_FIT_BELOW_WALK blocks are looked at (lists
+   keep low addresses near their head). Never the top region unless it ends
+   below limit. O(tries). */
+enum { HHI_FIT_BELOW_WALK = 4 };
+HH_INTERNAL hhi_block *hhi_heap_find_fit_below(const hh_heap *h, size_t bs, size_t align, size_t limit, unsigned tries);
 /* The block that starts before b (any state), or NULL at offset 0. O(log n). */
 HH_INTERNAL hhi_block *hhi_heap_block_before(const hh_heap *h, const hhi_block *b);
 /* The top free region (free block ending at managed), or NULL. O(1). */

@@ -316,7 +316,7 @@ static void check_report(const hh_defrag_report *r, uint64_t moves_before, const
 static void op_step(fz_in *in) {
     uint8_t n = fz_u8(in);
     uint64_t mb = M.moves_seen;
-    hh_defrag_report r = hh_defrag_step(M.heap, n % 9);
+    hh_defrag_report r = hh_defrag_step(M.heap, n % 9 ? n % 9 : HH_DEFRAG_UNLIMITED);
     /* HH_HEAP_STRESS_MOVES: "every defrag step moves every movable block" -- the
        move budget does not hold there by design. */
     bool stress = M.flags & HH_HEAP_STRESS_MOVES;
