@@ -7,8 +7,10 @@
  *   1. bytes moved to reach `compact` per policy (SLIDE, FILL, AUTO) against the
  *      lower bound: the payload of the live blocks that lie above the final
  *      compact boundary (the top free region's start), which must move at
- *      least once. Three heaps: a game-like mix of repeated object sizes,
- *      random sizes, and repeated sizes with pinned blocks. Plus AUTO against
+ *      least once. Five heaps: a game-like mix of repeated object sizes (one
+ *      block in three freed), random sizes, repeated sizes with pinned blocks,
+ *      the game mix with one block in ten freed (sparse holes), and the game
+ *      mix on a half-full heap. Plus AUTO against
  *      SLIDE directly. Medians over seeds.
  *   2. hh_defrag_full copy throughput against memmove bandwidth over the same
  *      bytes in the same block sizes; resident memory before/after the
@@ -79,8 +81,8 @@ static void summary_print(const char *name, const char *unit, double *ours, cons
 /* ---------------------------------------------------------------------------
    1. Bytes moved to compact, per policy, against the lower bound
 --------------------------------------------------------------------------- */
-enum { MIX_GAME, MIX_RANDOM, MIX_PINNED, MIX_COUNT };
-static const char *const mix_name[MIX_COUNT] = { "game", "random", "pinned" };
+enum { MIX_GAME, MIX_RANDOM, MIX_PINNED, MIX_SPARSE, MIX_HALF, MIX_COUNT };
+static const char *const mix_name[MIX_COUNT] = { "game", "random", "pinned", "sparse", "half" };
 
 typedef struct snap { size_t off, size; hh_handle h; int state; } snap;
 typedef struct snap_vec { snap *v; size_t n, cap; } snap_vec;
@@ -103,14 +105,17 @@ static double bytes_to_compact(int mix, hh_defrag_policy pol, uint64_t seed, dou
     rng r = rng_make(seed);
     size_t cap = 1u << 18, n = 0;
     hh_handle *hs = malloc(cap * sizeof *hs);
+    size_t filled = 0, fill_max = mix == MIX_HALF ? (4u << 20) : SIZE_MAX;
     for (;; n++) {
         size_t size = mix == MIX_RANDOM ? 16 + rng_below(&r, 2000) : game_sizes[rng_below(&r, 10)];
-        if (n == cap) break;
+        if (n == cap || filled >= fill_max) break;
         hs[n] = hh_alloc(h, size);
         if (hh_is_null(hs[n])) break;
+        filled += size;
     }
+    uint32_t one_in = mix == MIX_SPARSE ? 10 : 3;       /* sparse: 10% of the blocks freed */
     for (size_t i = 0; i < n; i++)
-        if (rng_below(&r, 3) == 0) hh_free(h, hs[i]);
+        if (rng_below(&r, one_in) == 0) hh_free(h, hs[i]);
     if (mix == MIX_PINNED)
             for (size_t i = 0; i < n / 4; i += 97)          /* pins low in the heap (loaded early, kept) */
             if (hh_size(h, hs[i])) (void)hh_pin(h, hs[i]);

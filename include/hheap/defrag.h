@@ -208,11 +208,7 @@ HH_API hh_status hh_defrag_metrics_get(const hh_heap *heap, hh_defrag_metrics *o
    that can move a block (any hh_defrag_step/full, hh_resize, hh_alloc*): the
    array may be reallocated when a later move is recorded.
 --------------------------------------------------------------------------- */
-typedef struct hh_move_record {
-    hh_handle handle;
-    size_t    src_offset, dst_offset;  /* block offsets from the managed start */
-    size_t    size;                    /* whole block bytes */
-} hh_move_record;
+/* hh_move_record (one relocation) is declared in heap.h: the heap records the moves. */
 /* Number of records; *out points at them (valid until the next call that can
    move a block, see above). If a
    record could not be stored (metadata allocation failed) the move still

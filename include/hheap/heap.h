@@ -192,6 +192,14 @@ HH_API void      hh_heap_walk(const hh_heap *heap, hh_walk_fn fn, void *user);
    replay tools (see hh_trace in bench/). Called with the heap lock held, after
    the operation; it must not call back into the heap.
 --------------------------------------------------------------------------- */
+/* One relocation, as the heap records it for the defrag service's journal
+   (hh_defrag_journal in defrag.h). */
+typedef struct hh_move_record {
+    hh_handle handle;
+    size_t    src_offset, dst_offset;  /* block offsets from the managed start */
+    size_t    size;                    /* whole block bytes */
+} hh_move_record;
+
 typedef enum hh_heap_event_kind {
     HH_EV_ALLOC = 1,       /* handle, size (requested), align, tag */
     HH_EV_FREE,            /* handle */

@@ -59,6 +59,7 @@ enum {
 
 struct hhi_defrag {
     hh_defrag_config cfg;          /* resolved configuration */
+    hh_defrag_policy policy;       /* hh_defrag_set_policy (AUTO until set) */
 
     /* cursor (D1..D3) */
     size_t   floor;                /* offset: holes starting below it are unclosable */

@@ -742,7 +742,6 @@ hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
     h->flags = d.flags;
     h->debug = (d.flags & HH_HEAP_DEBUG) != 0;
     h->guard = h->debug ? HHI_GUARD : 0;
-    h->policy = HH_DEFRAG_AUTO;
     h->low_mark = SIZE_MAX;
     h->dc_lo = managed;
     while ((managed >> h->sq_shift) >= ((size_t)1 << 31)) h->sq_shift++;   /* keeps the sum of squares < 2^63 */

@@ -75,7 +75,6 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "hheap/defrag.h"
 #include "hheap/heap.h"
 #include "../common/hh_assert.h"
 #include "../common/hh_compiler.h"
@@ -253,7 +252,6 @@ struct hh_heap {
     hhi_block *(*compact_hook)(hh_heap *h, size_t size, size_t align);
 
     hhi_journal journal;          /* relocation journal */
-    hh_defrag_policy policy;      /* set by hh_defrag_set_policy */
     hh_heap_event_fn event_fn;    /* event hook (tracing), NULL: none */
     void       *event_user;
     struct hhi_defrag *defrag;    /* defrag module state, created on first use (may be NULL) */
@@ -521,7 +519,11 @@ static inline void fl_remove(hh_heap *h, hhi_block *b) {
 HH_INTERNAL void hhi_freelist_init(hh_heap *h);
 /* A free block of at least `size` bytes from a list that guarantees it (good fit), or NULL. */
 HH_INTERNAL hhi_block *hhi_freelist_find(const hh_heap *h, size_t size);
-/* The largest free block's size (exact; scans the highest non-empty list). */
+/* The largest free block's size, O(1): the largest of the first
+   HHI_LARGEST_WALK blocks of the highest non-empty list and the top region.
+   Exact unless that list holds more blocks (say 100k equal holes), and then
+   short by less than one list step (1/16 of the size) at most. */
+enum { HHI_LARGEST_WALK = 16 };
 HH_INTERNAL size_t hhi_freelist_largest(const hh_heap *h);
 /* TLSF list index of a free block size (for the checker). */
 HH_INTERNAL void hhi_freelist_mapping(size_t size, unsigned *fl, unsigned *sl);
