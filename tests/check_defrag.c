@@ -489,12 +489,12 @@ END_TEST
 /* Bytes each policy moves to compact the same fragmented heap; AUTO never
    more than SLIDE (it moves each block at most once, SLIDE moves every block
    above the first hole), FILL and AUTO far less when sizes repeat. */
-static size_t bytes_to_compact(hh_defrag_policy pol, bool repeated) {
+static size_t bytes_to_compact(hh_defrag_policy pol, bool repeated, uint32_t one_in) {
     hh_heap *hp;
     ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 20 }, &hp), HH_OK);
     hh_defrag_set_policy(hp, pol);
     hh_rng r = hh_rng_make(4242);
-    static const size_t sizes[] = { 48, 96, 160, 256, 512 };
+    static const size_t sizes[] = { 48, 64, 64, 96, 128, 128, 160, 256, 512, 1024 };   /* bench_defrag's game mix */
     hh_handle hs[1500];
     unsigned n = 0;
     for (; n < 1500; n++) {
@@ -503,7 +503,7 @@ static size_t bytes_to_compact(hh_defrag_policy pol, bool repeated) {
         if (hh_is_null(hs[n])) break;
     }
     for (unsigned i = 0; i < n; i++)
-        if (hh_rng_below(&r, 3) == 0) hh_free(hp, hs[i]);
+        if (hh_rng_below(&r, one_in) == 0) hh_free(hp, hs[i]);
     size_t bytes = 0;
     unsigned steps = 0;
     for (;;) {
@@ -523,15 +523,54 @@ static size_t bytes_to_compact(hh_defrag_policy pol, bool repeated) {
 START_TEST(auto_moves_no_more_than_slide) {
     for (int rep = 0; rep < 2; rep++) {
         bool repeated = rep == 0;
-        size_t slide = bytes_to_compact(HH_DEFRAG_SLIDE, repeated);
-        size_t fill = bytes_to_compact(HH_DEFRAG_FILL, repeated);
-        size_t aut = bytes_to_compact(HH_DEFRAG_AUTO, repeated);
+        size_t slide = bytes_to_compact(HH_DEFRAG_SLIDE, repeated, 3);
+        size_t fill = bytes_to_compact(HH_DEFRAG_FILL, repeated, 3);
+        size_t aut = bytes_to_compact(HH_DEFRAG_AUTO, repeated, 3);
         ck_assert_uint_le(aut, slide);
+        ck_assert_uint_le(aut, fill);
         if (repeated) {
             ck_assert_uint_lt(aut, slide / 2);
             ck_assert_uint_lt(fill, slide);
         }
     }
+}
+END_TEST
+
+/* Sparse holes (one block in ten freed): AUTO fills them from the top as FILL
+   does, instead of sliding whenever the few highest blocks have no fitting
+   size. (bench_defrag's sparse case, on an 8 MiB heap: the first release's
+   AUTO moved 3.7x the lower bound, FILL 2.3x, AUTO now 1.1x. On this smaller
+   heap the first release stayed below FILL too: a guard, not a repro.) */
+static size_t sparse_bytes_to_compact(hh_defrag_policy pol) {
+    static const size_t sizes[] = { 48, 64, 64, 96, 128, 128, 160, 256, 512, 1024 };   /* bench_defrag's game mix */
+    hh_heap *hp;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 4u << 20 }, &hp), HH_OK);
+    hh_defrag_set_policy(hp, pol);
+    hh_rng r = hh_rng_make(1000);
+    enum { MAXB = 1 << 16 };
+    hh_handle *hs = malloc(MAXB * sizeof *hs);
+    ck_assert_ptr_nonnull(hs);
+    unsigned n = 0;
+    while (n < MAXB && !hh_is_null(hs[n] = hh_alloc(hp, sizes[hh_rng_below(&r, 10)]))) n++;
+    for (unsigned i = 0; i < n; i++)
+        if (hh_rng_below(&r, 10) == 0) ck_assert_int_eq(hh_free(hp, hs[i]), HH_OK);
+    size_t bytes = 0;
+    for (unsigned steps = 0;; steps++) {
+        hh_defrag_report rep = hh_defrag_step(hp, 16);
+        bytes += rep.bytes_moved;
+        if (rep.compact) break;
+        ck_assert_uint_lt(steps, 100000);
+    }
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    free(hs);
+    hh_heap_destroy(hp);
+    return bytes;
+}
+
+START_TEST(auto_beats_fill_on_sparse_holes) {
+    size_t fill = sparse_bytes_to_compact(HH_DEFRAG_FILL);
+    size_t aut = sparse_bytes_to_compact(HH_DEFRAG_AUTO);
+    ck_assert_msg(aut <= fill, "auto moved %zu bytes, fill %zu", aut, fill);
 }
 END_TEST
 
@@ -1035,6 +1074,154 @@ START_TEST(alloc_compaction_moves_one_cheap_range) {
 }
 END_TEST
 
+/* ---------------------------------------------------------------------------
+   AUTO under a game's churn: evacuation of stranded space, the top comes down
+--------------------------------------------------------------------------- */
+/* A phase-changing game (bench_footprint's "phases", scaled down): phases of
+   small objects (16-128 B) alternate with phases of large ones (0.5-4 KiB),
+   the same bytes a frame; 8% of the objects live past the end, the others
+   1-30 frames, so each phase leaves its survivors scattered through the next.
+   Runs the trace on a fresh 4 MiB heap with hh_defrag_step(heap, n) a frame
+   (n == 0: no steps) and returns the highest live byte over the frames. With
+   steps the shadow model checks every byte of every live object after every
+   step, and every object's bytes are checked when it is freed. */
+enum { CHURN_PHASE = 60, CHURN_BYTES = 6 << 10, CHURN_LIFE = 30 };
+static size_t churn_top(uint32_t n, unsigned frames, size_t *moved, size_t *freed) {
+    hh_heap *hp;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 4u << 20 }, &hp), HH_OK);
+    hh_shadow sh;
+    hh_shadow_init(&sh);
+    hh_rng r = hh_rng_make(hh_test_seed(0xC4A2u));
+    uint32_t *dies = NULL;                              /* frame each shadow object dies (parallel to sh.objs) */
+    size_t dcap = 0, top = 0;
+    uint64_t key = 1;
+    *moved = *freed = 0;
+    for (unsigned f = 0; f < frames; f++) {
+        for (size_t i = 0; i < sh.count;) {             /* deaths first, as a game frees at frame start */
+            if (dies[i] != f) {
+                i++;
+                continue;
+            }
+            ck_assert_int_eq(hh_test_verify(hh_deref(hp, sh.objs[i].h), sh.objs[i].size, sh.objs[i].key), -1);
+            *freed += sh.objs[i].size;
+            ck_assert_int_eq(hh_free(hp, sh.objs[i].h), HH_OK);
+            dies[i] = dies[sh.count - 1];               /* hh_shadow_remove moves the last object into i */
+            hh_shadow_remove(&sh, i);
+        }
+        bool large = (f / CHURN_PHASE) % 2 == 1;
+        for (size_t b = 0; b < CHURN_BYTES;) {
+            size_t size = large ? 512 + hh_rng_below(&r, 3585) : 16 + hh_rng_below(&r, 113);
+            hh_handle h = hh_alloc(hp, size);
+            ck_assert(!hh_is_null(h));
+            if (sh.count == dcap) {
+                dcap = dcap ? 2 * dcap : 1024;
+                dies = realloc(dies, dcap * sizeof *dies);
+                ck_assert_ptr_nonnull(dies);
+            }
+            dies[sh.count] = hh_rng_below(&r, 100) < 8 ? UINT32_MAX : f + 1 + hh_rng_below(&r, CHURN_LIFE);
+            hh_shadow_add(&sh, hp, h, size, 16, key++);
+            b += size;
+        }
+        if (n) {
+            hh_defrag_report rep = hh_defrag_step(hp, n);
+            ck_assert_uint_le(rep.moves, n);
+            *moved += rep.bytes_moved;
+            hh_shadow_verify(&sh, hp);
+        }
+        hh_defrag_metrics m;
+        ck_assert_int_eq(hh_defrag_metrics_get(hp, &m), HH_OK);
+        size_t t = hh_heap_managed_bytes(hp) - m.top_free_bytes;
+        if (t > top) top = t;
+    }
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    free(dies);
+    hh_shadow_fini(&sh);
+    hh_heap_destroy(hp);
+    return top;
+}
+
+/* The reason the relocatable heap exists: under churn with bounded steps it
+   needs clearly less memory than without them. The default policy, 64 moves
+   a frame: the highest live byte at most 0.85x that of the same trace without
+   steps (0.77 measured; the hole-by-hole AUTO of the first release reached
+   0.89: the small phases' holes stayed stranded through the large phases),
+   with fewer bytes moved than freed (short-lived blocks are not worth moving). */
+START_TEST(auto_churn_keeps_the_top_low) {
+    unsigned frames = 6 * CHURN_PHASE;
+    size_t moved0, freed0, moved, freed;
+    size_t none = churn_top(0, frames, &moved0, &freed0);
+    size_t with = churn_top(64, frames, &moved, &freed);
+    ck_assert_uint_eq(moved0, 0);
+    ck_assert_uint_eq(freed, freed0);                   /* the same trace */
+    ck_assert_msg((double)with <= 0.85 * (double)none, "top %zu with steps, %zu without", with, none);
+    ck_assert_msg(moved <= freed, "moved %zu bytes, freed %zu", moved, freed);
+}
+END_TEST
+
+/* In a heap the game keeps allocating in, a few small holes are its own
+   working space: AUTO leaves them (the game refills them) and says why
+   (HH_DEFRAG_STOP_BUSY), where the first release slid blocks into them every
+   frame. Once the game stops allocating for a few frames the heap is quiet
+   and the same holes are closed. */
+START_TEST(auto_leaves_the_games_working_holes) {
+    hh_shadow sh;
+    hh_shadow_init(&sh);
+    for (int i = 0; i < 200; i++) hh_shadow_add(&sh, heap, hh_alloc(heap, 240), 240, 16, (uint64_t)i + 1);
+    for (int i = 0; i < 8; i++) {                       /* 8 holes of 256 B: 4% of the live bytes */
+        ck_assert_int_eq(hh_free(heap, sh.objs[20 * i].h), HH_OK);
+        hh_shadow_remove(&sh, 20 * i);
+    }
+    unsigned busy = 0;
+    for (int f = 0; f < 20; f++) {                      /* each frame the game makes and drops a temporary */
+        hh_handle t = hh_alloc(heap, 2000);
+        ck_assert(!hh_is_null(t));
+        ck_assert_int_eq(hh_free(heap, t), HH_OK);
+        hh_defrag_report rep = hh_defrag_step(heap, 16);
+        ck_assert_uint_eq(rep.moves, 0);
+        ck_assert(!rep.compact);
+        busy += rep.stop == HH_DEFRAG_STOP_BUSY;
+        hh_shadow_verify(&sh, heap);
+    }
+    ck_assert_uint_eq(busy, 20);
+    unsigned f = 0;                                     /* quiet: the holes close */
+    while (!hh_defrag_step(heap, 16).compact) ck_assert_uint_lt(++f, 64);
+    hh_shadow_verify(&sh, heap);
+    hh_heap_stats st;
+    hh_heap_stats_get(heap, &st);
+    ck_assert_uint_eq(st.free_blocks, 1);
+    hh_shadow_fini(&sh);
+}
+END_TEST
+
+/* Zero means zero: hh_defrag_step(heap, 0) moves nothing and leaves the
+   journal of the last step; HH_DEFRAG_UNLIMITED compacts in one step. */
+START_TEST(zero_moves_nothing_unlimited_compacts) {
+    hh_shadow sh;
+    hh_shadow_init(&sh);
+    for (int i = 0; i < 100; i++) hh_shadow_add(&sh, heap, hh_alloc(heap, 500), 500, 16, (uint64_t)i + 1);
+    free_every_other(&sh);
+    ck_assert_uint_eq(hh_defrag_step(heap, 2).moves, 2);
+    const hh_move_record *rec;
+    ck_assert_uint_eq(hh_defrag_journal(heap, &rec), 2);
+    hh_heap_stats before, after;
+    hh_heap_stats_get(heap, &before);
+    hh_defrag_report rep = hh_defrag_step(heap, 0);
+    ck_assert_uint_eq(rep.moves, 0);
+    ck_assert_int_eq(rep.stop, HH_DEFRAG_STOP_MOVES);
+    hh_heap_stats_get(heap, &after);
+    ck_assert_uint_eq(after.total_moves, before.total_moves);
+    ck_assert_uint_eq(after.free_blocks, before.free_blocks);
+    ck_assert_uint_eq(hh_defrag_journal(heap, &rec), 2);
+    rep = hh_defrag_step(heap, HH_DEFRAG_UNLIMITED);
+    ck_assert(rep.compact);
+    ck_assert_uint_gt(rep.moves, 0);
+    hh_shadow_verify(&sh, heap);
+    hh_heap_stats_get(heap, &after);
+    ck_assert_uint_eq(after.free_blocks, 1);
+    hh_shadow_fini(&sh);
+}
+END_TEST
+
 Suite *hh_test_defrag_suite(void) {
     Suite *s = suite_create("defrag");
     TCase *tc = tcase_create("step");
@@ -1050,6 +1237,9 @@ Suite *hh_test_defrag_suite(void) {
     tcase_add_test(tc, oversize_block_moves_only_in_full);
     tcase_add_test(tc, deterministic_mode_repeats_moves);
     tcase_add_test(tc, auto_moves_no_more_than_slide);
+    tcase_add_test(tc, auto_beats_fill_on_sparse_holes);
+    tcase_add_test(tc, auto_leaves_the_games_working_holes);
+    tcase_add_test(tc, zero_moves_nothing_unlimited_compacts);
     tcase_add_test(tc, pinned_survive_and_holes_below_fill);
     tcase_add_test(tc, unclosable_hole_under_pin_is_honest);
     tcase_add_loop_test(tc, oom_fragmented_heap_compacts, 0, 4);
@@ -1068,6 +1258,7 @@ Suite *hh_test_defrag_suite(void) {
     tc = tcase_create("random");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_loop_test(tc, random_shadow_model, 0, 4);
+    tcase_add_test(tc, auto_churn_keeps_the_top_low);
     tcase_add_loop_test(tc, random_policy_budget, 0, 3 * BUDGET_KINDS);
     suite_add_tcase(s, tc);
     return s;

@@ -756,12 +756,13 @@ static hh_defrag_report defrag_run(hh_heap *h, const hh_defrag_budget *budget, b
            straight to the hole-by-hole loop, which moves about the lower bound. */
         bool auto_step = !full && c.policy == HH_DEFRAG_AUTO && d, auto_bounded = auto_step && !heap_quiet(h), spent = false;
         if (auto_bounded) spent = evacuate(&c) || lower_top(&c);
-        else if (auto_step && holes_sparse(h)) spent = lower_top(&c);
+        else if (auto_step && !d->finishing && holes_sparse(h)) spent = lower_top(&c);
+        else if (auto_step) d->finishing = true;       /* dense holes: the loop closes them all (latched) */
         /* The hole-by-hole loop finishes the job; under AUTO only while the
            game allocates nothing (its churn would undo the work). */
         if (!spent && (!auto_bounded || finishing_pays(h, d))) run_moves(&c);
         else if (!spent && c.r.stop == HH_DEFRAG_STOP_COMPACT) c.r.stop = HH_DEFRAG_STOP_BUSY;
-        if (d && c.r.compact) d->active = false;
+        if (d && c.r.compact) d->active = d->finishing = false;
     }
     maybe_decommit(h, d, c.r.moves > 0, !full && (budget->max_moves || budget->max_bytes || budget->max_ns));
     if (d) {
