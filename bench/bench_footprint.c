@@ -12,6 +12,9 @@
  *              loads over 10 frames and the oldest of three loaded zones
  *              unloads at once (5% of its chunks persist for 2000 frames), over
  *              a background of 64-512 B game objects living 5-300 frames.
+ *   demo       hh-demo's heap traffic: waves of enemies with AI paths and
+ *              rockets, long-lived level chunks streamed in and out, a level
+ *              transition (see gen_demo).
  *
  * Figures, per workload (peak live = the most bytes the program had asked for
  * and not yet freed, the same number for every allocator):
@@ -132,6 +135,57 @@ static void gen_streaming(gen_state *g) {
     for (uint32_t i = 0; i < n; i++) gen_alloc(g, urange(&g->r, 64, 512), urange(&g->r, 5, 300));
 }
 
+/* One frame of "demo": hh-demo's heap traffic (viz/hh_demo.c) without its
+   pins, which malloc cannot express. A level of 36 long-lived chunks of
+   16-64 KiB with loader temporaries between them; every 75 frames two chunks
+   stream out and two in (drawn as each chunk's lifetime: 75 frames times a
+   geometric count with p = 2/36), and at 2/5 of the run a level transition
+   unloads half of them; every 150 frames a wave of enemies (1-4 KiB, each
+   with a 0.5-2 KiB AI path, living 30-130 frames) arrives over 40 frames and
+   fires rockets (0.4-1 KiB, 8-45 frames), 1.5% of the live enemies a frame. */
+typedef struct demo_gen { uint32_t enemies; uint16_t enemy_deaths[8192]; } demo_gen;
+static demo_gen dg;
+
+static uint32_t chunk_life(gen_state *g) {
+    uint32_t k = 1;
+    while (bench_rng_below(&g->r, 36) >= 2 && k < 100) k++;
+    uint32_t life = 75 * k, end = g->frame + life, transition = g->t->frames * 2 / 5;
+    if (g->frame < transition && end > transition && bench_rng_below(&g->r, 2)) life = transition - g->frame;
+    return life;
+}
+
+static void gen_demo(gen_state *g) {
+    uint32_t f = g->frame;
+    if (f == 0) {
+        dg = (demo_gen){ 0 };
+        for (unsigned k = 0; k < 36; k++) {
+            gen_alloc(g, urange(&g->r, 16384, 65536), chunk_life(g));
+            if (k % 12 == 5) gen_alloc(g, urange(&g->r, 12288, 24576), MAX_LIFE);   /* GPU buffers */
+            gen_alloc(g, urange(&g->r, 4096, 20480), 1 + urange(&g->r, 0, 40));
+        }
+    }
+    dg.enemies -= dg.enemy_deaths[f % 8192];
+    dg.enemy_deaths[f % 8192] = 0;
+    if (f % 150 < 40) {
+        for (uint32_t k = urange(&g->r, 4, 9); k > 0; k--) {
+            uint32_t life = urange(&g->r, 30, 130);
+            gen_alloc(g, urange(&g->r, 1024, 4096), life);
+            gen_alloc(g, urange(&g->r, 512, 2048), life);
+            dg.enemies++;
+            dg.enemy_deaths[(f + life) % 8192]++;
+        }
+    }
+    for (uint32_t k = 0; k < dg.enemies; k++)
+        if (bench_rng_below(&g->r, 1000) < 15) gen_alloc(g, urange(&g->r, 384, 1024), urange(&g->r, 8, 45));
+    if (f > 0 && f % 75 == 0)
+        for (int k = 0; k < 2; k++) gen_alloc(g, urange(&g->r, 16384, 65536), chunk_life(g));
+    if (f == g->t->frames * 2 / 5)                     /* the new level's half, with its loaders */
+        for (int k = 0; k < 14; k++) {
+            gen_alloc(g, urange(&g->r, 16384, 65536), chunk_life(g));
+            gen_alloc(g, urange(&g->r, 4096, 16384), urange(&g->r, 1, 30));
+        }
+}
+
 static trace trace_make(void (*gen)(gen_state *), uint32_t frames, uint64_t seed) {
     trace t = { .frames = frames };
     t.ops = tmem((size_t)MAX_OPS * sizeof *t.ops);
@@ -166,7 +220,7 @@ static void trace_free(trace *t) {
 }
 
 typedef struct workload { const char *name; void (*gen)(gen_state *); } workload;
-static const workload workloads[] = { { "phases", gen_phases }, { "streaming", gen_streaming } };
+static const workload workloads[] = { { "phases", gen_phases }, { "streaming", gen_streaming }, { "demo", gen_demo } };
 enum { NW = sizeof workloads / sizeof workloads[0] };
 
 static uint32_t frames_for(void) { return bench_quick() ? 2400 : 6000; }

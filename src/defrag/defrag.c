@@ -57,6 +57,9 @@ typedef struct step_ctx {
     uint64_t           work, work_max;
     size_t             need_size, need_align;   /* allocation-time: stop once this fits (0: never) */
     bool               rescanned;     /* this step already restarted from floor 0 */
+    size_t             slide_cap;     /* AUTO while the game allocates: no slide of a block more than
+                                         this many times its hole's size (0: any) */
+    bool               capped;        /* a hole was passed over for slide_cap this step */
     /* The window: the highest movable blocks, in descending address order. It
        stays valid for the whole step (nothing is allocated during a step and
        only the blocks we move change place), so it is scanned once and then
@@ -72,6 +75,7 @@ typedef struct move_plan {
     hhi_block *dst;                   /* free block to move it into */
     bool       slide;                 /* b is right above dst: slide it down */
     bool       absorb;                /* no move: dst, a sliver, becomes its lower neighbour's slack */
+    bool       capped;                /* no move: the only one was a slide too dear (step_ctx.slide_cap) */
 } move_plan;
 
 /* ---------------------------------------------------------------------------
@@ -292,6 +296,8 @@ static void choose(step_ctx *c, hhi_block *H, move_plan *mv) {
     if (b) *mv = (move_plan){ .b = b, .dst = H };
     else if (c->policy != HH_DEFRAG_SLIDE && blk_size(H) <= HHI_DEFRAG_SLIVER && blk_offset(h, H) > 0)
         *mv = (move_plan){ .dst = H, .absorb = true };   /* cheaper than the chain of slides it would take */
+    else if (can_slide && c->slide_cap && blk_size(Y) > c->slide_cap * blk_size(H))
+        *mv = (move_plan){ .capped = true };          /* not worth it now: passed over, not stuck */
     else if (can_slide) *mv = (move_plan){ .b = Y, .dst = H, .slide = true };
 }
 
@@ -362,6 +368,11 @@ static void run_moves_inner(step_ctx *c) {
                 c->win_end = false;
                 continue;
             }
+            if (c->capped) {                           /* holes passed over: not compact */
+                c->r.stop = HH_DEFRAG_STOP_BUSY;
+                d->floor_dirty = true;
+                return;
+            }
             if (c->r.oversize_bytes) {
                 c->r.stop = HH_DEFRAG_STOP_OVERSIZE;
                 d->floor_dirty = true;                 /* those holes are not stuck for a larger budget */
@@ -389,6 +400,11 @@ static void run_moves_inner(step_ctx *c) {
             }
             hhi_block *Y = blk_next(h, H);            /* the block below has no slack room left: slide */
             mv = slide_possible(c, H, Y) ? (move_plan){ .b = Y, .dst = H, .slide = true } : (move_plan){0};
+        }
+        if (mv.b == NULL && mv.capped) {               /* passed over: the cursor rises, no stuck hole */
+            d->floor = blk_offset(h, H) + blk_size(H);
+            c->capped = true;
+            continue;
         }
         if (mv.b == NULL) {                            /* stuck: the cursor rises above it */
             hhi_block *Y = blk_next(h, H);
@@ -760,6 +776,7 @@ static hh_defrag_report defrag_run(hh_heap *h, const hh_defrag_budget *budget, b
         else if (auto_step) d->finishing = true;       /* dense holes: the loop closes them all (latched) */
         /* The hole-by-hole loop finishes the job; under AUTO only while the
            game allocates nothing (its churn would undo the work). */
+        if (auto_bounded) c.slide_cap = HHI_DEFRAG_SLIDE_CAP;
         if (!spent && (!auto_bounded || finishing_pays(h, d))) run_moves(&c);
         else if (!spent && c.r.stop == HH_DEFRAG_STOP_COMPACT) c.r.stop = HH_DEFRAG_STOP_BUSY;
         if (d && c.r.compact) d->active = d->finishing = false;

@@ -55,6 +55,10 @@ enum {
                                                on bench_footprint's phases trace: 1.09 vs 1.29) */
     HHI_DEFRAG_FINISH_START = 8,            /* holes worth a hole-by-hole pass: >= 1/8 of the live bytes ... */
     HHI_DEFRAG_FINISH_STOP  = 32,           /* ... and it goes on until they are down to 1/32 */
+    HHI_DEFRAG_SLIDE_CAP    = 2,            /* AUTO while the game allocates slides no block larger than twice
+                                               its hole (a 64 KiB level chunk over a 1 KiB hole only lifts
+                                               the hole; bench_footprint's demo trace moved 6x the bytes it
+                                               freed without this cap, 1.6x with it) */
 };
 
 struct hhi_defrag {
