@@ -653,6 +653,35 @@ static void run_moves(step_ctx *c) {
     }
 }
 
+/* AUTO's step (hh_defrag_full runs the loop alone). Two modes:
+   - a bounded step while the game allocates (something landed within
+     HHI_DEFRAG_COLD_STEPS steps):
+     evacuate sparse, quiet ranges; lower the top; then the hole-by-hole loop
+     only while finishing_pays, sliding no block over a hole much smaller
+     than itself. What is left is the game's working space: stop BUSY.
+   - the heap is quiet, or the step has no limit: sparse holes are filled
+     from the top (lower_top) unless
+     the loop is already under way; dense holes go to the loop, latched until
+     the heap is compact (the loop then moves about the lower bound). */
+static void auto_moves(step_ctx *c) {
+    hh_heap *h = c->h;
+    struct hhi_defrag *d = c->d;
+    bool bounded = c->work_max != UINT64_MAX;          /* some limit was set (ctx_make) */
+    if (bounded && !heap_quiet(h)) {
+        if (evacuate(c) || lower_top(c)) return;      /* the budget is spent */
+        c->slide_cap = HHI_DEFRAG_SLIDE_CAP;
+        if (finishing_pays(h, d)) run_moves(c);
+        else c->r.stop = HH_DEFRAG_STOP_BUSY;
+        return;
+    }
+    if (!d->finishing && holes_sparse(h)) {
+        if (lower_top(c)) return;
+    } else {
+        d->finishing = true;
+    }
+    run_moves(c);
+}
+
 static step_ctx ctx_make(hh_heap *h, struct hhi_defrag *d, const hh_defrag_budget *b, bool full) {
     step_ctx c = { .h = h, .d = d, .policy = d ? d->policy : HH_DEFRAG_AUTO, .t0 = hhi_now_ns(), .work_max = UINT64_MAX };
     if (!full) {
@@ -767,18 +796,8 @@ static hh_defrag_report defrag_run(hh_heap *h, const hh_defrag_budget *budget, b
         d->steps_idle++;
     } else {
         if (full) full_bulk_slide(&c);
-        /* AUTO in a heap the game still allocates in: evacuate stranded space and
-           lower the top first (see the file comment); a quiet heap goes
-           straight to the hole-by-hole loop, which moves about the lower bound. */
-        bool auto_step = !full && c.policy == HH_DEFRAG_AUTO && d, auto_bounded = auto_step && !heap_quiet(h), spent = false;
-        if (auto_bounded) spent = evacuate(&c) || lower_top(&c);
-        else if (auto_step && !d->finishing && holes_sparse(h)) spent = lower_top(&c);
-        else if (auto_step) d->finishing = true;       /* dense holes: the loop closes them all (latched) */
-        /* The hole-by-hole loop finishes the job; under AUTO only while the
-           game allocates nothing (its churn would undo the work). */
-        if (auto_bounded) c.slide_cap = HHI_DEFRAG_SLIDE_CAP;
-        if (!spent && (!auto_bounded || finishing_pays(h, d))) run_moves(&c);
-        else if (!spent && c.r.stop == HH_DEFRAG_STOP_COMPACT) c.r.stop = HH_DEFRAG_STOP_BUSY;
+        if (!full && c.policy == HH_DEFRAG_AUTO && d) auto_moves(&c);
+        else run_moves(&c);
         if (d && c.r.compact) d->active = d->finishing = false;
     }
     maybe_decommit(h, d, c.r.moves > 0, !full && (budget->max_moves || budget->max_bytes || budget->max_ns));
