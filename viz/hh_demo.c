@@ -299,8 +299,8 @@ static void verify(demo *d, unsigned f) {
 static void usage(FILE *f) {
     fputs("usage: hh-demo [--frames N] [--moves N] [--policy auto|slide|fill] [--seed S] [--heap-mib M]\n"
           "               [--out DIR] [--every K] [--width PX] [--no-render] [--quiet]\n"
-          "defaults: 600 frames, 16 moves per frame, policy slide, seed 1, 4 MiB heap, out/demo, every frame, 1024 px\n"
-          "(slide shows the holes rising best; auto and fill move fewer bytes)\n", f);
+          "defaults: 600 frames, 16 moves per frame, policy auto (the library default), seed 1, 4 MiB heap, out/demo, every frame, 1024 px\n"
+          "(auto moves what pays off; slide, the textbook algorithm, shows the holes rising one by one)\n", f);
 }
 
 static bool arg_u(const char *v, unsigned long long lo, unsigned long long hi, unsigned long long *out) {
@@ -340,7 +340,7 @@ static const char *fmt_bytes(char *buf, size_t n, double b) {
 }
 
 int main(int argc, char **argv) {
-    demo d = { .o = { .frames = 600, .moves = 16, .every = 1, .width = 1024, .policy = HH_DEFRAG_SLIDE, .seed = 1,
+    demo d = { .o = { .frames = 600, .moves = 16, .every = 1, .width = 1024, .policy = HH_DEFRAG_AUTO, .seed = 1,
                       .heap_mib = 4, .out = "out/demo", .render = true } };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;

@@ -11,9 +11,32 @@
  * heap and merge into one free region. Every pointer obtained from hh_deref
  * before the step is dead after it (pinned blocks excepted): deref again.
  *
- * Policies (hh_defrag_set_policy). Each looks at the lowest hole H (a free
- * block below the top free region) and at the HH_DEFRAG_WINDOW highest movable
- * blocks above it (the "window"):
+ * Policies (hh_defrag_set_policy).
+ *   HH_DEFRAG_AUTO   (default) moves what pays off. In a bounded step while the
+ *                    game allocates (something was allocated in the last 8
+ *                    steps) it
+ *                    1. evacuates sparse, quiet ranges: a region of the heap
+ *                       (1/1024 of it, at least 4 KiB) at most 7/8 live that no
+ *                       allocation landed in for 8 steps holds stranded holes;
+ *                       its blocks go into holes below it that fit them, or
+ *                       slide together, so its free bytes become one block;
+ *                    2. lowers the top: the highest block, if no allocation
+ *                       landed in its region for 8 steps, into a hole below it;
+ *                    3. closes holes one by one (the loop below) only while
+ *                       they hold at least 1/8 of the live bytes, until 1/32,
+ *                       sliding no block over a hole less than half its size.
+ *                    What is left is the game's working space, which its own
+ *                    allocations refill: the step stops with
+ *                    HH_DEFRAG_STOP_BUSY and `compact` false. A block the game
+ *                    allocated a few frames ago is left where it is: it will
+ *                    probably die before a move pays off.
+ *                    In a quiet heap, or in a step with no limit, AUTO fills
+ *                    sparse holes (under 1/8 of the live bytes) with the
+ *                    highest blocks that fit, and closes dense ones with the
+ *                    loop until the heap is compact.
+ * The loop looks at the lowest hole H (a free block below the top free
+ * region) and at the HH_DEFRAG_WINDOW highest movable blocks above it (the
+ * "window"):
  *   HH_DEFRAG_SLIDE  Game Engine Architecture's algorithm: the block just above
  *                    H slides down into it; keeps address order. Moves every
  *                    live byte above the lowest hole once.
@@ -21,7 +44,7 @@
  *                    fits it (H if it fits, else the best-fitting hole below it
  *                    from the free lists); when it fits nowhere, H is closed as
  *                    AUTO would. Good when holes are larger than the blocks above.
- *   HH_DEFRAG_AUTO   (default) the window block that fits H best fills it:
+ *   HH_DEFRAG_AUTO   the window block that fits H best fills it:
  *                    one that closes H (a rest of at most 48 bytes becomes the
  *                    moved block's slack), else one whose rest another window
  *                    block fills exactly, else the largest that fits. When none
@@ -30,10 +53,10 @@
  *                    metrics), any other hole is closed by sliding the block
  *                    above it down. Every moved block lands at the start of
  *                    the lowest hole, below every hole that remains, so (no
- *                    pins, no alignment above 16) no block moves twice and AUTO
- *                    moves a subset of what SLIDE moves; when sizes repeat it
- *                    moves about the lower bound (live bytes above the final
- *                    boundary), see bench/bench_defrag.c.
+ *                    pins, no alignment above 16) no block moves twice in the
+ *                    loop; when sizes repeat it moves about the lower bound
+ *                    (live bytes above the final boundary), see
+ *                    bench/bench_defrag.c.
  * Pinned blocks never move. A hole under a pinned block (or under a block whose
  * alignment leaves it no room to go down) is filled from the window, never slid
  * through; if nothing in the window fits, it stays.
@@ -45,10 +68,12 @@
  * FILL) it is no sliver the block below it could take as slack. With no
  * pinned block and no alignment above 16 that is: at most one free block. A
  * bounded step that passed over a block larger than its max_bytes (see
- * oversize_bytes) never reports compact.
+ * oversize_bytes), and an AUTO step that stopped BUSY, never report compact.
  *
- * Cost: no step scans the heap. The lowest hole, the next hole, the block
- * before a block and the top region are bitmap searches (O(log64 n)); a fitting
+ * Cost: no step scans the heap. AUTO's choice of a range to evacuate reads
+ * the heap's region summary (at most 1024 counters) when it starts a job. The
+ * lowest hole, the next hole, the block before a block and the top region are
+ * bitmap searches (O(log64 n)); a fitting
  * hole is a TLSF list lookup (O(1)); the cursor (holes already found
  * unclosable) lives in the heap object. The window is collected once per step
  * (WINDOW bitmap searches) and then only topped up as its blocks move, so a
@@ -131,7 +156,9 @@ HH_API hh_defrag_report hh_defrag_step_ex(hh_heap *heap, const hh_defrag_budget 
    would upset) the policy does all of it, block by block. */
 HH_API hh_defrag_report hh_defrag_full(hh_heap *heap);
 /* Policy for later steps and for allocation-time compaction. Unknown policy:
-   HH_E_INVALID_ARG, policy unchanged. */
+   HH_E_INVALID_ARG, policy unchanged; HH_E_NO_MEMORY if the service state
+   cannot be allocated (policy unchanged). NULL heap to the getter: reported,
+   AUTO. */
 HH_API void             hh_defrag_set_policy(hh_heap *heap, hh_defrag_policy policy);
 HH_API hh_defrag_policy hh_defrag_get_policy(const hh_heap *heap);
 /* Short name of a policy ("auto", "slide", "fill"). */
