@@ -157,7 +157,7 @@ static inline bool is_top(const hh_heap *h, const hhi_block *f) { return blk_off
 /* true if an allocation started in the region of offset off during the last
    HHI_DEFRAG_COLD_STEPS steps: the game's churn is reusing that region's holes. */
 static inline bool region_hot(const hh_heap *h, size_t off) {
-    return h->epoch - h->region_epoch[off >> h->region_shift] < HHI_DEFRAG_COLD_STEPS;
+    return h->epoch - h->regions[off >> h->region_shift].epoch < HHI_DEFRAG_COLD_STEPS;
 }
 
 /* Minimal whole size of live block b (its slack can be dropped by a move). */
@@ -479,10 +479,10 @@ static void forget_layout(step_ctx *c) {
    no allocation landed in it for HHI_DEFRAG_COLD_STEPS steps, so its holes
    are not being reused by the game's own churn. */
 static bool region_sparse(const hh_heap *h, const struct hhi_defrag *d, size_t r, size_t span) {
-    uint32_t used = h->region_used[r];
+    uint32_t used = h->regions[r].used;
     if (used == d->done_used[r]) return false;         /* evacuated since its last change */
     return used > 0 && (size_t)used * HHI_DEFRAG_SPARSE_DEN <= span * HHI_DEFRAG_SPARSE_NUM &&
-           h->epoch - h->region_epoch[r] >= HHI_DEFRAG_COLD_STEPS;
+           h->epoch - h->regions[r].epoch >= HHI_DEFRAG_COLD_STEPS;
 }
 
 /* Picks the next job: the sparse region with the fewest live bytes (the most
@@ -500,9 +500,9 @@ static bool job_pick(step_ctx *c) {
     c->work += 1 + nreg / 64;
     for (size_t r = 0; r < nreg; r++) {
         size_t lo = r * rsize, span = HH_MIN(lo + rsize, top) - lo;
-        if (h->region_used[r] < best_used && region_sparse(h, d, r, span)) {
+        if (h->regions[r].used < best_used && region_sparse(h, d, r, span)) {
             best = r;
-            best_used = h->region_used[r];
+            best_used = h->regions[r].used;
         }
     }
     if (best == SIZE_MAX) return false;
@@ -522,7 +522,7 @@ static bool job_pick(step_ctx *c) {
 /* Ends the job: its regions are not picked again until their live bytes change. */
 static void job_done(const hh_heap *h, struct hhi_defrag *d) {
     for (size_t r = d->job_base >> h->region_shift; r < h->region_count && (r << h->region_shift) < d->job_end; r++)
-        d->done_used[r] = h->region_used[r];
+        d->done_used[r] = h->regions[r].used;
     d->job = false;
 }
 

@@ -848,7 +848,7 @@ HH_INLINE hh_handle heap_alloc(hh_heap *h, size_t size, size_t align, uint32_t t
     b->u.live.tag = tag;
     size_t boff = blk_offset(h, b);
     used_add(h, boff, blk_size(b));
-    h->region_epoch[boff >> h->region_shift] = h->alloc_epoch = h->epoch;
+    h->regions[boff >> h->region_shift].epoch = h->alloc_epoch = h->epoch;
     h->live_blocks++;
     heap_touch(h, blk_offset(h, b));
     hh_track_alloc(h, p, blk_usable(h, b));
@@ -1184,5 +1184,5 @@ size_t hh_heap_managed_bytes(const hh_heap *heap) { return heap ? heap->managed 
 size_t hh_heap_overhead_bytes(const hh_heap *heap) {
     if (heap == NULL) return 0;
     return sizeof *heap + heap->starts.bytes + heap->frees.bytes + (size_t)heap->handles.hwm * sizeof(hh_handle_slot) +
-           heap->journal.cap * sizeof(hh_move_record) + (size_t)heap->region_count * 2 * sizeof(uint32_t);
+           heap->journal.cap * sizeof(hh_move_record) + (size_t)heap->region_count * sizeof(hhi_region);
 }

@@ -103,7 +103,7 @@ static hh_status check_regions(const hh_heap *h, bool report) {
         for (; !blk_is_free(b) && off < end;) {        /* split the live block at region ends */
             size_t rend = (off / rsize + 1) * rsize, n = (rend < end ? rend : end) - off;
             while (r < off / rsize) {
-                if (h->region_used[r] != sum) FAIL("I11: region %zu says %u live bytes, the blocks hold %zu", r, h->region_used[r], sum);
+                if (h->regions[r].used != sum) FAIL("I11: region %zu says %u live bytes, the blocks hold %zu", r, h->regions[r].used, sum);
                 total += sum;
                 sum = 0;
                 r++;
@@ -114,7 +114,7 @@ static hh_status check_regions(const hh_heap *h, bool report) {
         off = end;
     }
     for (; r < h->region_count; r++, sum = 0) {
-        if (h->region_used[r] != sum) FAIL("I11: region %zu says %u live bytes, the blocks hold %zu", r, h->region_used[r], sum);
+        if (h->regions[r].used != sum) FAIL("I11: region %zu says %u live bytes, the blocks hold %zu", r, h->regions[r].used, sum);
         total += sum;
     }
     if (total != h->used_bytes) FAIL("I11: regions hold %zu live bytes, used_bytes is %zu", total, h->used_bytes);

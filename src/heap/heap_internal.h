@@ -42,7 +42,7 @@
  *       equal what a walk finds.
  *   I9  (HH_HEAP_DEBUG) every live block's guard bytes are intact.
  *   I10 the relocation journal's records lie inside the managed range.
- *   I11 region_used[r] is the number of bytes of live blocks that lie inside
+ *   I11 regions[r].used is the number of bytes of live blocks that lie inside
  *       region r ([r << region_shift, (r + 1) << region_shift)); summed, used_bytes.
  *
  * Returning memory (own mapping only): the whole pages of the top free region
@@ -197,6 +197,13 @@ HH_INTERNAL size_t hhi_bitmap_prev(const hhi_bitmap *bm, size_t i);
 --------------------------------------------------------------------------- */
 struct hhi_defrag;   /* owned by src/defrag (defrag_internal.h) */
 
+/* One region of the occupancy summary (heap_region.c); used and epoch share a
+   line so an allocation touches one cache line for both. */
+typedef struct hhi_region {
+    uint32_t used;                /* live bytes inside the region (I11) */
+    uint32_t epoch;               /* `epoch` when an allocation last started in it */
+} hhi_region;
+
 typedef struct hhi_journal {
     hh_move_record *rec;          /* moves since the last defrag step began */
     size_t          count, cap;   /* records used / allocated */
@@ -232,8 +239,7 @@ struct hh_heap {
     uint64_t    compactions;      /* allocations that had to compact */
 
     /* occupancy summary (I11; heap_region.c) */
-    uint32_t   *region_used;      /* live bytes inside each region */
-    uint32_t   *region_epoch;     /* `epoch` when an allocation last started in each region */
+    hhi_region *regions;          /* one per region, in address order */
     uint32_t    region_count;     /* regions: ceil(managed / region size) */
     unsigned    region_shift;     /* log2 of the region size in bytes */
     uint32_t    epoch;            /* advanced by every defrag step: the game's frame clock */
@@ -330,13 +336,13 @@ HH_INTERNAL void hhi_region_span(hh_heap *h, size_t off, size_t size, bool add);
 static inline void used_add(hh_heap *h, size_t off, size_t size) {
     h->used_bytes += size;
     size_t r = off >> h->region_shift;
-    if (hh_likely(r == (off + size - 1) >> h->region_shift)) h->region_used[r] += (uint32_t)size;
+    if (hh_likely(r == (off + size - 1) >> h->region_shift)) h->regions[r].used += (uint32_t)size;
     else hhi_region_span(h, off, size, true);
 }
 static inline void used_sub(hh_heap *h, size_t off, size_t size) {
     h->used_bytes -= size;
     size_t r = off >> h->region_shift;
-    if (hh_likely(r == (off + size - 1) >> h->region_shift)) h->region_used[r] -= (uint32_t)size;
+    if (hh_likely(r == (off + size - 1) >> h->region_shift)) h->regions[r].used -= (uint32_t)size;
     else hhi_region_span(h, off, size, false);
 }
 

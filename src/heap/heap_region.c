@@ -17,24 +17,21 @@ bool hhi_region_init(hh_heap *h) {
     while ((h->managed >> shift) >= HHI_REGION_MAX) shift++;
     h->region_shift = shift;
     h->region_count = (uint32_t)((h->managed + ((size_t)1 << shift) - 1) >> shift);
-    h->region_used = hhi_meta_alloc((size_t)h->region_count * 2 * sizeof(uint32_t));
-    if (h->region_used == NULL) return false;
-    memset(h->region_used, 0, (size_t)h->region_count * 2 * sizeof(uint32_t));
-    h->region_epoch = h->region_used + h->region_count;
-    return true;
+    h->regions = hhi_meta_alloc((size_t)h->region_count * sizeof *h->regions);   /* zeroed */
+    return h->regions != NULL;
 }
 
 void hhi_region_fini(hh_heap *h) {
-    hhi_meta_free(h->region_used);
-    h->region_used = h->region_epoch = NULL;
+    hhi_meta_free(h->regions);
+    h->regions = NULL;
 }
 
 void hhi_region_span(hh_heap *h, size_t off, size_t size, bool add) {
     size_t end = off + size, rsize = (size_t)1 << h->region_shift;
     while (off < end) {
         size_t r = off >> h->region_shift, rend = (r + 1) * rsize, n = (rend < end ? rend : end) - off;
-        if (add) h->region_used[r] += (uint32_t)n;
-        else h->region_used[r] -= (uint32_t)n;
+        if (add) h->regions[r].used += (uint32_t)n;
+        else h->regions[r].used -= (uint32_t)n;
         off += n;
     }
 }
