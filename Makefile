@@ -26,6 +26,8 @@ VERSION := 0.1.0
 
 WARN     := -std=c11 -Wall -Wextra -Wpedantic -Wshadow -Wundef -Wmissing-prototypes \
             -Wstrict-prototypes -Wold-style-definition -Wmissing-declarations -Wvla
+# The C++ standards the public headers are checked against (check-headers, check-cxx).
+CXX_STDS := c++11 c++14 c++17 c++20
 CPPFLAGS += -Iinclude -D_POSIX_C_SOURCE=200809L
 CFLAGS   ?= -O2 -g
 LIB_CFLAGS := $(WARN) $(CFLAGS) -fPIC -fvisibility=hidden -pthread
@@ -115,18 +117,19 @@ check: deps
 	@for t in $(CHECK_EXTRA); do $(MAKE) --no-print-directory $$t || exit 1; done
 	@echo "make check: all passed"
 
-# Every public header compiles on its own, as C11 and as C++ is not promised;
-# the library builds warning-free (-Werror) under both gcc and clang.
+# Every public header compiles on its own as C11 (gcc, clang) and as C++11, 14,
+# 17 and 20 (g++, clang++; engines are C++), warning-free (-Werror); hheap.hpp
+# as C++ too. The library builds warning-free under both gcc and clang.
 check-headers:
 	@echo "== public headers compile alone (gcc, clang)"
 	@for c in gcc clang; do for h in include/hheap.h include/hheap/*.h; do \
 	  echo "#include \"$${h#include/}\"" | $$c -std=c11 $(WARN) -Werror -Iinclude -x c -fsyntax-only - \
 	  || { echo "  $$h does not compile alone with $$c"; exit 1; }; done; done
-	@echo "== public headers compile as C++17 (g++, clang++; engines are C++)"
-	@for c in g++ clang++; do for h in include/hheap.h include/hheap/*.h; do \
+	@echo "== public headers compile alone as $(CXX_STDS) (g++, clang++)"
+	@for c in g++ clang++; do for s in $(CXX_STDS); do for h in include/hheap.hpp include/hheap.h include/hheap/*.h; do \
 	  printf '#include "%s"\nstatic hh_handle none() { hh_handle h = HH_NULL; return h; }\nint main() { return hh_is_null(none()) ? 0 : 1; }\n' "$${h#include/}" \
-	  | $$c -std=c++17 -Wall -Wextra -Wpedantic -Werror -Iinclude -x c++ -fsyntax-only - \
-	  || { echo "  $$h does not compile as C++17 with $$c"; exit 1; }; done; done
+	  | $$c -std=$$s -Wall -Wextra -Wpedantic -Werror -Iinclude -x c++ -fsyntax-only - \
+	  || { echo "  $$h does not compile as $$s with $$c"; exit 1; }; done; done; done
 
 check-build: check-headers
 	@echo "== library with -Werror (gcc, clang)"
