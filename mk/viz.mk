@@ -21,17 +21,17 @@ CLEAN_EXTRA  += out/demo out/check-demo out/check-demo.log out/check-flipbook
 VIZ_CAIRO   = $(shell pkg-config --libs cairo fontconfig libpng zlib 2>/dev/null || echo -lcairo -lfontconfig -lpng -lz)
 VIZ_CFLAGS  = $(WARN) $(CFLAGS) -pthread $(shell pkg-config --cflags cairo fontconfig libpng zlib 2>/dev/null)
 VIZ_COMMON  := viz/viz_draw.c viz/viz_render.c viz/viz_html.c viz/viz_png.c
-VIZ_HEADERS := viz/viz_draw.h viz/viz_render.h $(wildcard include/hheap/*.h) include/hheap.h
+VIZ_HEADERS := viz/viz_draw.h viz/viz_render.h $(wildcard include/hheap/*.h) include/hheap.h tools/hh_cli.h
 
 $(BUILD)/hh-viz: viz/hh_viz.c $(VIZ_COMMON) $(VIZ_HEADERS) $(BUILD)/libhheap.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo '  LD      $@')
-	$(Q)$(CC) $(CPPFLAGS) $(VIZ_CFLAGS) -o $@ viz/hh_viz.c $(VIZ_COMMON) $(BUILD)/libhheap.a $(VIZ_CAIRO) $(LDLIBS)
+	$(Q)$(CC) $(CPPFLAGS) $(VIZ_CFLAGS) -Itools -o $@ viz/hh_viz.c $(VIZ_COMMON) $(BUILD)/libhheap.a $(VIZ_CAIRO) $(LDLIBS)
 
 $(BUILD)/hh-demo: viz/hh_demo.c $(VIZ_COMMON) $(VIZ_HEADERS) $(BUILD)/libhheap.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo '  LD      $@')
-	$(Q)$(CC) $(CPPFLAGS) $(VIZ_CFLAGS) -o $@ viz/hh_demo.c $(VIZ_COMMON) $(BUILD)/libhheap.a $(VIZ_CAIRO) $(LDLIBS)
+	$(Q)$(CC) $(CPPFLAGS) $(VIZ_CFLAGS) -Itools -o $@ viz/hh_demo.c $(VIZ_COMMON) $(BUILD)/libhheap.a $(VIZ_CAIRO) $(LDLIBS)
 
 # The render test: draws a small dump and checks sizes and colours at known pixels.
 $(BUILD)/test/viz_render_test: viz/viz_render_test.c $(VIZ_COMMON) $(VIZ_HEADERS) $(BUILD)/libhheap.a
