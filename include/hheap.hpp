@@ -31,6 +31,13 @@ namespace hh {
 namespace detail {
 /* The alignment hh_alloc_ex is asked for: T's own, at least the heap's 16. */
 template <class T> constexpr std::size_t align_of() { return alignof(T) < 16 ? 16 : alignof(T); }
+/* T(args...) where T has such a constructor, else T{args...} (aggregates). */
+template <class T, class... Args> void construct(std::true_type, void *p, Args &&...args) {
+    ::new (p) T(std::forward<Args>(args)...);
+}
+template <class T, class... Args> void construct(std::false_type, void *p, Args &&...args) {
+    ::new (p) T{std::forward<Args>(args)...};
+}
 } // namespace detail
 
 /* A typed view of a heap handle: does not own the block (copyable, like the C
@@ -114,13 +121,14 @@ private:
     handle<T> h_;
 };
 
-/* Allocates one T in heap and constructs it from args; a null owner on failure. */
+/* Allocates one T in heap and constructs it from args (T(args...), or T{args...}
+   for an aggregate); a null owner on failure. */
 template <class T, class... Args> unique_handle<T> make_unique_handle(hh_heap *heap, Args &&...args) {
     static_assert(std::is_trivially_copyable<T>::value, "blocks of the relocatable heap move with memmove");
     hh_handle h = hh_alloc_ex(heap, sizeof(T), detail::align_of<T>(), 0);
     void *p = hh_is_null(h) ? nullptr : hh_deref(heap, h);
     if (p == nullptr) return unique_handle<T>();
-    ::new (p) T(std::forward<Args>(args)...);
+    detail::construct<T>(typename std::is_constructible<T, Args...>::type(), p, std::forward<Args>(args)...);
     return unique_handle<T>(heap, h);
 }
 

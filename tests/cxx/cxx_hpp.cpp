@@ -34,6 +34,10 @@ struct enemy {
     enemy(int h, float px, float py) : hp(h), x(px), y(py), name() { std::strcpy(name, "grunt"); }
 };
 
+struct point {
+    float x, y;
+};
+
 struct alignas(64) cache_line {
     unsigned char bytes[64];
 };
@@ -86,6 +90,9 @@ static void test_typed_handle_and_make() {
     CHECK(copy == view && copy.get() == e.get() && copy.heap() == heap.get());
     copy->hp = 7;
     CHECK(e->hp == 7);
+
+    hh::unique_handle<point> pt = heap.make<point>(1.5f, -2.0f);   /* an aggregate: brace-initialised */
+    CHECK(pt && pt->x == 1.5f && pt->y == -2.0f);
 
     hh::unique_handle<cache_line> c = heap.make<cache_line>();
     CHECK(c && reinterpret_cast<std::uintptr_t>(c.get()) % 64 == 0);
