@@ -4,7 +4,9 @@
 #   make check         install missing test dependencies (apt-get, as root), build the
 #                      Check suites, run them, then run them again under Valgrind memcheck
 #                      (zero errors, zero leaks), then the extra checks mk/*.mk register
-#   make install PREFIX=/usr/local    headers, libraries, tools, hheap.pc
+#   make install PREFIX=/usr/local    headers, libraries, tools, hheap.pc, CMake config
+#   make install-lib                  the same without the tools (needs no cairo)
+#   make uninstall                    removes what install wrote (same PREFIX/LIBDIR/...)
 #   make clean
 #
 # Test-only -D switches (see src/common/hh_config.h), used by the test build:
@@ -14,7 +16,8 @@
 #
 # Modules add their own targets in mk/<name>.mk, included below; a fragment may
 # append to CHECK_EXTRA (targets `make check` runs after the memcheck pass),
-# ALL_EXTRA (built by `make`), DEPS_PKGS (Debian packages), INSTALL_BINS,
+# ALL_EXTRA (built by `make`), DEPS_PKGS (Debian packages), INSTALL_BINS (tools),
+# INSTALL_LIBS (extra libraries, installed by install-lib: no cairo there),
 # LIB_EXCLUDE (sources not part of libhheap) and CLEAN_EXTRA.
 
 CC      ?= cc
@@ -22,10 +25,13 @@ V       ?= 0
 Q       := $(if $(filter 1,$(V)),,@)
 PREFIX  ?= /usr/local
 BUILD   := build
-VERSION := 0.1.0
+# The version is the one in the public header (HH_VERSION_MAJOR/MINOR/PATCH).
+VERSION := $(shell sed -n 's/^\#define HH_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' include/hheap/common.h | paste -sd.)
 
 WARN     := -std=c11 -Wall -Wextra -Wpedantic -Wshadow -Wundef -Wmissing-prototypes \
             -Wstrict-prototypes -Wold-style-definition -Wmissing-declarations -Wvla
+# The C++ standards the public headers are checked against (check-headers, check-cxx).
+CXX_STDS := c++11 c++14 c++17 c++20
 CPPFLAGS += -Iinclude -D_POSIX_C_SOURCE=200809L
 CFLAGS   ?= -O2 -g
 LIB_CFLAGS := $(WARN) $(CFLAGS) -fPIC -fvisibility=hidden -pthread
@@ -39,6 +45,7 @@ DEPS_PKGS    := build-essential pkg-config check valgrind clang
 CHECK_EXTRA  :=
 ALL_EXTRA    :=
 INSTALL_BINS :=
+INSTALL_LIBS :=
 LIB_EXCLUDE  :=
 CLEAN_EXTRA  :=
 
@@ -57,7 +64,7 @@ CHECK_PC   = $(shell pkg-config --cflags --libs check 2>/dev/null || echo -lchec
 VALGRIND := valgrind --quiet --error-exitcode=99 --leak-check=full --show-leak-kinds=definite,indirect,possible \
             --errors-for-leak-kinds=definite,indirect,possible --track-origins=yes --num-callers=30
 
-.PHONY: FORCE all lib check check-build check-headers check-unit check-valgrind deps install uninstall clean
+.PHONY: FORCE all lib check check-build check-headers check-exports check-unit check-valgrind deps install install-lib uninstall clean
 .DEFAULT_GOAL := all
 
 all: lib $(ALL_EXTRA)
@@ -115,23 +122,38 @@ check: deps
 	@for t in $(CHECK_EXTRA); do $(MAKE) --no-print-directory $$t || exit 1; done
 	@echo "make check: all passed"
 
-# Every public header compiles on its own, as C11 and as C++ is not promised;
-# the library builds warning-free (-Werror) under both gcc and clang.
+# Every public header compiles on its own as C11 (gcc, clang) and as C++11, 14,
+# 17 and 20 (g++, clang++; engines are C++), warning-free (-Werror); hheap.hpp
+# as C++ too. The library builds warning-free under both gcc and clang.
 check-headers:
 	@echo "== public headers compile alone (gcc, clang)"
 	@for c in gcc clang; do for h in include/hheap.h include/hheap/*.h; do \
 	  echo "#include \"$${h#include/}\"" | $$c -std=c11 $(WARN) -Werror -Iinclude -x c -fsyntax-only - \
 	  || { echo "  $$h does not compile alone with $$c"; exit 1; }; done; done
-	@echo "== public headers compile as C++17 (g++, clang++; engines are C++)"
-	@for c in g++ clang++; do for h in include/hheap.h include/hheap/*.h; do \
+	@echo "== public headers compile alone as $(CXX_STDS) (g++, clang++)"
+	@for c in g++ clang++; do for s in $(CXX_STDS); do for h in include/hheap.hpp include/hheap.h include/hheap/*.h; do \
 	  printf '#include "%s"\nstatic hh_handle none() { hh_handle h = HH_NULL; return h; }\nint main() { return hh_is_null(none()) ? 0 : 1; }\n' "$${h#include/}" \
-	  | $$c -std=c++17 -Wall -Wextra -Wpedantic -Werror -Iinclude -x c++ -fsyntax-only - \
-	  || { echo "  $$h does not compile as C++17 with $$c"; exit 1; }; done; done
+	  | $$c -std=$$s -Wall -Wextra -Wpedantic -Werror -Iinclude -x c++ -fsyntax-only - \
+	  || { echo "  $$h does not compile as $$s with $$c"; exit 1; }; done; done; done
 
-check-build: check-headers
+check-build: check-headers check-exports
 	@echo "== library with -Werror (gcc, clang)"
 	@$(MAKE) --no-print-directory lib BUILD=$(BUILD)/werror-gcc CC=gcc CFLAGS="-O2 -Werror"
 	@$(MAKE) --no-print-directory lib BUILD=$(BUILD)/werror-clang CC=clang CFLAGS="-O2 -Werror"
+
+# The release shared library exports the public API and nothing else: every
+# dynamic symbol is an hh_* name declared in a public header, and no test seam
+# (hh_test_*) is there.
+check-exports: $(BUILD)/libhheap.so
+	@echo "== exported symbols of $(BUILD)/libhheap.so: public hh_* API only"
+	@syms=$$(nm -D --defined-only $(BUILD)/libhheap.so | awk '{ print $$NF }' | sort -u); \
+	  [ -n "$$syms" ] || { echo "check-exports: no symbols read from $(BUILD)/libhheap.so"; exit 1; }; bad=0; \
+	  for s in $$syms; do case $$s in \
+	    hh_test_*) echo "  test seam exported: $$s"; bad=1 ;; \
+	    hh_*) grep -qw "$$s" include/hheap.h include/hheap/*.h || { echo "  not in a public header: $$s"; bad=1; } ;; \
+	    *) echo "  not an hh_ name: $$s"; bad=1 ;; esac; done; \
+	  [ $$bad -eq 0 ] || { echo "check-exports: libhheap.so exports more than the public API"; exit 1; }; \
+	  echo "  $$(echo "$$syms" | wc -l) symbols, all public hh_* API"
 
 check-unit: $(BUILD)/test/hh-tests
 	@echo "== Check suites"
@@ -141,28 +163,64 @@ check-valgrind: $(BUILD)/test/hh-tests
 	@echo "== Check suites under Valgrind memcheck (no-fork)"
 	@CK_FORK=no HH_TEST_UNDER_VALGRIND=1 $(VALGRIND) $(BUILD)/test/hh-tests
 
-# Rewritten on every install: it records PREFIX, which may differ between runs.
+# ---------------------------------------------------------------------------
+# Install. PREFIX, LIBDIR, INCLUDEDIR, BINDIR and DESTDIR (staging) as usual.
+#   install-lib   headers (hheap.h, hheap.hpp, hheap/*.h), libhheap.a, libhheap.so,
+#                 INSTALL_LIBS (the malloc shim), hheap.pc, and the CMake package
+#                 config (LIBDIR/cmake/hheap); needs no cairo
+#   install       install-lib + the tools (INSTALL_BINS)
+#   uninstall     removes everything either wrote
+# The .pc file and the CMake config record the final paths, so they are rewritten
+# on every install (paths may differ between runs).
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+BINDIR     ?= $(PREFIX)/bin
+PC_DIR      = $(LIBDIR)/pkgconfig
+CMAKE_DIR   = $(LIBDIR)/cmake/hheap
+HH_SUBST    = sed -e 's|@HHEAP_VERSION@|$(VERSION)|g' -e 's|@HHEAP_VERSION_MAJOR@|$(word 1,$(subst ., ,$(VERSION)))|g' \
+                  -e 's|@HHEAP_VERSION_MINOR@|$(word 2,$(subst ., ,$(VERSION)))|g' \
+                  -e 's|@HHEAP_INSTALL_LIBDIR@|$(LIBDIR)|g' -e 's|@HHEAP_INSTALL_INCLUDEDIR@|$(INCLUDEDIR)|g'
+
 $(BUILD)/hheap.pc: FORCE
 	@mkdir -p $(dir $@)
-	@printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: hheap\nDescription: relocatable handle heap, binned and linear allocators for game engines\nVersion: %s\nCflags: -I$${includedir}\nLibs: -L$${libdir} -Wl,-rpath,$${libdir} -lhheap\nLibs.private: -lpthread -lm\n' '$(PREFIX)' '$(VERSION)' > $@
+	@printf 'prefix=%s\nlibdir=%s\nincludedir=%s\n\nName: hheap\nDescription: relocatable handle heap, binned and linear allocators for game engines\nVersion: %s\nCflags: -I$${includedir}\nLibs: -L$${libdir} -Wl,-rpath,$${libdir} -lhheap\nLibs.private: -lpthread -lm\n' '$(PREFIX)' '$(LIBDIR)' '$(INCLUDEDIR)' '$(VERSION)' > $@
 
-install: all $(BUILD)/hheap.pc
-	install -d $(DESTDIR)$(PREFIX)/include/hheap $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
-	install -m 644 include/hheap.h $(DESTDIR)$(PREFIX)/include/
-	install -m 644 include/hheap/*.h $(DESTDIR)$(PREFIX)/include/hheap/
-	install -m 644 $(BUILD)/libhheap.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(BUILD)/libhheap.so $(DESTDIR)$(PREFIX)/lib/libhheap.so.0
-	ln -sf libhheap.so.0 $(DESTDIR)$(PREFIX)/lib/libhheap.so
-	install -m 644 $(BUILD)/hheap.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
-	@if [ -f $(BUILD)/libhheap_malloc.so ]; then install -m 755 $(BUILD)/libhheap_malloc.so $(DESTDIR)$(PREFIX)/lib/; fi
-	@for b in $(INSTALL_BINS); do echo install $$b; install -m 755 $$b $(DESTDIR)$(PREFIX)/bin/ || exit 1; done
+$(BUILD)/cmake/hheapConfig.cmake: cmake/hheapConfig.cmake.in FORCE
+	@mkdir -p $(dir $@)
+	@$(HH_SUBST) $< > $@
+
+$(BUILD)/cmake/hheapConfigVersion.cmake: cmake/hheapConfigVersion.cmake.in FORCE
+	@mkdir -p $(dir $@)
+	@$(HH_SUBST) $< > $@
+
+INSTALLED_HEADERS := include/hheap.h include/hheap.hpp $(wildcard include/hheap/*.h)
+
+install-lib: lib $(INSTALL_LIBS) $(BUILD)/hheap.pc $(BUILD)/cmake/hheapConfig.cmake $(BUILD)/cmake/hheapConfigVersion.cmake
+	install -d $(DESTDIR)$(INCLUDEDIR)/hheap $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PC_DIR) $(DESTDIR)$(CMAKE_DIR)
+	install -m 644 include/hheap.h include/hheap.hpp $(DESTDIR)$(INCLUDEDIR)/
+	install -m 644 $(wildcard include/hheap/*.h) $(DESTDIR)$(INCLUDEDIR)/hheap/
+	install -m 644 $(BUILD)/libhheap.a $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(BUILD)/libhheap.so $(DESTDIR)$(LIBDIR)/libhheap.so.0
+	ln -sf libhheap.so.0 $(DESTDIR)$(LIBDIR)/libhheap.so
+	install -m 644 $(BUILD)/hheap.pc $(DESTDIR)$(PC_DIR)/
+	install -m 644 $(BUILD)/cmake/hheapConfig.cmake $(BUILD)/cmake/hheapConfigVersion.cmake $(DESTDIR)$(CMAKE_DIR)/
+	@for l in $(INSTALL_LIBS); do echo install $$l; install -m 755 $$l $(DESTDIR)$(LIBDIR)/ || exit 1; done
+
+install: install-lib $(INSTALL_BINS)
+	install -d $(DESTDIR)$(BINDIR)
+	@for b in $(INSTALL_BINS); do echo install $$b; install -m 755 $$b $(DESTDIR)$(BINDIR)/ || exit 1; done
 
 FORCE:
 
 uninstall:
-	rm -rf $(DESTDIR)$(PREFIX)/include/hheap $(DESTDIR)$(PREFIX)/include/hheap.h
-	rm -f $(DESTDIR)$(PREFIX)/lib/libhheap.a $(DESTDIR)$(PREFIX)/lib/libhheap.so* $(DESTDIR)$(PREFIX)/lib/libhheap_malloc.so
-	rm -f $(DESTDIR)$(PREFIX)/lib/pkgconfig/hheap.pc
+	rm -f $(foreach h,$(INSTALLED_HEADERS),$(DESTDIR)$(INCLUDEDIR)/$(h:include/%=%))
+	@rmdir $(DESTDIR)$(INCLUDEDIR)/hheap 2>/dev/null || true
+	rm -f $(DESTDIR)$(LIBDIR)/libhheap.a $(DESTDIR)$(LIBDIR)/libhheap.so $(DESTDIR)$(LIBDIR)/libhheap.so.0
+	rm -f $(foreach l,$(INSTALL_LIBS),$(DESTDIR)$(LIBDIR)/$(notdir $(l)))
+	rm -f $(DESTDIR)$(PC_DIR)/hheap.pc
+	rm -f $(DESTDIR)$(CMAKE_DIR)/hheapConfig.cmake $(DESTDIR)$(CMAKE_DIR)/hheapConfigVersion.cmake
+	@rmdir $(DESTDIR)$(CMAKE_DIR) 2>/dev/null || true
+	rm -f $(foreach b,$(INSTALL_BINS),$(DESTDIR)$(BINDIR)/$(notdir $(b)))
 
 clean:
 	rm -rf $(BUILD) $(CLEAN_EXTRA)

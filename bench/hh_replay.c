@@ -2,7 +2,7 @@
  * against a fresh hheap heap and against glibc malloc, and checks that the
  * replay reproduces the recorded heap state.
  *
- *   hh-replay [-r REPS] TRACE
+ *   hh-replay [--reps N] TRACE      (hh-replay --help lists the options and defaults)
  *
  * 1. A measured replay on hheap: peak used bytes, fragmentation after every event
  *    (hh_heap_stats), and at ~256 sample points the footprint (managed range minus
@@ -26,6 +26,7 @@
 
 #include "hheap.h"
 #include "bench_util.h"
+#include "hh_cli.h"
 
 enum { SAMPLES = 256, PAGE = 4096 };
 
@@ -158,26 +159,35 @@ static uint64_t glibc_replay(const hh_trace_log *log, glibc_slot *map, size_t ca
 /* ---------------------------------------------------------------------------
    Main
 --------------------------------------------------------------------------- */
-static void usage(void) { fprintf(stderr, "usage: hh-replay [-r REPS] TRACE\n"); }
+/* hheap errors (an unreadable or damaged trace) as one plain line. */
+static void on_error(hh_status s, const char *message, void *user) {
+    (void)s;
+    (void)user;
+    fprintf(stderr, "hh-replay: %s\n", message);
+}
+
+enum { OPT_REPS, OPT_COUNT };
 
 int main(int argc, char **argv) {
     int reps = bench_quick() ? 3 : 5;
-    const char *path = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-r") == 0 && i + 1 < argc) {
-            reps = atoi(argv[++i]);
-            if (reps < 1 || reps > 64) { usage(); return 2; }
-        } else if (argv[i][0] == '-') {
-            usage();
-            return 2;
-        } else if (path == NULL) {
-            path = argv[i];
-        } else {
-            usage();
-            return 2;
-        }
-    }
-    if (path == NULL) { usage(); return 2; }
+    char reps_def[48];
+    snprintf(reps_def, sizeof reps_def, "%d%s", reps, bench_quick() ? " (QUICK=1 set)" : "; 3 with QUICK=1");
+    const hh_cli_opt opts[OPT_COUNT] = {
+        [OPT_REPS] = { "reps", 'r', "N", "timed replays of each allocator, 1..64", reps_def },
+    };
+    hh_cli cli;
+    hh_cli_init(&cli, "hh-replay", "TRACE.hhtrace",
+                "replays a trace written by hh_trace_open on a fresh heap (checking the final state) and on glibc\n"
+                "exit status: 0 replay identical, 1 replay differs or failed, 2 bad usage or unreadable trace\n",
+                opts, OPT_COUNT);
+    const char *v;
+    int opt;
+    while ((opt = hh_cli_next(&cli, argc, argv, &v)) != -1)
+        if (opt == OPT_REPS) reps = (int)hh_cli_uint(&cli, v, 1, 64);
+    if (optind >= argc) hh_cli_usage_error(&cli, "no trace given");
+    if (optind + 1 < argc) hh_cli_usage_error(&cli, "more than one trace given");
+    const char *path = argv[optind];
+    hh_set_error_handler(on_error, NULL);
 
     hh_trace_log *log = NULL;
     if (hh_trace_load(path, &log) != HH_OK) return 2;      /* the error handler printed why */

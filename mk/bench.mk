@@ -42,10 +42,10 @@ $(BUILD)/bench/bench_instr: bench/bench_instr.c $(BENCH_HDRS) $(BUILD)/libhheap.
 	@$(if $(Q),echo '  CC bench $<')
 	$(Q)$(CC) $(CPPFLAGS) $(BENCH_CFLAGS) $(BENCH_INSTR_DEFS) -o $@ $< $(BUILD)/libhheap.a $(LDLIBS)
 
-$(BUILD)/hh-replay: bench/hh_replay.c $(BENCH_HDRS) $(BUILD)/libhheap.a
+$(BUILD)/hh-replay: bench/hh_replay.c $(BENCH_HDRS) tools/hh_cli.h $(BUILD)/libhheap.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo '  CC      $<')
-	$(Q)$(CC) $(CPPFLAGS) $(BENCH_CFLAGS) -o $@ $< $(BUILD)/libhheap.a $(LDLIBS)
+	$(Q)$(CC) $(CPPFLAGS) $(BENCH_CFLAGS) -Itools -o $@ $< $(BUILD)/libhheap.a $(LDLIBS)
 
 .PHONY: bench bench-instr bench-compare check-bench-smoke
 

@@ -8,6 +8,7 @@
 
 LIB_EXCLUDE += src/binned/binned_shim.c
 ALL_EXTRA   += $(BUILD)/libhheap_malloc.so
+INSTALL_LIBS += $(BUILD)/libhheap_malloc.so
 CHECK_EXTRA += check-binned-wrong check-shim
 DEPS_PKGS   += libmimalloc-dev libjemalloc-dev libgoogle-perftools-dev git python3
 CLEAN_EXTRA +=

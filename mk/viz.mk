@@ -7,31 +7,32 @@
 #   make check-demo      (part of `make check`) the render test (known colours at known
 #                        pixels), a 60-frame demo with every output verified, hh-viz
 #                        options and damaged dumps, and hh-demo + hh-viz under memcheck
-#   make check-flipbook  index.html in headless Chromium: the script runs and the
-#                        screenshot shows the frame (installs chromium-headless-shell)
+#   make check-flipbook  (part of `make check`) index.html in headless Chromium: frames
+#                        shown by URL and by the arrow keys, no console error, two
+#                        screenshots (chromium: installed by make deps)
 #
 # cairo is linked only into the tools, never into libhheap.
 
 ALL_EXTRA    += $(BUILD)/hh-viz $(BUILD)/hh-demo
 INSTALL_BINS += $(BUILD)/hh-viz $(BUILD)/hh-demo
-CHECK_EXTRA  += check-demo
-DEPS_PKGS    += libcairo2-dev libfontconfig-dev libpng-dev zlib1g-dev fonts-dejavu-core
+CHECK_EXTRA  += check-demo check-flipbook
+DEPS_PKGS    += libcairo2-dev libfontconfig-dev libpng-dev zlib1g-dev fonts-dejavu-core chromium python3
 CLEAN_EXTRA  += out/demo out/check-demo out/check-demo.log out/check-flipbook
 
 VIZ_CAIRO   = $(shell pkg-config --libs cairo fontconfig libpng zlib 2>/dev/null || echo -lcairo -lfontconfig -lpng -lz)
 VIZ_CFLAGS  = $(WARN) $(CFLAGS) -pthread $(shell pkg-config --cflags cairo fontconfig libpng zlib 2>/dev/null)
 VIZ_COMMON  := viz/viz_draw.c viz/viz_render.c viz/viz_html.c viz/viz_png.c
-VIZ_HEADERS := viz/viz_draw.h viz/viz_render.h $(wildcard include/hheap/*.h) include/hheap.h
+VIZ_HEADERS := viz/viz_draw.h viz/viz_render.h $(wildcard include/hheap/*.h) include/hheap.h tools/hh_cli.h
 
 $(BUILD)/hh-viz: viz/hh_viz.c $(VIZ_COMMON) $(VIZ_HEADERS) $(BUILD)/libhheap.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo '  LD      $@')
-	$(Q)$(CC) $(CPPFLAGS) $(VIZ_CFLAGS) -o $@ viz/hh_viz.c $(VIZ_COMMON) $(BUILD)/libhheap.a $(VIZ_CAIRO) $(LDLIBS)
+	$(Q)$(CC) $(CPPFLAGS) $(VIZ_CFLAGS) -Itools -o $@ viz/hh_viz.c $(VIZ_COMMON) $(BUILD)/libhheap.a $(VIZ_CAIRO) $(LDLIBS)
 
 $(BUILD)/hh-demo: viz/hh_demo.c $(VIZ_COMMON) $(VIZ_HEADERS) $(BUILD)/libhheap.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo '  LD      $@')
-	$(Q)$(CC) $(CPPFLAGS) $(VIZ_CFLAGS) -o $@ viz/hh_demo.c $(VIZ_COMMON) $(BUILD)/libhheap.a $(VIZ_CAIRO) $(LDLIBS)
+	$(Q)$(CC) $(CPPFLAGS) $(VIZ_CFLAGS) -Itools -o $@ viz/hh_demo.c $(VIZ_COMMON) $(BUILD)/libhheap.a $(VIZ_CAIRO) $(LDLIBS)
 
 # The render test: draws a small dump and checks sizes and colours at known pixels.
 $(BUILD)/test/viz_render_test: viz/viz_render_test.c $(VIZ_COMMON) $(VIZ_HEADERS) $(BUILD)/libhheap.a
@@ -74,21 +75,15 @@ check-demo: $(BUILD)/hh-demo $(BUILD)/hh-viz $(BUILD)/test/viz_render_test
 	@echo "  demo: 60 frames checked, dump + $$(ls out/check-demo/frames | wc -l) pictures + timeline + plot + index.html;" \
 	      "hh-demo and hh-viz clean under memcheck"
 
-# Headless Chromium: the flipbook's script must run (the DOM shows the asked
-# frame's numbers) and the screenshot must show the frame picture.
+# Headless Chromium (Debian's chromium, --headless --no-sandbox: root, no display)
+# driven over the DevTools protocol by tests/flipbook/check_flipbook.py: frames 5
+# and 17 by URL, arrow-key navigation, no console error or failed load, two
+# screenshots that differ; the second must show the heap map's colours.
 check-flipbook: $(BUILD)/hh-demo $(BUILD)/test/viz_render_test
-	@command -v chromium-headless-shell >/dev/null 2>&1 || command -v chromium >/dev/null 2>&1 || \
-	  $(MAKE) --no-print-directory deps DEPS_PKGS=chromium-headless-shell
+	@command -v chromium >/dev/null 2>&1 || $(MAKE) --no-print-directory deps DEPS_PKGS=chromium
 	@echo "== viz: index.html in headless Chromium"
 	@rm -rf out/check-flipbook && $(BUILD)/hh-demo --frames 30 --heap-mib 2 --seed 3 --out out/check-flipbook --quiet >/dev/null
-	@b=$$(command -v chromium-headless-shell || command -v chromium); url="file://$$(readlink -f out/check-flipbook/index.html)#frame=17"; \
-	  timeout 60 $$b --no-sandbox --disable-gpu --allow-file-access-from-files --virtual-time-budget=3000 --dump-dom "$$url" \
-	    > out/check-flipbook/dom.html 2>out/check-flipbook/chromium.log; \
-	  grep -q 'data-frame="17"' out/check-flipbook/dom.html && grep -q 'frames/frame_000017.png' out/check-flipbook/dom.html \
-	    && grep -q 'fragmentation (largest free)' out/check-flipbook/dom.html \
-	    || { tail -5 out/check-flipbook/chromium.log; echo "check-flipbook: the script did not show frame 17"; exit 1; }; \
-	  timeout 60 $$b --no-sandbox --disable-gpu --allow-file-access-from-files --virtual-time-budget=3000 --hide-scrollbars \
-	    --window-size=1280,1000 --screenshot=$$(readlink -f out/check-flipbook)/shot.png "$$url" >>out/check-flipbook/chromium.log 2>&1; \
-	  $(BUILD)/test/viz_render_test --probe-screenshot out/check-flipbook/shot.png \
-	    || { echo "check-flipbook: the screenshot does not show the heap map"; exit 1; }
-	@echo "  flipbook: script ran (frame 17 shown), screenshot shows the heap map"
+	@timeout 120 python3 tests/flipbook/check_flipbook.py --browser "$$(command -v chromium)" --first 5 --second 17 \
+	  --shots out/check-flipbook/shots out/check-flipbook/index.html
+	@$(BUILD)/test/viz_render_test --probe-screenshot out/check-flipbook/shots/frame_17.png \
+	  || { echo "check-flipbook: the screenshot does not show the heap map"; exit 1; }

@@ -19,8 +19,7 @@
  * Every object holds a pattern derived from its own key: a block that was
  * moved wrongly, overwritten or lost fails the check and the demo exits 1.
  *
- *   hh-demo [--frames N] [--moves N] [--policy auto|slide|fill] [--seed S]
- *           [--heap-mib M] [--out DIR] [--every K] [--width PX] [--no-render] [--quiet]
+ *   hh-demo [options]        (hh-demo --help lists the options and defaults)
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -37,6 +36,7 @@
 #include <fontconfig/fontconfig.h>
 
 #include "hheap.h"
+#include "hh_cli.h"
 #include "viz_render.h"
 
 /* ---------------------------------------------------------------------------
@@ -296,21 +296,65 @@ static void verify(demo *d, unsigned f) {
 /* ---------------------------------------------------------------------------
    Main
 --------------------------------------------------------------------------- */
-static void usage(FILE *f) {
-    fputs("usage: hh-demo [--frames N] [--moves N] [--policy auto|slide|fill] [--seed S] [--heap-mib M]\n"
-          "               [--out DIR] [--every K] [--width PX] [--no-render] [--quiet]\n"
-          "defaults: 600 frames, 16 moves per frame, policy auto (the library default), seed 1, 4 MiB heap, out/demo, every frame, 1024 px\n"
-          "(auto moves what pays off; slide, the textbook algorithm, shows the holes rising one by one)\n", f);
-}
+/* The value of "--moves unlimited": hh_defrag_step's "no limit". */
+static unsigned demo_moves_unlimited(void) { return HH_DEFRAG_UNLIMITED; }
 
-static bool arg_u(const char *v, unsigned long long lo, unsigned long long hi, unsigned long long *out) {
-    if (!v || !*v || *v == '-') return false;
-    char *end;
-    errno = 0;
-    unsigned long long n = strtoull(v, &end, 10);
-    if (errno || *end || n < lo || n > hi) return false;
-    *out = n;
-    return true;
+enum { OPT_FRAMES, OPT_MOVES, OPT_POLICY, OPT_SEED, OPT_HEAP_MIB, OPT_OUT, OPT_EVERY, OPT_WIDTH, OPT_NO_RENDER,
+       OPT_QUIET, OPT_COUNT };
+
+/* Command line into *o, whose fields hold the defaults (shown by --help).
+   Usage errors exit 2 (hh_cli.h). */
+static void parse_options(demo_opts *o, int argc, char **argv) {
+    char def[6][32];
+    snprintf(def[0], sizeof def[0], "%u", o->frames);
+    snprintf(def[1], sizeof def[1], "%u", o->moves);
+    snprintf(def[2], sizeof def[2], "%" PRIu64, o->seed);
+    snprintf(def[3], sizeof def[3], "%u", o->heap_mib);
+    snprintf(def[4], sizeof def[4], "%u", o->width);
+    snprintf(def[5], sizeof def[5], "%u", o->every);
+    const hh_cli_opt opts[OPT_COUNT] = {
+        [OPT_FRAMES]    = { "frames", 'n', "N", "frames to simulate, 1..1000000", def[0] },
+        [OPT_MOVES]     = { "moves", 'm', "N", "defrag moves per frame, 0..1000000, or 'unlimited'", def[1] },
+        [OPT_POLICY]    = { "policy", 'p', "P", "defrag policy: auto (the library's default: moves what pays off), "
+                            "slide (the textbook algorithm: every hole rises) or fill", hh_defrag_policy_str(o->policy) },
+        [OPT_SEED]      = { "seed", 's', "S", "random seed, 0..18446744073709551615", def[2] },
+        [OPT_HEAP_MIB]  = { "heap-mib", 0, "M", "relocatable heap size in MiB, 1..4096", def[3] },
+        [OPT_OUT]       = { "out", 'o', "DIR", "output directory (dump, trace, pictures, index.html)", o->out },
+        [OPT_EVERY]     = { "every", 0, "K", "draw every K-th frame, 1..1000000", def[5] },
+        [OPT_WIDTH]     = { "width", 'w', "PX", "picture width in pixels, 480..8192", def[4] },
+        [OPT_NO_RENDER] = { "no-render", 0, NULL, "write the dump and the trace, draw no pictures", "off" },
+        [OPT_QUIET]     = { "quiet", 'q', NULL, "no per-frame lines", "off" },
+    };
+    hh_cli cli;
+    hh_cli_init(&cli, "hh-demo", "", "exit status: 0 ok, 1 a check failed or an error, 2 bad usage\n", opts, OPT_COUNT);
+    const char *v;
+    int opt;
+    while ((opt = hh_cli_next(&cli, argc, argv, &v)) != -1) {
+        switch (opt) {
+        case OPT_FRAMES: o->frames = (unsigned)hh_cli_uint(&cli, v, 1, 1000000); break;
+        case OPT_MOVES:
+            o->moves = !strcmp(v, "unlimited") ? demo_moves_unlimited() : (unsigned)hh_cli_uint(&cli, v, 0, 1000000);
+            break;
+        case OPT_POLICY:
+            if (!strcmp(v, "auto")) o->policy = HH_DEFRAG_AUTO;
+            else if (!strcmp(v, "slide")) o->policy = HH_DEFRAG_SLIDE;
+            else if (!strcmp(v, "fill")) o->policy = HH_DEFRAG_FILL;
+            else hh_cli_bad_value(&cli, v, "not a policy (accepted: auto, slide, fill)");
+            break;
+        case OPT_SEED: o->seed = hh_cli_uint(&cli, v, 0, UINT64_MAX); break;
+        case OPT_HEAP_MIB: o->heap_mib = (unsigned)hh_cli_uint(&cli, v, 1, 4096); break;
+        case OPT_OUT:
+            if (!*v) hh_cli_bad_value(&cli, v, "an empty directory name");
+            o->out = v;
+            break;
+        case OPT_EVERY: o->every = (unsigned)hh_cli_uint(&cli, v, 1, 1000000); break;
+        case OPT_WIDTH: o->width = (unsigned)hh_cli_uint(&cli, v, 480, 8192); break;
+        case OPT_NO_RENDER: o->render = false; break;
+        case OPT_QUIET: o->quiet = true; break;
+        default: break;
+        }
+    }
+    if (optind < argc) hh_cli_usage_error(&cli, "hh-demo takes no operands");
 }
 
 /* Summary table: one row, a value formatted like printf. */
@@ -342,30 +386,7 @@ static const char *fmt_bytes(char *buf, size_t n, double b) {
 int main(int argc, char **argv) {
     demo d = { .o = { .frames = 600, .moves = 16, .every = 1, .width = 1024, .policy = HH_DEFRAG_AUTO, .seed = 1,
                       .heap_mib = 4, .out = "out/demo", .render = true } };
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        unsigned long long n;
-        bool ok = true;
-        if (!strcmp(a, "--frames")) { ok = arg_u(v, 1, 1000000, &n); d.o.frames = (unsigned)n; i++; }
-        else if (!strcmp(a, "--moves")) { ok = arg_u(v, 0, 1000000, &n); d.o.moves = (unsigned)n; i++; }
-        else if (!strcmp(a, "--every")) { ok = arg_u(v, 1, 1000000, &n); d.o.every = (unsigned)n; i++; }
-        else if (!strcmp(a, "--width")) { ok = arg_u(v, 480, 8192, &n); d.o.width = (unsigned)n; i++; }
-        else if (!strcmp(a, "--seed")) { ok = arg_u(v, 0, UINT64_MAX, &n); d.o.seed = n; i++; }
-        else if (!strcmp(a, "--heap-mib")) { ok = arg_u(v, 1, 4096, &n); d.o.heap_mib = (unsigned)n; i++; }
-        else if (!strcmp(a, "--out")) { ok = v != NULL; d.o.out = v; i++; }
-        else if (!strcmp(a, "--policy")) {
-            ok = v != NULL;
-            if (ok && !strcmp(v, "auto")) d.o.policy = HH_DEFRAG_AUTO;
-            else if (ok && !strcmp(v, "slide")) d.o.policy = HH_DEFRAG_SLIDE;
-            else if (ok && !strcmp(v, "fill")) d.o.policy = HH_DEFRAG_FILL;
-            else ok = false;
-            i++;
-        } else if (!strcmp(a, "--no-render")) d.o.render = false;
-        else if (!strcmp(a, "--quiet")) d.o.quiet = true;
-        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
-        else ok = false;
-        if (!ok) { fprintf(stderr, "hh-demo: bad option or value: %s %s\n", a, v ? v : ""); usage(stderr); return 2; }
-    }
+    parse_options(&d.o, argc, argv);
     d.r.s = d.o.seed * 0x9E3779B97F4A7C15ULL + 0x1234567;
     hh_set_error_handler(on_error, &d);
 
@@ -383,9 +404,11 @@ int main(int argc, char **argv) {
     for (char *p = cmd_dir + 1; *p; p++) if (*p == '/') { *p = 0; mkdir(cmd_dir, 0755); *p = '/'; }
     mkdir(cmd_dir, 0755);
     snprintf(dump_path, sizeof dump_path, "%s/demo.hhmap", d.o.out);
-    char label[128];
-    snprintf(label, sizeof label, "hh-demo seed %" PRIu64 ", %u MiB heap, %u moves/frame, policy %s", d.o.seed,
-             d.o.heap_mib, d.o.moves, hh_defrag_policy_str(d.o.policy));
+    char label[128], moves[24];
+    if (d.o.moves == HH_DEFRAG_UNLIMITED) snprintf(moves, sizeof moves, "unlimited");
+    else snprintf(moves, sizeof moves, "%u", d.o.moves);
+    snprintf(label, sizeof label, "hh-demo seed %" PRIu64 ", %u MiB heap, %s moves/frame, policy %s", d.o.seed,
+             d.o.heap_mib, moves, hh_defrag_policy_str(d.o.policy));
     hh_mapdump_writer *w;
     hh_memstack *stacks[1] = { ms };
     if (hh_mapdump_create(dump_path, &(hh_mapdump_desc){ .heap = d.heap, .flags = HH_MAPDUMP_BINNED, .memstacks = stacks,

@@ -1,15 +1,6 @@
 /* hh_viz.c -- hh-viz: turns a .hhmap heap-map dump into pictures.
  *
- *   hh-viz [options] DUMP.hhmap
- *     --out DIR       output directory (default: out/viz)
- *     --width PX      picture width (default 1024, at least 480)
- *     --every K       draw every K-th frame (default 1)
- *     --frames A:B    only frames A..B (by frame number; A: or :B open-ended)
- *     --no-frames     only timeline.png, plot.png and index.html
- *     --progress / --no-progress   force the progress bar on / off (default: on a terminal)
- *     --quiet         no summary lines
- *     --bench N       instead of rendering: draw the middle frame N times and
- *                     print the median / max time of drawing and of PNG writing
+ *   hh-viz [options] DUMP.hhmap      (hh-viz --help lists the options and defaults)
  *
  * Writes DIR/frames/frame_NNNNNN.png, DIR/timeline.png, DIR/plot.png and
  * DIR/index.html (open it in a browser: an offline flipbook).
@@ -24,6 +15,7 @@
 #include <fontconfig/fontconfig.h>
 
 #include "hheap/mapdump.h"
+#include "hh_cli.h"
 #include "viz_draw.h"
 #include "viz_render.h"
 
@@ -32,6 +24,12 @@ static void on_error(hh_status s, const char *message, void *user) {
     (void)s;
     (void)user;
     fprintf(stderr, "hh-viz: %s\n", message);
+}
+
+static void quiet_error(hh_status s, const char *message, void *user) {
+    (void)s;
+    (void)message;
+    (void)user;
 }
 
 static double now_ms(void) {
@@ -85,63 +83,110 @@ static int bench(const char *dump, int width, unsigned n, const char *out_dir) {
     return rc;
 }
 
-static void usage(FILE *f) {
-    fputs("usage: hh-viz [--out DIR] [--width PX] [--every K] [--frames A:B] [--no-frames]\n"
-          "              [--progress|--no-progress] [--quiet] [--bench N] DUMP.hhmap\n"
-          "exit status: 0 ok, 1 error, 2 bad usage, 3 dump damaged (the frames before the damage are drawn)\n", f);
+/* --frames A:B (A: or :B open-ended) into lo..hi; a usage error otherwise. */
+static void parse_frames(const hh_cli *c, const char *v, uint64_t *lo, uint64_t *hi) {
+    static const char *const why = "wants A:B, A: or :B with frame numbers 0..18446744073709551615, A <= B";
+    const char *colon = strchr(v, ':');
+    if (!colon) hh_cli_bad_value(c, v, why);
+    char part[32];
+    *lo = 0;
+    *hi = UINT64_MAX;
+    for (int side = 0; side < 2; side++) {
+        const char *b = side ? colon + 1 : v, *e = side ? v + strlen(v) : colon;
+        if (e == b) continue;
+        if ((size_t)(e - b) >= sizeof part || *b == '-' || *b == '+') hh_cli_bad_value(c, v, why);
+        memcpy(part, b, (size_t)(e - b));
+        part[e - b] = 0;
+        char *end;
+        errno = 0;
+        unsigned long long n = strtoull(part, &end, 10);
+        if (errno || *end) hh_cli_bad_value(c, v, why);
+        *(side ? hi : lo) = n;
+    }
+    if (*lo > *hi) hh_cli_bad_value(c, v, "the range is empty (A > B)");
 }
 
-/* Parses an unsigned number; false if s is not one. */
-static bool parse_u64(const char *s, unsigned long long *out) {
-    if (!s || !*s || *s == '-') return false;
-    char *end;
-    errno = 0;
-    *out = strtoull(s, &end, 10);
-    return errno == 0 && *end == 0;
+/* Frame numbers of the dump, first and last, and how many; false if it cannot
+   be opened (the error handler has said why). */
+static bool dump_frame_span(const char *dump, uint64_t *first, uint64_t *last, size_t *count) {
+    hh_mapdump_reader *r;
+    if (hh_mapdump_open(dump, &r) != HH_OK) return false;
+    const hh_mapdump_frame *f;
+    *count = 0;
+    hh_set_error_handler(quiet_error, NULL);   /* damage is reported once, by the render that follows */
+    while (hh_mapdump_next(r, &f) == HH_OK && f) {
+        if (*count == 0) *first = f->frame;
+        *last = f->frame;
+        ++*count;
+    }
+    hh_set_error_handler(on_error, NULL);
+    hh_mapdump_reader_close(r);
+    return true;
 }
+
+enum { OPT_OUT, OPT_WIDTH, OPT_EVERY, OPT_FRAMES, OPT_NO_FRAMES, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_QUIET, OPT_BENCH,
+       OPT_COUNT };
 
 int main(int argc, char **argv) {
     viz_opts o = { .width = 1024, .every = 1, .out_dir = "out/viz", .progress = -1 };
-    const char *dump = NULL;
+    static const hh_cli_opt opts[OPT_COUNT] = {
+        [OPT_OUT]         = { "out", 'o', "DIR", "output directory, created if missing", "out/viz" },
+        [OPT_WIDTH]       = { "width", 'w', "PX", "picture width in pixels, 480..8192", "1024" },
+        [OPT_EVERY]       = { "every", 0, "K", "draw every K-th frame of the range, 1..1000000", "1" },
+        [OPT_FRAMES]      = { "frames", 0, "A:B", "only frames A..B by frame number (A: and :B open-ended)", "all" },
+        [OPT_NO_FRAMES]   = { "no-frames", 0, NULL, "only timeline.png, plot.png and index.html", "off" },
+        [OPT_PROGRESS]    = { "progress", 0, NULL, "show the progress bar", "on a terminal only" },
+        [OPT_NO_PROGRESS] = { "no-progress", 0, NULL, "no progress bar", "on a terminal only" },
+        [OPT_QUIET]       = { "quiet", 'q', NULL, "no summary lines", "off" },
+        [OPT_BENCH]       = { "bench", 0, "N", "instead of rendering, time drawing the middle frame N times, 1..100000",
+                              "off" },
+    };
+    hh_cli cli;
+    hh_cli_init(&cli, "hh-viz", "DUMP.hhmap",
+                "writes DIR/frames/frame_NNNNNN.png, DIR/timeline.png, DIR/plot.png and DIR/index.html (a flipbook)\n"
+                "exit status: 0 ok, 1 error, 2 bad usage, 3 dump damaged (the frames before the damage are drawn)\n",
+                opts, OPT_COUNT);
     unsigned bench_runs = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        unsigned long long n;
-        if (!strcmp(a, "--out") && v) { o.out_dir = v; i++; }
-        else if (!strcmp(a, "--width") && v) {
-            if (!parse_u64(v, &n) || n < 480 || n > 8192) { fprintf(stderr, "hh-viz: --width must be 480..8192\n"); return 2; }
-            o.width = (int)n; i++;
-        } else if (!strcmp(a, "--every") && v) {
-            if (!parse_u64(v, &n) || n == 0 || n > 1000000) { fprintf(stderr, "hh-viz: --every must be a positive number\n"); return 2; }
-            o.every = (unsigned)n; i++;
-        } else if (!strcmp(a, "--frames") && v) {
-            const char *colon = strchr(v, ':');
-            char lo[32] = "", hi[32] = "";
-            if (!colon || (size_t)(colon - v) >= sizeof lo || strlen(colon + 1) >= sizeof hi) {
-                fprintf(stderr, "hh-viz: --frames wants A:B\n"); return 2;
-            }
-            memcpy(lo, v, (size_t)(colon - v));
-            strcpy(hi, colon + 1);
-            unsigned long long l = 0, h = UINT64_MAX;
-            if ((lo[0] && !parse_u64(lo, &l)) || (hi[0] && !parse_u64(hi, &h)) || l > h) {
-                fprintf(stderr, "hh-viz: --frames wants A:B with A <= B\n"); return 2;
-            }
-            o.has_range = true; o.lo = l; o.hi = h; i++;
-        } else if (!strcmp(a, "--bench") && v) {
-            if (!parse_u64(v, &n) || n == 0 || n > 100000) { fprintf(stderr, "hh-viz: --bench wants a run count\n"); return 2; }
-            bench_runs = (unsigned)n; i++;
-        } else if (!strcmp(a, "--no-frames")) o.no_frames = true;
-        else if (!strcmp(a, "--progress")) o.progress = 1;
-        else if (!strcmp(a, "--no-progress")) o.progress = 0;
-        else if (!strcmp(a, "--quiet")) o.quiet = true;
-        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
-        else if (a[0] == '-' ) { fprintf(stderr, "hh-viz: unknown option %s\n", a); usage(stderr); return 2; }
-        else if (!dump) dump = a;
-        else { fprintf(stderr, "hh-viz: more than one dump given\n"); return 2; }
+    const char *frames_arg = NULL, *v;
+    int opt;
+    while ((opt = hh_cli_next(&cli, argc, argv, &v)) != -1) {
+        switch (opt) {
+        case OPT_OUT:
+            if (!*v) hh_cli_bad_value(&cli, v, "an empty directory name");
+            o.out_dir = v;
+            break;
+        case OPT_WIDTH: o.width = (int)hh_cli_uint(&cli, v, 480, 8192); break;
+        case OPT_EVERY: o.every = (unsigned)hh_cli_uint(&cli, v, 1, 1000000); break;
+        case OPT_FRAMES:
+            parse_frames(&cli, v, &o.lo, &o.hi);
+            o.has_range = true;
+            frames_arg = v;
+            break;
+        case OPT_NO_FRAMES: o.no_frames = true; break;
+        case OPT_PROGRESS: o.progress = 1; break;
+        case OPT_NO_PROGRESS: o.progress = 0; break;
+        case OPT_QUIET: o.quiet = true; break;
+        case OPT_BENCH: bench_runs = (unsigned)hh_cli_uint(&cli, v, 1, 100000); break;
+        default: break;
+        }
     }
-    if (!dump) { usage(stderr); return 2; }
+    if (optind >= argc) hh_cli_usage_error(&cli, "no dump given");
+    if (optind + 1 < argc) hh_cli_usage_error(&cli, "more than one dump given");
+    const char *dump = argv[optind];
     hh_set_error_handler(on_error, NULL);
+    if (o.has_range) {            /* an empty range is a mistake, not an empty picture set */
+        uint64_t first = 0, last = 0;
+        size_t count = 0;
+        if (!dump_frame_span(dump, &first, &last, &count)) return 1;
+        if (count == 0 || last < o.lo || first > o.hi) {
+            if (count)
+                fprintf(stderr, "hh-viz: --frames %s: no frame of %s is in that range (it has frames %llu..%llu)\n",
+                        frames_arg, dump, (unsigned long long)first, (unsigned long long)last);
+            else
+                fprintf(stderr, "hh-viz: --frames %s: %s has no frames\n", frames_arg, dump);
+            return 2;
+        }
+    }
     viz_result res;
     int rc;
     if (bench_runs) {

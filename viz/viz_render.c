@@ -26,6 +26,9 @@ static double now_ms(void) {
 }
 
 /* mkdir -p; 0 on success. */
+/* Why a write failed: the errno it left, if any. */
+static const char *io_reason(int e) { return e ? strerror(e) : "write or encoding failed"; }
+
 int viz_render_mkdir(const char *path) {
     char buf[4096];
     size_t n = strlen(path);
@@ -118,10 +121,11 @@ int viz_render(const char *dump_path, const viz_opts *o, viz_result *res) {
             double t1 = now_ms();
             if (!s) { fprintf(stderr, "hh-viz: drawing frame %llu failed\n", (unsigned long long)f->frame); rc = 1; break; }
             snprintf(path, sizeof path, "%s/frames/frame_%06llu.png", o->out_dir, (unsigned long long)f->frame);
-            int w = write_png(s, path);
+            errno = 0;
+            int w = write_png(s, path), e = errno;
             cairo_surface_destroy(s);
             double t2 = now_ms();
-            if (w != 0) { fprintf(stderr, "hh-viz: cannot write %s\n", path); rc = 1; break; }
+            if (w != 0) { fprintf(stderr, "hh-viz: cannot write %s: %s\n", path, io_reason(e)); rc = 1; break; }
             drawn[i] = 1;
             res->frames_drawn++;
             res->draw_ms_total += t1 - t0;
@@ -137,19 +141,22 @@ int viz_render(const char *dump_path, const viz_opts *o, viz_result *res) {
     cairo_surface_t *ts = rc == 0 ? viz_draw_timeline(&tl, &info, width, &tl_axes) : NULL;
     if (ts) {
         snprintf(path, sizeof path, "%s/timeline.png", o->out_dir);
-        if (write_png(ts, path) != 0) { fprintf(stderr, "hh-viz: cannot write %s\n", path); rc = 1; }
+        errno = 0;
+        if (write_png(ts, path) != 0) { fprintf(stderr, "hh-viz: cannot write %s: %s\n", path, io_reason(errno)); rc = 1; }
         cairo_surface_destroy(ts);
     } else if (rc == 0) { fprintf(stderr, "hh-viz: drawing the timeline failed\n"); rc = 1; }
     cairo_surface_t *ps = rc == 0 ? viz_draw_plot(&se, width, info.label, &plot_axes) : NULL;
     if (ps) {
         snprintf(path, sizeof path, "%s/plot.png", o->out_dir);
-        if (write_png(ps, path) != 0) { fprintf(stderr, "hh-viz: cannot write %s\n", path); rc = 1; }
+        errno = 0;
+        if (write_png(ps, path) != 0) { fprintf(stderr, "hh-viz: cannot write %s: %s\n", path, io_reason(errno)); rc = 1; }
         cairo_surface_destroy(ps);
     } else if (rc == 0) { fprintf(stderr, "hh-viz: drawing the plot failed\n"); rc = 1; }
     if (rc == 0) {
         snprintf(path, sizeof path, "%s/index.html", o->out_dir);
+        errno = 0;
         if (viz_write_html(path, &se, drawn, info.label, &tl_axes, &plot_axes) != 0) {
-            fprintf(stderr, "hh-viz: cannot write %s\n", path);
+            fprintf(stderr, "hh-viz: cannot write %s: %s\n", path, io_reason(errno));
             rc = 1;
         }
     }

@@ -12,6 +12,7 @@
 
 #include "hheap/common.h"
 
+#if HH_TESTING
 static atomic_long fail_countdown = -1;   /* -1: disarmed */
 static atomic_uint fail_fired = 0;        /* faults fired since the last arm */
 
@@ -22,7 +23,6 @@ void hh_test_fail_after(long n) {
 
 unsigned hh_test_fail_count(void) { return atomic_load(&fail_fired); }
 
-#if HH_TESTING
 bool hhi_fault_fire(void) {
     long c = atomic_load(&fail_countdown);
     while (c >= 0) {

@@ -18,7 +18,9 @@
 
 #include "../common/hh_bytes.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <sys/stat.h>
 
 #include "../common/hh_error.h"
 #include "../common/hh_meta.h"
@@ -392,8 +394,16 @@ hh_status hh_mapdump_open(const char *path, hh_mapdump_reader **out) {
     if (r == NULL) return hhi_error(HH_E_NO_MEMORY, "hh_mapdump_open: no memory for the reader");
     r->f = fopen(path, "rb");
     if (r->f == NULL) {
+        int e = errno;
         hhi_meta_free(r);
-        return hhi_error(HH_E_IO, "hh_mapdump_open: cannot open '%s'", path);
+        return hhi_error(HH_E_IO, "hh_mapdump_open: cannot open '%s': %s", path, strerror(e));
+    }
+    struct stat sb;
+    if (fstat(fileno(r->f), &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        fclose(r->f);
+        hhi_meta_free(r);
+        return hhi_error(HH_E_IO, "hh_mapdump_open: '%s' is %s, not a .hhmap file", path,
+                         S_ISDIR(sb.st_mode) ? "a directory" : "not a regular file");
     }
     long end = -1;
     if (fseek(r->f, 0, SEEK_END) == 0) end = ftell(r->f);

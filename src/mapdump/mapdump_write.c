@@ -17,6 +17,7 @@
 
 #include "../common/hh_bytes.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -392,9 +393,10 @@ hh_status hh_mapdump_create(const char *path, const hh_mapdump_desc *desc, hh_ma
 
     w->f = fopen(path, "wb");
     if (w->f == NULL) {
+        int e = errno;
         hhi_meta_free(w->buf);
         hhi_meta_free(w);
-        return hhi_error(HH_E_IO, "hh_mapdump_create: cannot create '%s'", path);
+        return hhi_error(HH_E_IO, "hh_mapdump_create: cannot create '%s': %s", path, strerror(e));
     }
     hh_status s = buf_flush(w, "file header");
     if (s != HH_OK) {

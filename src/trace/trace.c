@@ -23,8 +23,10 @@
  */
 #include "hheap/trace.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../common/hh_bytes.h"
 #include "../common/hh_error.h"
@@ -231,7 +233,13 @@ static long long decode_events(cursor *c, hh_trace_event *out, size_t cap, const
 /* Reads the whole file into metadata memory. */
 static hh_status read_file(const char *path, uint8_t **data, size_t *len) {
     FILE *f = fopen(path, "rb");
-    if (f == NULL) return hhi_error(HH_E_IO, "hh_trace_load: cannot open %s", path);
+    if (f == NULL) return hhi_error(HH_E_IO, "hh_trace_load: cannot open %s: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        fclose(f);
+        return hhi_error(HH_E_IO, "hh_trace_load: %s is %s, not a trace file", path,
+                         S_ISDIR(sb.st_mode) ? "a directory" : "not a regular file");
+    }
     long size = -1;
     if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
     if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
@@ -445,8 +453,9 @@ hh_status hh_trace_open(hh_heap *heap, const char *path, hh_trace **out) {
     if (t == NULL) return hhi_error(HH_E_NO_MEMORY, "hh_trace_open: no memory for the trace buffer");
     t->file = fopen(path, "wb");
     if (t->file == NULL) {
+        int e = errno;
         hhi_meta_free(t);
-        return hhi_error(HH_E_IO, "hh_trace_open: cannot create %s", path);
+        return hhi_error(HH_E_IO, "hh_trace_open: cannot create %s: %s", path, strerror(e));
     }
     hh_heap_desc d;
     hh_heap_desc_get(heap, &d);
