@@ -474,9 +474,10 @@ static void forget_layout(step_ctx *c) {
     c->win_end = false;
 }
 
-/* true if region r (bytes [lo, hi) of it lie below the top free region) is
-   worth evacuating: at most half of it live, some of it live, and quiet --
-   no allocation landed in it for HHI_DEFRAG_COLD_STEPS steps, so its holes
+/* true if region r (its first `span` bytes lie below the top free region) is
+   worth evacuating: some of it live but at most HHI_DEFRAG_SPARSE_NUM /
+   HHI_DEFRAG_SPARSE_DEN, changed since a job last finished over it, and quiet
+   -- no allocation landed in it for HHI_DEFRAG_COLD_STEPS steps, so its holes
    are not being reused by the game's own churn. */
 static bool region_sparse(const hh_heap *h, const struct hhi_defrag *d, size_t r, size_t span) {
     uint32_t used = h->regions[r].used;
@@ -690,9 +691,9 @@ static void run_moves(step_ctx *c) {
      only while finishing_pays, sliding no block over a hole much smaller
      than itself. What is left is the game's working space: stop BUSY.
    - the heap is quiet, or the step has no limit: sparse holes are filled
-     from the top (lower_top) unless
-     the loop is already under way; dense holes go to the loop, latched until
-     the heap is compact (the loop then moves about the lower bound). */
+     from the top (lower_top) unless the loop is already under way; dense
+     holes go to the loop, latched until the heap is compact (the loop then
+     moves about the lower bound). */
 static void auto_moves(step_ctx *c) {
     hh_heap *h = c->h;
     struct hhi_defrag *d = c->d;
