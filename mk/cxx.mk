@@ -11,7 +11,7 @@ DEPS_PKGS   += g++ clang
 
 CXX_TESTS  := cxx_headers cxx_hpp
 CXX_WARN   := -Wall -Wextra -Wpedantic -Werror
-CXX_HDRS   := include/hheap.hpp include/hheap.h $(wildcard include/hheap/*.h)
+CXX_HDRS   := include/hheap.hpp include/hheap.h $(wildcard include/hheap/*.h) tests/cxx/cxx_check.h
 
 # build/test/cxx/<test>-<compiler>-<std>
 CXX_BINS := $(foreach t,$(CXX_TESTS),$(foreach c,g++ clang++,$(foreach s,$(CXX_STDS),$(BUILD)/test/cxx/$(t)-$(c)-$(s))))

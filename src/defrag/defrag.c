@@ -462,6 +462,20 @@ static void run_moves_inner(step_ctx *c) {
 /* ---------------------------------------------------------------------------
    Evacuation (AUTO): sparse, quiet ranges first
 --------------------------------------------------------------------------- */
+/* true (stop reason set) if the step may make no further move or do no
+   further work: the move and work limits, checked before each look. */
+static bool budget_spent(step_ctx *c) {
+    if (c->max_moves && c->r.moves >= c->max_moves) {
+        c->r.stop = HH_DEFRAG_STOP_MOVES;
+        return true;
+    }
+    if (c->work >= c->work_max) {
+        c->r.stop = HH_DEFRAG_STOP_WORK;
+        return true;
+    }
+    return false;
+}
+
 /* Blocks moved outside the hole-by-hole loop: the cursor, the known-compact
    mark and the window (saved and current) no longer describe the heap. */
 static void forget_layout(step_ctx *c) {
@@ -541,13 +555,7 @@ static bool evacuate(step_ctx *c) {
     struct hhi_defrag *d = c->d;
     bool moved = false, spent = false;
     for (;;) {
-        if (c->max_moves && c->r.moves >= c->max_moves) {
-            c->r.stop = HH_DEFRAG_STOP_MOVES;
-            spent = true;
-            break;
-        }
-        if (c->work >= c->work_max) {
-            c->r.stop = HH_DEFRAG_STOP_WORK;
+        if (budget_spent(c)) {
             spent = true;
             break;
         }
@@ -600,13 +608,7 @@ static bool lower_top(step_ctx *c) {
     hh_heap *h = c->h;
     bool moved = false, spent = false;
     for (;;) {
-        if (c->max_moves && c->r.moves >= c->max_moves) {
-            c->r.stop = HH_DEFRAG_STOP_MOVES;
-            spent = true;
-            break;
-        }
-        if (c->work >= c->work_max) {
-            c->r.stop = HH_DEFRAG_STOP_WORK;
+        if (budget_spent(c)) {
             spent = true;
             break;
         }

@@ -545,12 +545,7 @@ hhi_block *hhi_heap_find_fit_below(const hh_heap *h, size_t bs, size_t align, si
     }
     uint32_t sl_map = h->fl.sl_bitmap[f] & (s + 1 < 32 ? ~0u << (s + 1) : 0);
     while (tries--) {                                 /* then larger lists, smallest first */
-        if (sl_map == 0) {
-            uint32_t fl_map = f + 1 < 32 ? h->fl.fl_bitmap & (~0u << (f + 1)) : 0;
-            if (fl_map == 0) return NULL;
-            f = hh_ctz64(fl_map);
-            sl_map = h->fl.sl_bitmap[f];
-        }
+        if ((sl_map = fl_next_nonempty(h, &f, sl_map)) == 0) return NULL;
         s = hh_ctz64(sl_map);
         sl_map &= sl_map - 1;
         g = h->fl.head[f][s];

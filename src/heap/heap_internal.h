@@ -439,20 +439,26 @@ static inline void fl_mapping_search(size_t size, unsigned *fl, unsigned *sl) {
     if (size >= HHI_SMALL_BLOCK) size += ((size_t)1 << (hh_fls64(size) - HHI_SL_LOG2)) - 1;
     fl_mapping(size, fl, sl);
 }
+/* The first non-empty list at or after (*f, the lists left in *sl_map of row
+   *f): moves *f to its row and returns that row's remaining map with the list
+   in its lowest bit; 0 when no list is left. */
+static inline uint32_t fl_next_nonempty(const hh_heap *h, unsigned *f, uint32_t sl_map) {
+    if (sl_map == 0) {
+        uint32_t fl_map = *f + 1 < 32 ? h->fl.fl_bitmap & (~0u << (*f + 1)) : 0;
+        if (fl_map == 0) return 0;
+        *f = hh_ctz64(fl_map);
+        sl_map = h->fl.sl_bitmap[*f];
+    }
+    return sl_map;
+}
 /* Good fit (hhi_freelist_find). */
 static inline hhi_block *fl_find(const hh_heap *h, size_t size) {
     unsigned f, s;
     fl_mapping_search(size, &f, &s);
     if (hh_unlikely(f >= HHI_FL_COUNT)) return NULL;
-    uint32_t sl_map = h->fl.sl_bitmap[f] & (~0u << s);
-    if (sl_map == 0) {
-        uint32_t fl_map = f + 1 < 32 ? h->fl.fl_bitmap & (~0u << (f + 1)) : 0;
-        if (fl_map == 0) return NULL;
-        f = hh_ctz64(fl_map);
-        sl_map = h->fl.sl_bitmap[f];
-    }
-    s = hh_ctz64(sl_map);
-    return blk_at(h, granule_off(h->fl.head[f][s]));
+    uint32_t sl_map = fl_next_nonempty(h, &f, h->fl.sl_bitmap[f] & (~0u << s));
+    if (sl_map == 0) return NULL;
+    return blk_at(h, granule_off(h->fl.head[f][hh_ctz64(sl_map)]));
 }
 /* The head of the list holding `size` itself if it is large enough (the
    good-fit search skips that list: its blocks may be smaller), else
@@ -471,13 +477,8 @@ static inline hhi_block *fl_exact_then_find(const hh_heap *h, size_t size) {
         hhi_block *b = blk_at(h, granule_off(g));
         if (blk_size(b) >= size) return b;
     }
-    uint32_t sl_map = h->fl.sl_bitmap[f] & (~0u << (s + 1));   /* s + 1 <= 16: no overflow */
-    if (sl_map == 0) {
-        uint32_t fl_map = f + 1 < 32 ? h->fl.fl_bitmap & (~0u << (f + 1)) : 0;
-        if (fl_map == 0) return NULL;
-        f = hh_ctz64(fl_map);
-        sl_map = h->fl.sl_bitmap[f];
-    }
+    uint32_t sl_map = fl_next_nonempty(h, &f, h->fl.sl_bitmap[f] & (~0u << (s + 1)));   /* s + 1 <= 16 */
+    if (sl_map == 0) return NULL;
     return blk_at(h, granule_off(h->fl.head[f][hh_ctz64(sl_map)]));
 }
 

@@ -20,18 +20,7 @@
 #include <cstring>
 #include <unistd.h>
 
-static int failures, checks;
-#define CHECK(cond)                                                                      \
-    do {                                                                                 \
-        checks++;                                                                        \
-        if (!(cond)) {                                                                   \
-            failures++;                                                                  \
-            std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                                \
-    } while (0)
-
-static hh_status last_reported = HH_OK;
-static void capture(hh_status s, const char *, void *) { last_reported = s; }
+#include "cxx_check.h"
 
 int main() {
     hh_set_error_handler(capture, nullptr);

@@ -9,22 +9,7 @@
 #include <cstring>
 #include <utility>
 
-static int failures, checks;
-#define CHECK(cond)                                                                      \
-    do {                                                                                 \
-        checks++;                                                                        \
-        if (!(cond)) {                                                                   \
-            failures++;                                                                  \
-            std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                                \
-    } while (0)
-
-static hh_status last_reported = HH_OK;
-static unsigned reports;
-static void capture(hh_status s, const char *, void *) {
-    last_reported = s;
-    reports++;
-}
+#include "cxx_check.h"
 
 struct enemy {
     int   hp;
