@@ -105,6 +105,24 @@ HH_INLINE hhi_block *region_release_inline(hh_heap *h, size_t off, size_t size, 
         size_t poff = blk_offset(h, p), psize = blk_size(p), nps = psize + total;
         uint32_t pg = off_granule(poff);
         hhi_bitmap_clear_fast(&h->starts, off_granule(off));
+        if (nsize && !fl_same_list(nps, psize) && fl_same_list(nps, nsize)) {
+            /* A small hole, this block and a large free block (often the top
+               region) merge: p leaves its list and takes n's place in n's. */
+            unsigned f1, s1;
+            uint32_t ng = off_granule(end);
+            fl_mapping(psize, &f1, &s1);
+            fl_unlink(h, p, pg, f1, s1);
+            fl_relink(h, n, p, pg, nps);
+            hhi_bitmap_clear_fast(&h->frees, ng);
+            hhi_bitmap_clear_fast(&h->starts, ng);
+            p->word = (p->word & ~BLK_SIZE_MASK) | (uint64_t)nps;
+            hh_track_defined(foot, 8);
+            *foot = nps;
+            h->free_bytes += size;
+            h->free_blocks--;
+            h->free_sumsq = h->free_sumsq - fl_sq(h, psize) - fl_sq(h, nsize) + fl_sq(h, nps);
+            return p;
+        }
         if (nsize) {
             unsigned nf, ns;
             fl_mapping(nsize, &nf, &ns);
