@@ -1082,6 +1082,9 @@ size_t hh_defrag_journal(const hh_heap *heap, const hh_move_record **out) {
         if (out) *out = NULL;
         return 0;
     }
+    heap_lock(heap);                                   /* as every other getter */
     *out = heap->journal.rec;
-    return heap->journal.count;
+    size_t n = heap->journal.count;
+    heap_unlock(heap);
+    return n;
 }
