@@ -120,9 +120,10 @@ typedef enum hh_defrag_stop {
     HH_DEFRAG_STOP_IDLE,         /* the trigger is idle: the heap is tidy enough, nothing looked at */
     HH_DEFRAG_STOP_OVERSIZE,     /* only blocks larger than max_bytes were left to move */
     HH_DEFRAG_STOP_ERROR,        /* bad argument (reported) */
-    HH_DEFRAG_STOP_BUSY,         /* AUTO, while the game allocates: nothing sparse is left to evacuate
-                                    and the holes are too few to be worth closing one by one (the
-                                    game's churn refills them); see the policy notes above */
+    HH_DEFRAG_STOP_BUSY,         /* AUTO, while the game allocates: holes were left on purpose --
+                                    too few to be worth closing (the game's churn refills them), or
+                                    closable only by sliding a block far larger than the hole; see
+                                    the policy notes above */
 } hh_defrag_stop;
 
 typedef struct hh_defrag_report {
@@ -225,6 +226,7 @@ typedef struct hh_defrag_metrics {
     uint64_t absorbed_bytes;           /* sliver holes (<= 64 bytes) that AUTO/FILL closed by making them
                                           the slack of the block below instead of sliding (cumulative;
                                           those bytes count as used until that block moves or is freed) */
+    uint64_t evacuations;              /* AUTO: sparse, quiet ranges it started to evacuate (cumulative) */
 } hh_defrag_metrics;
 /* Fills *out. HH_E_INVALID_ARG for NULL arguments. */
 HH_API hh_status hh_defrag_metrics_get(const hh_heap *heap, hh_defrag_metrics *out);

@@ -169,7 +169,10 @@ typedef struct hh_heap_stats {
     uint64_t total_moves, total_bytes_moved;
 } hh_heap_stats;
 /* O(1): every figure is kept up to date by the mutations. `capacity` is the
-   managed size (used_bytes + free_bytes). */
+   managed size (used_bytes + free_bytes). `largest_free` is exact unless the
+   free list of the largest sizes holds more than 16 blocks (say 100k equal
+   holes and no larger free block); it is then at most 1/16 short, which keeps
+   this call O(1). */
 HH_API void      hh_heap_stats_get(const hh_heap *heap, hh_heap_stats *out);
 
 /* Walks every block and checks every invariant (I1..I10 in heap_internal.h);

@@ -184,6 +184,19 @@ static bool movable(step_ctx *c, const hhi_block *b) {
     return true;
 }
 
+/* true if b's payload exceeds the step's byte budget. No side effect: the
+   passes before the loop note an oversize block (movable) only once they know
+   it had somewhere to go. */
+static bool oversize(const step_ctx *c, const hhi_block *b) { return c->max_bytes && blk_usable(c->h, b) > c->max_bytes; }
+
+/* true if the block right above hole H could slide into it as far as its
+   alignment goes (no budget check). */
+static bool slide_room(const hh_heap *h, hhi_block *H, const hhi_block *Y) {
+    size_t dst = 0;
+    (void)hhi_heap_fits(h, H, 0, blk_align(Y), &dst);
+    return dst < blk_offset(h, Y);
+}
+
 /* ---------------------------------------------------------------------------
    Choosing a move for the lowest hole
 --------------------------------------------------------------------------- */
@@ -305,10 +318,7 @@ static bool fill_highest(step_ctx *c, hhi_block *H, const hhi_block *Y, move_pla
    and its alignment leaves it room to go down (the offset hhi_heap_fits would
    give it, the one hhi_heap_slide_down uses, lies below its own). */
 static bool slide_possible(step_ctx *c, hhi_block *H, const hhi_block *Y) {
-    if (Y == NULL || !movable(c, Y)) return false;
-    size_t dst = 0;
-    (void)hhi_heap_fits(c->h, H, 0, blk_align(Y), &dst);
-    return dst < blk_offset(c->h, Y);
+    return Y != NULL && movable(c, Y) && slide_room(c->h, H, Y);
 }
 
 /* The move that closes (part of) hole H, or mv->b == NULL if H is stuck. */
@@ -433,6 +443,7 @@ static void run_moves_inner(step_ctx *c) {
         }
         if (mv.b == NULL && mv.capped) {               /* passed over: the cursor rises, no stuck hole */
             d->floor = blk_offset(h, H) + blk_size(H);
+            d->floor_dirty = true;                     /* D1: it is not unclosable; rescan before compact */
             c->capped = true;
             continue;
         }
@@ -528,6 +539,7 @@ static bool job_pick(step_ctx *c) {
     hhi_block *f = lo ? hhi_heap_free_at_or_before(h, lo) : NULL;   /* a gap reaching into the region starts it */
     d->job_lo = (f && blk_offset(h, f) + blk_size(f) > lo) ? blk_offset(h, f) : lo;
     d->job_base = d->job_lo;
+    d->job_first = best;
     d->job_end = HH_MIN(e * rsize, top);
     d->job = true;
     d->jobs++;
@@ -536,7 +548,7 @@ static bool job_pick(step_ctx *c) {
 
 /* Ends the job: its regions are not picked again until their live bytes change. */
 static void job_done(const hh_heap *h, struct hhi_defrag *d) {
-    for (size_t r = d->job_base >> h->region_shift; r < h->region_count && (r << h->region_shift) < d->job_end; r++)
+    for (size_t r = d->job_first; r < h->region_count && (r << h->region_shift) < d->job_end; r++)
         d->done_used[r] = h->regions[r].used;
     d->job = false;
 }
@@ -567,16 +579,22 @@ static bool evacuate(step_ctx *c) {
             continue;
         }
         size_t yend = blk_offset(h, Y) + blk_size(Y);
-        if (blk_is_free(Y) || !movable(c, Y)) {        /* a hole, or a block that stays */
+        if (blk_is_free(Y) || blk_pins(Y)) {           /* a hole, or a block that stays */
             d->job_lo = yend;
             continue;
         }
         size_t bytes = blk_usable(h, Y);
-        hhi_block *f = hhi_heap_find_fit_below(h, blk_need(Y), blk_align(Y), d->job_base, HHI_DEFRAG_FIT_TRIES);
-        c->work += HHI_DEFRAG_FIT_TRIES / 2;
+        unsigned looked = 0;
+        hhi_block *f = hhi_heap_find_fit_below(h, blk_need(Y), blk_align(Y), d->job_base, HHI_DEFRAG_FIT_TRIES, &looked);
+        c->work += looked;
         hhi_block *H = blk_prev_free(Y) ? blk_prev_free_block(Y) : NULL;
-        if (f == NULL && (H == NULL || blk_offset(h, H) < d->job_base || !slide_possible(c, H, Y))) {
+        if (f == NULL && (H == NULL || blk_offset(h, H) < d->job_base || !slide_room(h, H, Y))) {
             d->job_lo = yend;                          /* can go nowhere: the gap restarts above it */
+            continue;
+        }
+        if (oversize(c, Y)) {                          /* it could go, but not under this budget */
+            (void)movable(c, Y);                       /* notes oversize_bytes */
+            d->job_lo = yend;
             continue;
         }
         if (!budget_allows(c, bytes)) {
@@ -612,11 +630,14 @@ static bool lower_top(step_ctx *c) {
             spent = true;
             break;
         }
-        c->work += 1 + HHI_DEFRAG_FIT_TRIES / 2;
+        c->work++;
         hhi_block *b = highest_block(h);
-        if (b == NULL || blk_is_free(b) || !movable(c, b) || region_hot(h, blk_offset(h, b))) break;
-        hhi_block *f = hhi_heap_find_fit_below(h, blk_need(b), blk_align(b), blk_offset(h, b), HHI_DEFRAG_FIT_TRIES);
+        if (b == NULL || blk_is_free(b) || blk_pins(b) || region_hot(h, blk_offset(h, b))) break;
+        unsigned looked = 0;
+        hhi_block *f = hhi_heap_find_fit_below(h, blk_need(b), blk_align(b), blk_offset(h, b), HHI_DEFRAG_FIT_TRIES, &looked);
+        c->work += looked;
         if (f == NULL || blk_offset(h, f) + blk_size(f) == blk_offset(h, b)) break;
+        if (!movable(c, b)) break;                     /* oversize for this budget (noted) */
         size_t bytes = blk_usable(h, b);
         if (!budget_allows(c, bytes)) {
             spent = true;
@@ -703,7 +724,7 @@ static void auto_moves(step_ctx *c) {
     if (bounded && !heap_quiet(h)) {
         if (evacuate(c) || lower_top(c)) return;      /* the budget is spent */
         c->slide_cap = HHI_DEFRAG_SLIDE_CAP;
-        if (finishing_pays(h, d)) run_moves(c);
+        if (finishing_pays(h, d) || hole_bytes(h) == 0) run_moves(c);   /* no hole: the loop says compact, O(1) */
         else c->r.stop = HH_DEFRAG_STOP_BUSY;
         return;
     }
@@ -831,6 +852,10 @@ static hh_defrag_report defrag_run(hh_heap *h, const hh_defrag_budget *budget, b
         if (full) full_bulk_slide(&c);
         if (!full && c.policy == HH_DEFRAG_AUTO && d) auto_moves(&c);
         else run_moves(&c);
+        if (c.r.compact && c.r.oversize_bytes) {     /* a pass before the loop passed over a block */
+            c.r.compact = false;
+            c.r.stop = HH_DEFRAG_STOP_OVERSIZE;
+        }
         if (d && c.r.compact) d->active = d->finishing = false;
     }
     maybe_decommit(h, d, c.r.moves > 0, !full && (budget->max_moves || budget->max_bytes || budget->max_ns));
@@ -1071,6 +1096,7 @@ hh_status hh_defrag_metrics_get(const hh_heap *heap, hh_defrag_metrics *out) {
         out->moves = d->moves;
         out->bytes_moved = d->bytes_moved;
         out->absorbed_bytes = d->absorbed_bytes;
+        out->evacuations = d->jobs;
     }
     heap_unlock(h);
     return HH_OK;

@@ -14,7 +14,8 @@
  *
  * Invariants
  *   D1  every free block starting below floor (other than the top region) was
- *       judged unclosable by a scan, and no mutation touched an offset <= floor
+ *       judged unclosable by a scan -- or passed over by AUTO's slide cap, and
+ *       then floor_dirty is set -- and no mutation touched an offset <= floor
  *       since (heap->low_mark is folded in at the start of every step).
  *   D2  known_compact implies: the last scan reached the top region with the
  *       floor clean and moved nothing after, and heap->mutations has not changed
@@ -89,7 +90,8 @@ struct hhi_defrag {
     size_t   job_lo;               /* offset: the sliding front (the gap starts at or after it) */
     size_t   job_end;              /* offset: the job is done when the gap reaches it */
     size_t   job_base;             /* offset where the range starts: blocks evacuate below it */
-    uint64_t jobs;                 /* jobs started (metrics) */
+    size_t   job_first;            /* first region judged sparse (job_done marks from it) */
+    uint64_t jobs;                 /* jobs started (hh_defrag_metrics.evacuations) */
     bool     finishing;            /* AUTO's hole-by-hole hysteresis (finishing_pays) */
     uint32_t *done_used;           /* per heap region: its live bytes when a job last finished over it
                                       (UINT32_MAX: never); unchanged since means nothing to gain there */

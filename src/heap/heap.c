@@ -550,7 +550,8 @@ static bool fits_below(const hh_heap *h, const hhi_block *f, size_t bs, size_t a
     return blk_offset(h, f) + blk_size(f) <= limit && hhi_heap_fits(h, f, bs, align, NULL);
 }
 
-hhi_block *hhi_heap_find_fit_below(const hh_heap *h, size_t bs, size_t align, size_t limit, unsigned tries) {
+hhi_block *hhi_heap_find_fit_below(const hh_heap *h, size_t bs, size_t align, size_t limit, unsigned tries,
+                                   unsigned *looked) {
     size_t want = align <= HHI_GRANULE ? bs : bs + align;
     unsigned f, s;
     fl_mapping(want, &f, &s);                         /* the request's own list: equal sizes fit exactly */
@@ -558,6 +559,7 @@ hhi_block *hhi_heap_find_fit_below(const hh_heap *h, size_t bs, size_t align, si
     uint32_t g = h->fl.head[f][s];
     for (unsigned k = 0; g != HHI_NONE && k < HHI_FIT_BELOW_WALK; k++) {
         hhi_block *b = blk_at(h, granule_off(g));
+        ++*looked;
         if (blk_size(b) >= want && fits_below(h, b, bs, align, limit)) return b;
         g = b->u.free.next;
     }
@@ -569,6 +571,7 @@ hhi_block *hhi_heap_find_fit_below(const hh_heap *h, size_t bs, size_t align, si
         g = h->fl.head[f][s];
         for (unsigned k = 0; g != HHI_NONE && k < HHI_FIT_BELOW_WALK; k++) {
             hhi_block *b = blk_at(h, granule_off(g));
+            ++*looked;
             if (fits_below(h, b, bs, align, limit)) return b;
             g = b->u.free.next;
         }

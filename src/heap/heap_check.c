@@ -1,6 +1,6 @@
 /* heap_check.c -- hh_heap_check, hh_heap_walk, hh_heap_stats_get.
  *
- * The checker walks every block once and verifies invariants I1..I10 of
+ * The checker walks every block once and verifies invariants I1..I11 of
  * heap_internal.h, naming the first one broken. It is public API (tools and
  * tests call it) and backs hh_assert_expensive through hhi_heap_is_valid.
  */

@@ -551,9 +551,10 @@ HH_INTERNAL hhi_block *hhi_heap_block_at_or_after(const hh_heap *h, size_t off);
    fill a hole exactly), then up to `tries` larger non-empty lists, smallest
    first; in each list the first HHI_FIT_BELOW_WALK blocks are looked at (lists
    keep low addresses near their head). Never the top region unless it ends
-   below limit. O(tries). */
+   below limit. O(tries); *looked grows by the free blocks looked at. */
 enum { HHI_FIT_BELOW_WALK = 4 };
-HH_INTERNAL hhi_block *hhi_heap_find_fit_below(const hh_heap *h, size_t bs, size_t align, size_t limit, unsigned tries);
+HH_INTERNAL hhi_block *hhi_heap_find_fit_below(const hh_heap *h, size_t bs, size_t align, size_t limit, unsigned tries,
+                                               unsigned *looked);
 /* The block that starts before b (any state), or NULL at offset 0. O(log n). */
 HH_INTERNAL hhi_block *hhi_heap_block_before(const hh_heap *h, const hhi_block *b);
 /* The top free region (free block ending at managed), or NULL. O(1). */
