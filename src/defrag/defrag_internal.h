@@ -90,7 +90,6 @@ struct hhi_defrag {
     size_t   job_lo;               /* offset: the sliding front (the gap starts at or after it) */
     size_t   job_end;              /* offset: the job is done when the gap reaches it */
     size_t   job_base;             /* offset where the range starts: blocks evacuate below it */
-    size_t   job_first;            /* first region judged sparse (job_done marks from it) */
     uint64_t jobs;                 /* jobs started (hh_defrag_metrics.evacuations) */
     bool     finishing;            /* AUTO's hole-by-hole hysteresis (finishing_pays) */
     uint32_t *done_used;           /* per heap region: its live bytes when a job last finished over it
