@@ -483,6 +483,49 @@ START_TEST(same_size_reuses_its_hole) {
 }
 END_TEST
 
+
+/* Issue 12: table tags are never shared by two live heaps. Heap A keeps a
+   live handle while 600 heaps (more than two rounds of the 8-bit tag) are
+   created and destroyed; each of them, holding a live block in the same slot,
+   rejects A's handle with HH_E_STALE_HANDLE and keeps its own block. A handle
+   of a destroyed heap is rejected the same way by every later heap. */
+START_TEST(handle_of_another_heap_rejected_across_tag_cycles) {
+    hh_heap *a, *dead;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 16 }, &a), HH_OK);
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 16 }, &dead), HH_OK);
+    hh_handle ha = hh_alloc(a, 64), hd = hh_alloc(dead, 64);
+    ck_assert(!hh_is_null(ha) && !hh_is_null(hd));
+    memset(hh_deref(a, ha), 0xA1, 64);
+    hh_heap_destroy(dead);
+    for (unsigned i = 0; i < 600; i++) {
+        hh_heap *c;
+        ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 16 }, &c), HH_OK);
+        hh_handle hc = hh_alloc(c, 64);
+        ck_assert_uint_eq(hh_handle_index(hc), hh_handle_index(ha));   /* the same slot, generation 1 */
+        memset(hh_deref(c, hc), 0xC3, 64);
+        hh_test_reset_captured();
+        ck_assert_ptr_null(hh_deref(c, ha));
+        ck_assert_int_eq(hh_free(c, ha), HH_E_STALE_HANDLE);
+        ck_assert_int_eq(hh_free(c, hd), HH_E_STALE_HANDLE);
+        ck_assert_uint_eq(hh_size(c, ha), 0);
+        ck_assert_ptr_null(hh_pin(c, ha));
+        ck_assert_int_eq(hh_test_last_captured(), HH_E_STALE_HANDLE);
+        unsigned char *p = hh_deref(c, hc);
+        ck_assert_ptr_nonnull(p);
+        ck_assert_uint_eq(p[0], 0xC3);
+        hh_heap_stats st;
+        hh_heap_stats_get(c, &st);
+        ck_assert_uint_eq(st.live_blocks, 1);
+        hh_heap_destroy(c);
+    }
+    unsigned char *pa = hh_deref(a, ha);
+    ck_assert_ptr_nonnull(pa);
+    ck_assert_uint_eq(pa[63], 0xA1);
+    ck_assert_int_eq(hh_free(a, ha), HH_OK);
+    hh_heap_destroy(a);
+}
+END_TEST
+
 Suite *hh_test_heap_suite(void) {
     Suite *s = suite_create("heap");
     TCase *tc = tcase_create("lifecycle");
@@ -497,6 +540,7 @@ Suite *hh_test_heap_suite(void) {
     tcase_add_test(tc, stale_deref_is_null_with_error);
     tcase_add_test(tc, forged_handle_touches_nothing);
     tcase_add_test(tc, handle_of_another_heap_rejected);
+    tcase_add_test(tc, handle_of_another_heap_rejected_across_tag_cycles);
     tcase_add_test(tc, exhaustion_reports_no_memory);
     tcase_add_test(tc, full_handle_table_reports_no_memory);
     suite_add_tcase(s, tc);

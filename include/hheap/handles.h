@@ -17,9 +17,15 @@
  * A free or retired slot carries HH_HANDLE_KEY_FREE in its key, which no
  * handle's id >> 24 can equal, so a forged handle never matches it.
  *
- * Handles of another table are rejected because the tag differs (tags are
- * handed out round-robin from 1..255: two tables alive at once share a tag
- * only after 255 further tables were created).
+ * Handles of another table are rejected because the tag differs: a table
+ * takes a tag (1..255) that no live table holds, so at most 255 tables live at
+ * once (the 256th init fails with HH_E_NO_MEMORY), and a handle of another
+ * live table can never match. A tag freed by a destroyed table is reused last
+ * (round-robin over the free ones), and each reuse starts the new table's
+ * generations in another epoch (the top 8 bits of the first generation count
+ * how often the tag was taken), so a handle of a destroyed table is also
+ * rejected unless a slot of its tag's new table was reused 2^24 times or the
+ * tag was taken 256 more times.
  *
  * The table is not thread-safe; the heap serialises it under its own lock.
  * Lookups (hh_handle_get) only read, and the slot array never moves (it is
@@ -45,6 +51,8 @@ enum {
     HH_HANDLE_GEN_BITS   = 32,
     HH_HANDLE_MAX_SLOTS  = (1 << 24) - 1,   /* usable slots 1..2^24-1 */
     HH_HANDLE_MIN_FREE_DEFAULT = 64,        /* freed slots that rest before reuse */
+    HH_HANDLE_TAG_COUNT  = 255,             /* tags 1..255: at most this many tables live at once */
+    HH_HANDLE_EPOCH_SHIFT = 24,             /* a table's first generation is (epoch << 24) + 1 */
 };
 HH_STATIC_ASSERT(HH_HANDLE_INDEX_BITS + HH_HANDLE_TAG_BITS + HH_HANDLE_GEN_BITS == 64, "handle layout");
 
@@ -69,8 +77,9 @@ typedef struct hh_handle_table {
     uint32_t min_free;           /* reuse from the FIFO only while free_count > min_free */
     uint32_t live_count;         /* handles currently issued */
     uint32_t retired_count;      /* slots retired after generation wrap */
-    uint8_t  tag;                /* this table's tag, 1..255 */
+    uint8_t  tag;                /* this table's tag, 1..255, held by no other live table */
     size_t   reserved_bytes;     /* bytes mapped for slots */
+    uint32_t first_gen;          /* generation of a slot's first handle: (tag epoch << 24) + 1 */
 } hh_handle_table;
 
 /* Zero-initialise; zero fields take defaults. */
@@ -150,7 +159,7 @@ static inline uint32_t hh_handle_slot_take(hh_handle_table *t) {
     }
     if (HH_LIKELY(t->hwm < t->capacity)) {
         uint32_t idx = t->hwm++;
-        t->slots[idx].key = HH_HANDLE_KEY_FREE | hh_handle_key_make(1, t->tag);   /* first generation: 1 */
+        t->slots[idx].key = HH_HANDLE_KEY_FREE | hh_handle_key_make(t->first_gen, t->tag);   /* first generation */
         return idx;
     }
     return 0;
