@@ -4,11 +4,13 @@
 #include "hheap/heap.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "hheap/defrag.h"
 #include "test_util.h"
+#include "../src/common/hh_platform.h"
 
 static hh_heap *heap;
 
@@ -526,6 +528,63 @@ START_TEST(handle_of_another_heap_rejected_across_tag_cycles) {
 }
 END_TEST
 
+
+/* Issue 12: decommitted_bytes means resident bytes given back. A 64 MiB heap
+   of its own mapping touches only its first 8 MiB; 3/4 of the blocks are freed
+   and bounded steps run until nothing more is given back. Every step's pages
+   must be resident ones (RSS falls by about what is reported, step by step and
+   in total), and the total can never exceed what was touched. */
+START_TEST(bounded_decommit_gives_back_resident_pages) {
+    const size_t cap = 64u << 20, touched = 8u << 20, bsz = 1024 - 16;
+    hh_heap *hp;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = cap, .max_handles = 1u << 14 }, &hp), HH_OK);
+    unsigned n = (unsigned)(touched / 1024);
+    hh_handle *hs = calloc(n, sizeof *hs);
+    ck_assert_ptr_nonnull(hs);
+    for (unsigned i = 0; i < n; i++) {
+        hs[i] = hh_alloc(hp, bsz);
+        ck_assert(!hh_is_null(hs[i]));
+        memset(hh_deref(hp, hs[i]), (int)(i & 0x7F) + 1, bsz);   /* every page resident */
+    }
+    for (unsigned i = 0; i < n; i++)
+        if (i % 4) ck_assert_int_eq(hh_free(hp, hs[i]), HH_OK);
+    bool rss_ok = hhi_os_rss_bytes() != 0 && !getenv("HH_TEST_UNDER_VALGRIND");   /* memcheck blurs RSS */
+    size_t rss_start = hhi_os_rss_bytes(), prev = 0, early_rss = 0, early_dc = 0;
+    hh_defrag_metrics m;
+    unsigned steps = 0, quiet = 0;
+    for (; quiet < 4; steps++) {
+        ck_assert_uint_lt(steps, 5000);
+        hh_defrag_report rep = hh_defrag_step(hp, 64);
+        hh_defrag_metrics_get(hp, &m);
+        ck_assert_uint_le(m.decommitted_bytes, touched);
+        quiet = rep.compact && m.decommitted_bytes == prev ? quiet + 1 : 0;
+        if (m.decommitted_bytes > prev && early_dc == 0 && m.decommitted_bytes >= (1u << 20)) {
+            early_dc = m.decommitted_bytes;           /* the first MiB given back ... */
+            early_rss = hhi_os_rss_bytes();           /* ... shows in RSS right away */
+        }
+        prev = m.decommitted_bytes;
+    }
+    if (getenv("HH_TEST_VERBOSE")) fprintf(stderr, "decommit: %u steps, %zu reported, RSS %zu -> %zu\n", steps, m.decommitted_bytes, rss_start, hhi_os_rss_bytes());
+    ck_assert_uint_gt(m.decommitted_bytes, touched / 2);      /* 3/4 freed, less what is retained */
+    if (rss_ok) {
+        size_t fall = rss_start > hhi_os_rss_bytes() ? rss_start - hhi_os_rss_bytes() : 0;
+        ck_assert_msg(fall + (1u << 20) >= m.decommitted_bytes && fall <= m.decommitted_bytes + (1u << 20),
+                      "RSS fell by %zu bytes, %zu reported", fall, m.decommitted_bytes);
+        size_t efall = rss_start > early_rss ? rss_start - early_rss : 0;
+        ck_assert_msg(efall + (512u << 10) >= early_dc, "after the first %zu bytes reported RSS fell by %zu", early_dc,
+                      efall);
+    }
+    for (unsigned i = 0; i < n; i += 4) {
+        unsigned char *p = hh_deref(hp, hs[i]);
+        ck_assert_uint_eq(p[0], (i & 0x7F) + 1);
+        ck_assert_uint_eq(p[bsz - 1], (i & 0x7F) + 1);
+    }
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    free(hs);
+    hh_heap_destroy(hp);
+}
+END_TEST
+
 Suite *hh_test_heap_suite(void) {
     Suite *s = suite_create("heap");
     TCase *tc = tcase_create("lifecycle");
@@ -558,6 +617,11 @@ Suite *hh_test_heap_suite(void) {
     tcase_add_test(tc, pins_are_counted);
     tcase_add_test(tc, pin_count_overflow_is_refused);
     tcase_add_test(tc, debug_fills_and_catches_overrun);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("memory");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, bounded_decommit_gives_back_resident_pages);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("faults");

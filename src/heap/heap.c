@@ -174,18 +174,20 @@ static void lead_absorb(hh_heap *h, size_t foff, size_t lead) {
 }
 
 /* Bytes below offset `upto` of the top free region are about to be written (a
-   block carved from its start, or its new header): the decommitted range no
-   longer reaches below the page boundary above `upto`. */
-static void top_dirty(hh_heap *h, size_t upto) {
-    if (h->dc_lo >= h->managed || upto <= h->dc_lo) return;
+   block carved from its start, or its new header): the non-resident range
+   [dc_lo, managed) no longer reaches below the page boundary above `upto`, and
+   whatever of [dc_lo, dc_hi) (pages given back) it passes is resident again. */
+HH_NOINLINE static void top_dirty_slow(hh_heap *h, size_t upto) {
     uintptr_t page = hhi_os_page_size(), a = hh_align_up((uintptr_t)(h->base + upto), page);
     size_t lo = a - (uintptr_t)h->base;
     if (lo > h->managed) lo = h->managed;
-    h->decommitted -= HH_MIN(h->decommitted, lo - h->dc_lo);
     h->dc_lo = lo;
-    if (h->dc_lo >= h->managed) h->decommitted = 0;
+    if (h->dc_hi < lo) h->dc_hi = lo;
+    h->decommitted = h->dc_hi - h->dc_lo;
 }
-
+static inline void top_dirty(hh_heap *h, size_t upto) {
+    if (hh_unlikely(upto > h->dc_lo)) top_dirty_slow(h, upto);   /* once per page the top region's start passes */
+}
 /* ---------------------------------------------------------------------------
    Placement
 --------------------------------------------------------------------------- */
@@ -257,7 +259,7 @@ static hhi_block *carve(hh_heap *h, hhi_block *f, size_t bs, size_t align, size_
 HH_INLINE hhi_block *carve16(hh_heap *h, hhi_block *f, size_t bs) {
     size_t foff = blk_offset(h, f), fsize = blk_size(f), tail = fsize - bs;
     hh_assert(blk_is_free(f) && fsize >= bs && !blk_prev_free(f));
-    if (hh_unlikely(h->dc_lo < h->managed) && foff + fsize == h->managed)   /* pages given back above */
+    if (foff + fsize == h->managed)                  /* carving the top region: its pages become resident */
         top_dirty(h, tail >= HHI_MIN_BLOCK ? foff + bs + HHI_HDR : h->managed);
     uint32_t g = off_granule(foff);
     if (hh_likely(tail >= HHI_MIN_BLOCK)) {
@@ -610,20 +612,23 @@ size_t hhi_heap_decommit_top(hh_heap *h, size_t retain, size_t min_bytes, size_t
     if (retain > h->managed) return 0;
     uintptr_t lo = hh_align_up(base + toff + HHI_HDR + retain, page);
     uintptr_t hi = (base + h->managed - 8) & ~(page - 1);   /* the footer's page stays */
-    uintptr_t done = base + h->dc_lo;
-    if (hi <= lo || done <= lo) return 0;
-    if (done > hi) done = hi;
-    size_t n = (size_t)(done - lo);
+    /* Only [.., dc_lo) can be resident: above it the pages were given back
+       or never written. Give back the highest resident pages first. */
+    uintptr_t top = base + h->dc_lo;
+    if (top > hi) top = hi;
+    if (top <= lo) return 0;
+    size_t n = (size_t)(top - lo);
     if (n < min_bytes) return 0;
-    if (max_bytes && n > max_bytes) {                 /* the highest part first: [dc_lo, managed) stays one range */
+    if (max_bytes && n > max_bytes) {                 /* the highest part first: [dc_lo, dc_hi) stays one range */
         n = max_bytes & ~(page - 1);
         if (n == 0) n = page;
-        lo = done - n;
+        lo = top - n;
     }
     h->decommit_calls++;
     if (!hhi_os_decommit((void *)lo, n)) return 0;    /* nothing lost: the pages simply stay */
+    if (base + h->dc_lo > top) h->dc_hi = (size_t)(top - base);   /* dc_lo was past the footer's page */
     h->dc_lo = (size_t)(lo - base);
-    h->decommitted += n;
+    h->decommitted = h->dc_hi - h->dc_lo;
     return n;
 }
 
@@ -743,7 +748,10 @@ hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
     h->debug = (d.flags & HH_HEAP_DEBUG) != 0;
     h->guard = h->debug ? HHI_GUARD : 0;
     h->low_mark = SIZE_MAX;
-    h->dc_lo = managed;
+    /* Nothing of the range is resident but the first header and the last
+       footer (written below): [dc_lo, managed) is "never written". */
+    h->dc_lo = h->dc_hi = HH_MIN(managed, (size_t)(hh_align_up((uintptr_t)base + HHI_HDR, hhi_os_page_size()) -
+                                                   (uintptr_t)base));
     while ((managed >> h->sq_shift) >= ((size_t)1 << 31)) h->sq_shift++;   /* keeps the sum of squares < 2^63 */
     hhi_lock_init(&h->lock);
     hhi_freelist_init(h);

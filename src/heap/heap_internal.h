@@ -47,11 +47,15 @@
  *
  * Returning memory (own mapping only): the whole pages of the top free region
  * above a retained prefix are given back with MADV_DONTNEED by
- * hhi_heap_decommit_top (the defrag service decides when); [dc_lo, managed)
- * is the page range given back and not written since. Only carving from the
- * top region writes into it (top_dirty moves dc_lo up past what it wrote), so
- * the same pages are never given back twice while untouched, and the pages
- * of the top region's header and footer are never given back.
+ * hhi_heap_decommit_top (the defrag service decides when). [dc_lo, managed)
+ * is the page range that is not resident: [dc_lo, dc_hi) was given back and
+ * [dc_hi, managed) was never written (but for the top region's footer page).
+ * Only carving from the top region writes into it (top_dirty moves dc_lo, and
+ * dc_hi with it, up past what it wrote), so a decommit gives back the highest
+ * pages below dc_lo -- resident ones, the pages the top region once held --
+ * and `decommitted` (dc_hi - dc_lo) counts resident bytes given back. The same
+ * pages are never given back twice while untouched, and the pages of the top
+ * region's header and footer are never given back.
  *
  * Occupancy summary (heap_region.c): the range is cut into at most
  * HHI_REGION_MAX regions of a power-of-two size (at least 4 KiB); each keeps
@@ -242,9 +246,10 @@ struct hh_heap {
     uint64_t    mutations;        /* public mutations (alloc, free, resize, unpin, alloc-time compaction) */
     size_t      low_mark;         /* lowest block offset a public mutation touched since the defrag
                                      service last looked (SIZE_MAX: none); lets its cursor survive */
-    size_t      dc_lo;            /* own mapping only: [dc_lo, managed) page range given back to the OS
-                                     and untouched since (managed: nothing); see hhi_heap_decommit_top */
-    size_t      decommitted;      /* bytes currently given back (inside [dc_lo, managed)) */
+    size_t      dc_lo;            /* [dc_lo, managed): pages not resident (given back or never written);
+                                     see hhi_heap_decommit_top */
+    size_t      dc_hi;            /* [dc_lo, dc_hi): the pages given back and not written since */
+    size_t      decommitted;      /* resident bytes currently given back: dc_hi - dc_lo */
     uint64_t    decommit_calls;   /* madvise calls made */
     /* Compaction for a failed allocation, installed by the defrag service (NULL:
        the heap's own slide, hhi_heap_compact_for). Lock held; returns a free block
@@ -597,8 +602,9 @@ HH_INTERNAL hhi_block *hhi_heap_compact_for(hh_heap *h, size_t size, size_t alig
    only), keeping the pages of its header and footer and the first `retain`
    bytes above its header; does nothing unless at least `min_bytes` of pages
    are newly decommittable, and gives back at most `max_bytes` (0: no limit;
-   the highest pages first, so a later call continues below). Pages already
-   given back (h->dc_lo) are not redone. Returns the bytes newly decommitted. */
+   the highest resident pages first, so a later call continues below). Pages
+   given back or never written (above h->dc_lo) are not touched. Returns the
+   resident bytes newly decommitted. */
 HH_INTERNAL size_t hhi_heap_decommit_top(hh_heap *h, size_t retain, size_t min_bytes, size_t max_bytes);
 /* Walk-based validity check for hh_assert_expensive (no reporting). */
 HH_INTERNAL bool hhi_heap_is_valid(const hh_heap *h);
