@@ -11,6 +11,7 @@
 #include "hheap/defrag.h"
 #include "test_util.h"
 #include "../src/common/hh_platform.h"
+#include "../src/common/hh_track.h"
 
 static hh_heap *heap;
 
@@ -585,6 +586,76 @@ START_TEST(bounded_decommit_gives_back_resident_pages) {
 }
 END_TEST
 
+
+/* Issue 12: HH_HEAP_DEBUG_MOVES. Over a run of normal steps on a fragmented
+   heap, no move lands where a block moved from in the same step (its own old
+   place included), every old payload reads HH_FILL_MOVED after the step,
+   allocations made after the step stay out of those places, the shadow model
+   holds, and the heap still ends compact. */
+START_TEST(debug_moves_never_reuse_a_vacated_place) {
+    hh_heap *hp;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 20, .flags = HH_HEAP_DEBUG_MOVES }, &hp), HH_OK);
+    hh_shadow sh;
+    hh_shadow_init(&sh);
+    hh_rng r = hh_rng_make(12);
+    for (unsigned i = 0; i < 600; i++) {
+        size_t size = 16 + hh_rng_below(&r, 600);
+        hh_handle h = hh_alloc(hp, size);
+        ck_assert(!hh_is_null(h));
+        hh_shadow_add(&sh, hp, h, size, 16, i + 1);
+    }
+    for (size_t i = 0; i < sh.count;) {
+        if (hh_rng_below(&r, 3) == 0) {
+            ck_assert_int_eq(hh_free(hp, sh.objs[i].h), HH_OK);
+            hh_shadow_remove(&sh, i);
+        } else {
+            i++;
+        }
+    }
+    char *base = hh_heap_base(hp);
+    unsigned steps = 0, total_moves = 0;
+    for (bool compact = false; !compact; steps++) {
+        ck_assert_uint_lt(steps, 2000);
+        hh_defrag_report rep = hh_defrag_step(hp, 8 + steps % 24);
+        compact = rep.compact;
+        const hh_move_record *rec;
+        size_t n = hh_defrag_journal(hp, &rec);
+        ck_assert_uint_eq(n, rep.moves);
+        total_moves += rep.moves;
+        for (size_t i = 0; i < n; i++) {
+            size_t usable = hh_size(hp, rec[i].handle), src_end = rec[i].src_offset + 16 + usable;
+            for (size_t j = i; j < n; j++)               /* no later destination on an old place, its own included */
+                ck_assert_msg(rec[j].dst_offset + rec[j].size <= rec[i].src_offset || rec[j].dst_offset >= src_end,
+                              "step %u: move %zu lands on the old place of move %zu", steps, j, i);
+            unsigned char *old = (unsigned char *)base + rec[i].src_offset + 16;
+            hh_track_defined(old, usable);                 /* no-access to memcheck/ASan: open, read, close */
+            for (size_t k = 0; k < usable; k++)
+                if (old[k] != 0xDB) ck_abort_msg("step %u: byte %zu of an old place reads %#x", steps, k, old[k]);
+            hh_track_noaccess(old, usable);
+        }
+        if (n && steps % 4 == 0) {                         /* a new block keeps out of the old places too */
+            hh_handle h = hh_alloc(hp, 64);
+            ck_assert(!hh_is_null(h));
+            size_t off = (size_t)((char *)hh_deref(hp, h) - base) - 16;
+            for (size_t i = 0; i < n; i++)
+                ck_assert(off + 80 <= rec[i].src_offset || off >= rec[i].src_offset + 16 + hh_size(hp, rec[i].handle));
+            hh_shadow_add(&sh, hp, h, 64, 16, 10000 + steps);
+        }
+        ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+        hh_shadow_verify(&sh, hp);
+    }
+    ck_assert_uint_gt(total_moves, 50);
+    hh_defrag_report rep = hh_defrag_full(hp);             /* block by block, one step's worth at a time */
+    for (unsigned k = 0; !rep.compact && k < 100; k++) rep = hh_defrag_full(hp);
+    ck_assert(rep.compact);
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    hh_shadow_verify(&sh, hp);
+    for (size_t i = 0; i < sh.count; i++) ck_assert_int_eq(hh_free(hp, sh.objs[i].h), HH_OK);
+    hh_shadow_fini(&sh);
+    hh_heap_destroy(hp);
+}
+END_TEST
+
 Suite *hh_test_heap_suite(void) {
     Suite *s = suite_create("heap");
     TCase *tc = tcase_create("lifecycle");
@@ -622,6 +693,7 @@ Suite *hh_test_heap_suite(void) {
     tc = tcase_create("memory");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, bounded_decommit_gives_back_resident_pages);
+    tcase_add_test(tc, debug_moves_never_reuse_a_vacated_place);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("faults");

@@ -42,6 +42,20 @@
  * contents change. On a heap with HH_HEAP_NO_AUTO_COMPACT only defrag steps
  * and the resize/free of the handle itself move a block. hh_pin gives a pointer
  * that stays valid until the matching hh_unpin.
+ * Debug moves (HH_HEAP_DEBUG_MOVES): finding raw pointers kept across a step.
+ * In a normal step a neighbour often slides into the place a block moved
+ * from, so a stale pointer reads live bytes of another object and nothing
+ * notices. With this flag, the old place of every block a step moves is held
+ * (a quarantine block: counted in used_bytes, walked as HH_BLOCK_PINNED with
+ * a null handle) until the next step begins, filled with HH_FILL_MOVED (0xDB)
+ * and, in tool builds (HH_TRACK_VALGRIND / HH_TRACK_ASAN), made no-access, so
+ * a stale read after the step returns 0xDB bytes or is reported by memcheck /
+ * ASan. A block never slides onto part of its own old place, and
+ * hh_defrag_full moves block by block. Compaction therefore takes more
+ * steps (hh_defrag_full may end with compact == false: call it again) and
+ * the held bytes are not free until the next step -- an allocation that finds
+ * no room frees them first. Allocation-time compaction and hh_resize moves
+ * are not held (their old bytes are still filled and made no-access).
  * With HH_HEAP_THREADSAFE every call takes the heap lock except hh_deref,
  * which stays lock-free: a thread may deref and use its own handles while
  * another thread frees others, or allocates on a heap created with
@@ -76,6 +90,9 @@ enum {
                                            the up phase a block the top region cannot take stays put
                                            (heap more than half full). */
     HH_HEAP_NO_AUTO_COMPACT = 1u << 3,  /* hh_alloc never compacts to satisfy a request */
+    HH_HEAP_DEBUG_MOVES     = 1u << 4,  /* debug (run-time, release library): a defrag step never places a
+                                           block where a block moved from in the same step, so every raw
+                                           pointer kept across the step points at dead bytes -- see below */
 };
 
 enum {
@@ -172,7 +189,7 @@ typedef struct hh_heap_stats {
    managed size (used_bytes + free_bytes). */
 HH_API void      hh_heap_stats_get(const hh_heap *heap, hh_heap_stats *out);
 
-/* Walks every block and checks every invariant (I1..I10 in heap_internal.h);
+/* Walks every block and checks every invariant (I1..I12 in heap_internal.h);
    HH_OK, or HH_E_CORRUPT with a message naming the first violation. O(n). */
 HH_API hh_status hh_heap_check(const hh_heap *heap);
 

@@ -271,10 +271,7 @@ static bool fill_highest(step_ctx *c, hhi_block *H, const hhi_block *Y, move_pla
    and its alignment leaves it room to go down (the offset hhi_heap_fits would
    give it, the one hhi_heap_slide_down uses, lies below its own). */
 static bool slide_possible(step_ctx *c, hhi_block *H, const hhi_block *Y) {
-    if (Y == NULL || !movable(c, Y)) return false;
-    size_t dst = 0;
-    (void)hhi_heap_fits(c->h, H, 0, blk_align(Y), &dst);
-    return dst < blk_offset(c->h, Y);
+    return Y != NULL && movable(c, Y) && hhi_heap_can_slide(c->h, H, Y);
 }
 
 /* The move that closes (part of) hole H, or mv->b == NULL if H is stuck. */

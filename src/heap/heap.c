@@ -20,7 +20,10 @@ _Static_assert(offsetof(struct hh_heap, handles) == 0, "hh_deref_inline reads th
 
 #define hhi_def(v, d) ((v) == 0 ? (d) : (v))
 
-enum { HEAP_KNOWN_FLAGS = HH_HEAP_THREADSAFE | HH_HEAP_DEBUG | HH_HEAP_STRESS_MOVES | HH_HEAP_NO_AUTO_COMPACT };
+enum {
+    HEAP_KNOWN_FLAGS = HH_HEAP_THREADSAFE | HH_HEAP_DEBUG | HH_HEAP_STRESS_MOVES | HH_HEAP_NO_AUTO_COMPACT |
+                       HH_HEAP_DEBUG_MOVES
+};
 
 /* ---------------------------------------------------------------------------
    Forward declarations
@@ -169,7 +172,7 @@ static void lead_absorb(hh_heap *h, size_t foff, size_t lead) {
     p->word = (p->word & ~((uint64_t)0xF << BLK_SLACK_SHIFT) & ~BLK_SIZE_MASK) | (uint64_t)(blk_size(p) + lead) |
               ((uint64_t)slack << BLK_SLACK_SHIFT);
     used_add(h, foff, lead);
-    if (blk_pins(p)) h->pinned_bytes += lead;
+    if (blk_pins(p) && !blk_quarantined(p)) h->pinned_bytes += lead;
     hhi_bitmap_clear(&h->starts, off_granule(foff));
 }
 
@@ -354,11 +357,53 @@ static void vacate(const hh_heap *h, char *op, char *np, size_t len) {
     if (np <= op && np + len > op) lo = np + len;          /* moved down, overlapping */
     else if (np > op && np < op + len) hi = np;            /* moved up, overlapping */
     if (hi <= lo) return;
-    if (h->debug) {
+    if (h->debug || h->debug_moves) {
         hh_track_undefined(lo, (size_t)(hi - lo));
         memset(lo, HH_FILL_MOVED, (size_t)(hi - lo));
     }
     hh_track_noaccess(lo, (size_t)(hi - lo));
+}
+
+/* Makes [off, off + size), the old place of a block that just moved (its
+   bytes still counted as used, its start bit set, the block after it not
+   PREV_FREE), a quarantine block (I12). false when the list cannot grow:
+   the caller then frees the range as usual (the move stands). */
+static bool quarantine_make(hh_heap *h, size_t off, size_t size, bool prev_free) {
+    if (h->quar_count == h->quar_cap) {
+        size_t cap = h->quar_cap ? h->quar_cap * 2 : 64;
+        size_t *q = hhi_meta_alloc(cap * sizeof *q);
+        if (q == NULL) return false;
+        if (h->quar_count) memcpy(q, h->quar, h->quar_count * sizeof *q);
+        hhi_meta_free(h->quar);
+        h->quar = q;
+        h->quar_cap = cap;
+    }
+    hhi_block *b = blk_at(h, off);
+    hdr_write(b, (uint64_t)size | BLK_QUARANTINE | ((uint64_t)HHI_MAX_PINS << BLK_PINS_SHIFT) |
+                     (prev_free ? BLK_PREV_FREE : 0));
+    b->u.live.slot = 0;                               /* no handle names it */
+    b->u.live.tag = 0;
+    h->quar[h->quar_count++] = off;
+    return true;
+}
+
+void hhi_heap_quarantine_release(hh_heap *h) {
+    for (size_t i = 0; i < h->quar_count; i++) {
+        size_t off = h->quar[i];
+        hhi_block *b = blk_at(h, off);
+        hh_assert(blk_quarantined(b));
+        size_t size = blk_size(b);
+        used_sub(h, off, size);
+        heap_touch(h, blk_prev_free(b) ? blk_offset(h, blk_prev_free_block(b)) : off);
+        region_release(h, off, size, blk_prev_free(b));
+    }
+    h->quar_count = 0;
+}
+
+bool hhi_heap_can_slide(const hh_heap *h, const hhi_block *f, const hhi_block *b) {
+    size_t lead, dst = place_dst(h, f, blk_align(b), &lead), boff = blk_offset(h, b);
+    if (dst >= boff) return false;                    /* alignment leaves no room to go down */
+    return !heap_quarantining(h) || dst + blk_size(b) - (size_t)blk_slack(b) * HHI_GRANULE <= boff;
 }
 
 hhi_block *hhi_heap_slide_down(hh_heap *h, hhi_block *f, hhi_block *b) {
@@ -369,8 +414,11 @@ hhi_block *hhi_heap_slide_down(hh_heap *h, hhi_block *f, hhi_block *b) {
     uint32_t slot = b->u.live.slot, tag = b->u.live.tag;
     size_t lead, dst = place_dst(h, f, align, &lead);
     if (dst >= boff) return NULL;               /* alignment leaves no room to go down */
+    bool quar = heap_quarantining(h);
+    if (quar && dst + bs > boff) return NULL;    /* would land on its own old place */
 
-    size_t end = boff + bfull, tail = end - dst - bs;
+    /* Quarantined, the old place stays apart: only the hole's rest is the tail. */
+    size_t end = quar ? boff : boff + bfull, tail = end - dst - bs;
     unsigned slack = 0;
     if (tail < HHI_MIN_BLOCK) {
         bs += tail;
@@ -379,9 +427,9 @@ hhi_block *hhi_heap_slide_down(hh_heap *h, hhi_block *f, hhi_block *b) {
     }
     void *op = blk_payload(b);
     fl_remove(h, f);
-    hhi_bitmap_clear(&h->starts, off_granule(boff));
+    if (!quar) hhi_bitmap_clear(&h->starts, off_granule(boff));
     if (lead > 0) hhi_bitmap_clear(&h->starts, off_granule(foff));
-    used_sub(h, boff, bfull);
+    if (!quar) used_sub(h, boff, bfull);
     used_add(h, dst, bs);
 
     hh_track_undefined(h->base + dst, boff - dst);    /* the hole becomes the destination */
@@ -403,6 +451,10 @@ hhi_block *hhi_heap_slide_down(hh_heap *h, hhi_block *f, hhi_block *b) {
     } else {
         hhi_block *n = blk_next(h, nb);
         if (n) n->word &= ~BLK_PREV_FREE;
+    }
+    if (quar && !quarantine_make(h, boff, bfull, tail > 0)) {   /* no room to list it: free it as usual */
+        used_sub(h, boff, bfull);
+        region_release(h, boff, bfull, tail > 0);
     }
     move_record(h, nb, slot, op, boff, usable, usable);
     return nb;
@@ -426,8 +478,10 @@ hhi_block *hhi_heap_move_into(hh_heap *h, hhi_block *b, hhi_block *f, size_t abs
     guard_fill(h, nb);
     vacate(h, op, np, usable + h->guard);
     bool prev_free = blk_prev_free(b);
-    used_sub(h, boff, bfull);
-    region_release(h, boff, bfull, prev_free);
+    if (!heap_quarantining(h) || !quarantine_make(h, boff, bfull, prev_free)) {
+        used_sub(h, boff, bfull);
+        region_release(h, boff, bfull, prev_free);
+    }
     move_record(h, nb, slot, op, boff, usable, usable);
     return nb;
 }
@@ -475,6 +529,7 @@ size_t hhi_heap_sweep_compact(hh_heap *h, size_t *bytes) {
     size_t count = 0;
     *bytes = 0;
     if (hh_track_running()) return 0;                 /* guards and slack are no-access to the tools */
+    if (heap_quarantining(h)) return 0;               /* runs land on their own old places */
     hhi_block *f = hhi_heap_lowest_free(h);
     if (f == NULL) return 0;
     journal_reserve(h, h->live_blocks);               /* at most every block moves: one allocation */
@@ -516,7 +571,7 @@ bool hhi_heap_absorb_hole(hh_heap *h, hhi_block *f) {
     p->word = (p->word & ~((uint64_t)0xF << BLK_SLACK_SHIFT) & ~BLK_SIZE_MASK) | (uint64_t)(blk_size(p) + fsize) |
               ((uint64_t)slack << BLK_SLACK_SHIFT);
     used_add(h, foff, fsize);
-    if (blk_pins(p)) h->pinned_bytes += fsize;
+    if (blk_pins(p) && !blk_quarantined(p)) h->pinned_bytes += fsize;
     hhi_bitmap_clear(&h->starts, off_granule(foff));
     blk_at(h, foff + fsize)->word &= ~BLK_PREV_FREE;
     hh_track_noaccess(h->base + foff, fsize);         /* slack: nobody's bytes */
@@ -524,6 +579,7 @@ bool hhi_heap_absorb_hole(hh_heap *h, hhi_block *f) {
 }
 
 void hhi_heap_journal_reset(hh_heap *h) {
+    if (h->quar_count) hhi_heap_quarantine_release(h);
     h->journal.count = 0;
     h->journal.overflow = false;
 }
@@ -684,6 +740,7 @@ static hh_status heap_desc_defaults(const hh_heap_desc *desc, hh_heap_desc *out)
 
 static void heap_release(hh_heap *h) {
     if (h->defrag && h->defrag_free) h->defrag_free(h->defrag);
+    hhi_meta_free(h->quar);
     hhi_meta_free(h->journal.rec);
     hhi_region_fini(h);
     hhi_bitmap_fini(&h->starts);
@@ -746,6 +803,7 @@ hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
     h->desc = d;
     h->flags = d.flags;
     h->debug = (d.flags & HH_HEAP_DEBUG) != 0;
+    h->debug_moves = (d.flags & HH_HEAP_DEBUG_MOVES) != 0;
     h->guard = h->debug ? HHI_GUARD : 0;
     h->low_mark = SIZE_MAX;
     /* Nothing of the range is resident but the first header and the last
@@ -800,9 +858,15 @@ HH_NOINLINE HH_COLD static hhi_block *alloc_find_slow(hh_heap *h, size_t bs, siz
     if (f && hhi_heap_fits(h, f, bs, align, NULL)) return f;
     f = hhi_heap_top_free(h);                       /* good fit skips the request's own list: try the top */
     if (f && hhi_heap_fits(h, f, bs, align, NULL)) return f;
+    if (h->quar_count) {                            /* debug moves: the last step's old places go first */
+        hhi_heap_quarantine_release(h);
+        return alloc_find_slow(h, bs, align);
+    }
     if (h->free_bytes < bs || (h->flags & HH_HEAP_NO_AUTO_COMPACT)) return NULL;
     heap_touch(h, 0);                                          /* blocks anywhere may move */
+    h->compacting = true;
     f = h->compact_hook ? h->compact_hook(h, bs, align) : hhi_heap_compact_for(h, bs, align);
+    h->compacting = false;
     if (f) h->compactions++;
     return f;
 }
@@ -1040,11 +1104,17 @@ static hhi_block *resize_move(hh_heap *h, hhi_block *b, size_t nbs) {
     size_t align = blk_align(b);
     uint32_t slot = b->u.live.slot;
     hhi_block *f = hhi_heap_find_fit(h, nbs, align);
+    if (f == NULL && h->quar_count) {                 /* debug moves: the last step's old places go first */
+        hhi_heap_quarantine_release(h);
+        f = hhi_heap_find_fit(h, nbs, align);
+    }
     if (f == NULL) {
         if (h->free_bytes < nbs || (h->flags & HH_HEAP_NO_AUTO_COMPACT)) return NULL;
         heap_touch(h, 0);
+        h->compacting = true;
         f = h->compact_hook ? h->compact_hook(h, nbs, align)  /* may move b itself: find it again through its slot */
                             : hhi_heap_compact_for(h, nbs, align);
+        h->compacting = false;
         if (f == NULL) return NULL;
         h->compactions++;
         b = blk_from_payload(hh_handle_ptr_at(&h->handles, slot));

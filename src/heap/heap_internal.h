@@ -9,7 +9,7 @@
  *   live block : [hdr: word | slot | tag][payload ... ][guard (HH_HEAP_DEBUG)]
  *   free block : [hdr: word | next | prev][unused ... ][footer: size]
  *
- *   hdr.word  bits 0..3   flags (BLK_FREE, BLK_PREV_FREE)
+ *   hdr.word  bits 0..3   flags (BLK_FREE, BLK_PREV_FREE, BLK_QUARANTINE)
  *             bits 4..47  block size in bytes (multiple of 16)
  *             bits 48..51 log2(alignment) - 4
  *             bits 52..55 slack granules: bytes beyond the block's minimal size
@@ -44,6 +44,19 @@
  *   I10 the relocation journal's records lie inside the managed range.
  *   I11 region_used[r] is the number of bytes of live blocks that lie inside
  *       region r ([r << region_shift, (r + 1) << region_shift)); summed, used_bytes.
+ *   I12 (HH_HEAP_DEBUG_MOVES) quarantine blocks -- BLK_QUARANTINE, slot 0, the
+ *       maximum pin count so that nothing moves them -- are exactly the ones
+ *       listed in quar[]; they count as used bytes (I8, I11), not as live or
+ *       pinned blocks, and no handle names them.
+ *
+ * Debug moves (HH_HEAP_DEBUG_MOVES): while a defrag step moves blocks (not
+ * during allocation-time compaction or a resize: h->compacting), a moved
+ * block's old place becomes a quarantine block instead of free space, so no
+ * later move or allocation can land there and its bytes (HH_FILL_MOVED,
+ * no-access to memcheck/ASan) stay dead; a slide that would overlap the
+ * block's own old place is refused (hhi_heap_can_slide) and the one-memmove
+ * sweep is off. hhi_heap_journal_reset (the start of the next step) frees the
+ * quarantine; an allocation that finds no room frees it first.
  *
  * Returning memory (own mapping only): the whole pages of the top free region
  * above a retained prefix are given back with MADV_DONTNEED by
@@ -114,6 +127,7 @@ _Static_assert(HHI_MIN_BLOCK >= HHI_HDR + 8, "a free block must hold its footer"
 /* Header word fields. */
 #define BLK_FREE       ((uint64_t)1)
 #define BLK_PREV_FREE  ((uint64_t)2)
+#define BLK_QUARANTINE ((uint64_t)4)   /* HH_HEAP_DEBUG_MOVES: a moved block's old place, held until the next step */
 #define BLK_FLAGS      ((uint64_t)0xF)
 #define BLK_SIZE_MASK  ((uint64_t)0x0000FFFFFFFFFFF0)
 #define BLK_ALIGN_SHIFT 48
@@ -256,6 +270,10 @@ struct hh_heap {
        that fits size/align, or NULL when no compaction can make one. */
     hhi_block *(*compact_hook)(hh_heap *h, size_t size, size_t align);
 
+    bool        debug_moves;      /* HH_HEAP_DEBUG_MOVES */
+    bool        compacting;       /* allocation-time compaction or a resize is moving blocks: no quarantine */
+    size_t     *quar;             /* offsets of the quarantine blocks (I12) */
+    size_t      quar_count, quar_cap;
     hhi_journal journal;          /* relocation journal */
     hh_heap_event_fn event_fn;    /* event hook (tracing), NULL: none */
     void       *event_user;
@@ -269,6 +287,7 @@ struct hh_heap {
 static inline size_t   blk_size(const hhi_block *b) { return (size_t)(b->word & BLK_SIZE_MASK); }
 static inline bool     blk_is_free(const hhi_block *b) { return (b->word & BLK_FREE) != 0; }
 static inline bool     blk_prev_free(const hhi_block *b) { return (b->word & BLK_PREV_FREE) != 0; }
+static inline bool     blk_quarantined(const hhi_block *b) { return (b->word & BLK_QUARANTINE) != 0; }
 static inline unsigned blk_pins(const hhi_block *b) { return (unsigned)(b->word >> BLK_PINS_SHIFT); }
 static inline unsigned blk_slack(const hhi_block *b) { return (unsigned)((b->word >> BLK_SLACK_SHIFT) & 0xF); }
 static inline size_t   blk_align(const hhi_block *b) { return (size_t)16 << ((b->word >> BLK_ALIGN_SHIFT) & 0xF); }
@@ -563,6 +582,14 @@ HH_INTERNAL bool hhi_heap_fits(const hh_heap *h, const hhi_block *f, size_t bs, 
    (good fit, then the top region, which the good-fit rounding may skip), or
    NULL; never compacts. O(log n). */
 HH_INTERNAL hhi_block *hhi_heap_find_fit(const hh_heap *h, size_t size, size_t align);
+/* true if hhi_heap_slide_down(h, f, b) would move b (f the free block right
+   below live block b): its alignment leaves room to go down and, while moves
+   are quarantined (HH_HEAP_DEBUG_MOVES), its new place does not overlap its old one. */
+HH_INTERNAL bool hhi_heap_can_slide(const hh_heap *h, const hhi_block *f, const hhi_block *b);
+/* true while a move's old place becomes a quarantine block (I12). */
+static inline bool heap_quarantining(const hh_heap *h) { return h->debug_moves && !h->compacting; }
+/* Frees every quarantine block (start of a step, or an allocation that found no room). */
+HH_INTERNAL void hhi_heap_quarantine_release(hh_heap *h);
 /* Slides live, unpinned block b down into the free block f directly below it.
    Returns the moved block. Records the move (journal, stats, on_move, tools). */
 HH_INTERNAL hhi_block *hhi_heap_slide_down(hh_heap *h, hhi_block *f, hhi_block *b);
@@ -586,7 +613,7 @@ HH_INTERNAL size_t hhi_heap_sweep_compact(hh_heap *h, size_t *bytes);
    used until that block moves (a move drops slack) or is freed. false (nothing
    changed) if f is at offset 0 or that block's slack would overflow. */
 HH_INTERNAL bool hhi_heap_absorb_hole(hh_heap *h, hhi_block *f);
-/* Clears the journal (start of a defrag step). */
+/* Clears the journal and frees the quarantine (start of a defrag step). */
 HH_INTERNAL void hhi_heap_journal_reset(hh_heap *h);
 /* Slides the blocks of [offset(f), end) down one by one, starting with the
    one right above free block f, until a free block inside the range fits
