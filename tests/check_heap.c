@@ -656,6 +656,109 @@ START_TEST(debug_moves_never_reuse_a_vacated_place) {
 }
 END_TEST
 
+
+/* Issue 12: a growable heap reserves capacity / max_handles and commits as it
+   is used. Filled far past its initial commit (256 KiB of 16 MiB, handle slots
+   beyond the first commit), every object keeps its bytes and its handle, the
+   heap grows only at its top (no block moves), and at the limit allocation
+   fails with HH_E_NO_MEMORY without losing anything. */
+START_TEST(growable_heap_fills_past_its_initial_commit) {
+    hh_heap *hp;
+    const size_t cap = 16u << 20, commit = 256u << 10;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = cap, .max_handles = 1u << 16, .commit = commit,
+                                                     .flags = HH_HEAP_GROWABLE }, &hp), HH_OK);
+    ck_assert_uint_le(hh_heap_managed_bytes(hp), commit);
+    hh_heap_desc d;
+    hh_heap_desc_get(hp, &d);
+    ck_assert_uint_eq(d.capacity, cap);
+    ck_assert_uint_eq(d.commit, commit);
+    hh_shadow sh;
+    hh_shadow_init(&sh);
+    hh_rng r = hh_rng_make(7);
+    unsigned n = hh_test_scaled(12000, 6000);          /* > HH_HANDLE_COMMIT_SLOTS handles, > 1 MiB */
+    uint64_t moves0 = 0;
+    for (unsigned i = 0; i < n; i++) {
+        size_t size = 16 + hh_rng_below(&r, 240);
+        hh_handle h = hh_alloc(hp, size);
+        ck_assert_msg(!hh_is_null(h), "allocation %u failed: %s", i, hh_test_last_message());
+        hh_shadow_add(&sh, hp, h, size, 16, i + 1);
+        if (i % 7 == 3) {                              /* some churn: holes for the allocator to reuse */
+            size_t k = hh_rng_below(&r, (uint32_t)sh.count);
+            ck_assert_int_eq(hh_free(hp, sh.objs[k].h), HH_OK);
+            hh_shadow_remove(&sh, k);
+        }
+    }
+    hh_heap_stats st;
+    hh_heap_stats_get(hp, &st);
+    ck_assert_uint_gt(st.capacity, commit * 3);        /* grew */
+    ck_assert_uint_eq(st.capacity, hh_heap_managed_bytes(hp));
+    ck_assert_uint_le(st.capacity, cap);
+    ck_assert_uint_eq(st.total_moves, moves0);         /* growing moved nothing */
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    hh_shadow_verify(&sh, hp);
+    /* Up to the limit: large blocks until the reservation is used up. */
+    hh_test_reset_captured();
+    for (unsigned i = 0;; i++) {
+        ck_assert_uint_lt(i, 200);
+        hh_handle h = hh_alloc(hp, 256u << 10);
+        if (hh_is_null(h)) break;
+        hh_shadow_add(&sh, hp, h, 256u << 10, 16, 50000 + i);
+    }
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_NO_MEMORY);
+    ck_assert_uint_gt(hh_heap_managed_bytes(hp), cap - (512u << 10));
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    hh_shadow_verify(&sh, hp);
+    for (size_t i = 0; i < sh.count; i++) ck_assert_int_eq(hh_free(hp, sh.objs[i].h), HH_OK);
+    hh_shadow_fini(&sh);
+    hh_heap_destroy(hp);
+}
+END_TEST
+
+/* A commit the OS refuses (injected fault in the OS seam) fails the
+   allocation with HH_E_NO_MEMORY and a message, and loses nothing: neither
+   the range nor the handle table grows, and the next try succeeds. */
+START_TEST(growable_heap_failed_commit_loses_nothing) {
+    hh_heap *hp;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 4u << 20, .commit = 64u << 10,
+                                                     .flags = HH_HEAP_GROWABLE }, &hp), HH_OK);
+    hh_shadow sh;
+    hh_shadow_init(&sh);
+    unsigned range_faults = 0, slot_faults = 0;
+    for (unsigned i = 0; i < 2 * (unsigned)HH_HANDLE_COMMIT_SLOTS + 100; i++) {
+        size_t managed = hh_heap_managed_bytes(hp);
+        hh_heap_stats before;
+        hh_heap_stats_get(hp, &before);
+        hh_test_fail_after(0);                             /* the next seam call fails */
+        hh_handle h = hh_alloc(hp, 64);
+        unsigned fired = hh_test_fail_count();
+        hh_test_fail_after(-1);
+        if (fired) {                                       /* a commit was needed and refused */
+            ck_assert(hh_is_null(h));
+            ck_assert_int_eq(hh_test_last_captured(), HH_E_NO_MEMORY);
+            ck_assert_ptr_nonnull(strstr(hh_test_last_message(), "cannot commit"));
+            if (strstr(hh_test_last_message(), "handle slots")) slot_faults++;
+            else range_faults++;
+            hh_heap_stats after;
+            hh_heap_stats_get(hp, &after);
+            ck_assert_uint_eq(hh_heap_managed_bytes(hp), managed);
+            ck_assert_uint_eq(after.live_blocks, before.live_blocks);
+            ck_assert_uint_eq(after.used_bytes, before.used_bytes);
+            ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+            h = hh_alloc(hp, 64);                          /* no fault now: it commits and succeeds */
+        }
+        ck_assert(!hh_is_null(h));
+        hh_shadow_add(&sh, hp, h, 64, 16, i + 1);
+    }
+    ck_assert_uint_gt(range_faults, 0);
+    ck_assert_uint_gt(slot_faults, 0);
+    hh_shadow_verify(&sh, hp);
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    for (size_t i = 0; i < sh.count; i++) ck_assert_int_eq(hh_free(hp, sh.objs[i].h), HH_OK);
+    hh_shadow_fini(&sh);
+    hh_heap_destroy(hp);
+}
+END_TEST
+
 Suite *hh_test_heap_suite(void) {
     Suite *s = suite_create("heap");
     TCase *tc = tcase_create("lifecycle");
@@ -694,6 +797,8 @@ Suite *hh_test_heap_suite(void) {
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, bounded_decommit_gives_back_resident_pages);
     tcase_add_test(tc, debug_moves_never_reuse_a_vacated_place);
+    tcase_add_test(tc, growable_heap_fills_past_its_initial_commit);
+    tcase_add_test(tc, growable_heap_failed_commit_loses_nothing);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("faults");

@@ -20,6 +20,20 @@
  *   max_handles   capacity / 64 (at least 16, at most HH_HANDLE_MAX_SLOTS)
  *   flags         0
  *   on_move       NULL
+ *   commit        HH_HEAP_GROWABLE only: capacity / 8, at least HH_HEAP_MIN_CAPACITY, at most capacity
+ *
+ * Growable heaps (HH_HEAP_GROWABLE; engines that size heaps by guess): the
+ * heap reserves address space for `capacity` bytes and `max_handles` slots
+ * and commits it as it is used -- the managed range starts at `commit` bytes
+ * and grows at its top (by at least a quarter, at most to capacity) when an
+ * allocation or resize finds no free block that fits -- before it would
+ * compact: committing is cheap, compacting may move much, and the defrag
+ * steps compact later (at the limit, allocation compacts as on any heap);
+ * the handle table commits its slot pages as slots are first
+ * issued. Nothing moves when either grows (hh_deref stays a load and a
+ * compare); hh_heap_managed_bytes and hh_heap_stats.capacity report the
+ * managed size so far. A commit the OS refuses fails the allocation with
+ * HH_E_NO_MEMORY ("cannot commit ...") and changes nothing.
  *
  * Allocation-time compaction: hh_alloc / hh_alloc_ex / hh_resize that find no
  * hole large enough while enough bytes are free compact and retry; they report
@@ -90,6 +104,8 @@ enum {
                                            the up phase a block the top region cannot take stays put
                                            (heap more than half full). */
     HH_HEAP_NO_AUTO_COMPACT = 1u << 3,  /* hh_alloc never compacts to satisfy a request */
+    HH_HEAP_GROWABLE        = 1u << 5,  /* capacity and max_handles are limits of a reserved range that is
+                                           committed as it is used (own mapping only; see below) */
     HH_HEAP_DEBUG_MOVES     = 1u << 4,  /* debug (run-time, release library): a defrag step never places a
                                            block where a block moved from in the same step, so every raw
                                            pointer kept across the step points at dead bytes -- see below */
@@ -111,6 +127,7 @@ typedef struct hh_heap_desc {      /* zero-initialise; zero fields take defaults
     uint32_t    flags;             /* HH_HEAP_THREADSAFE, HH_HEAP_DEBUG (fill + poison), ... */
     hh_move_fn  on_move;           /* called after every relocation, NULL: none */
     void       *user;              /* passed to on_move */
+    size_t      commit;            /* HH_HEAP_GROWABLE: bytes managed from the start (0: capacity / 8) */
 } hh_heap_desc;
 
 /* ---------------------------------------------------------------------------

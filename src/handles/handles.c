@@ -53,6 +53,28 @@ static void tag_release(uint8_t tag) {
 }
 
 /* ---------------------------------------------------------------------------
+   Commit (growable tables)
+--------------------------------------------------------------------------- */
+/* Slots committed once `have` are: the next HH_HANDLE_COMMIT_SLOTS, at most cap. */
+static uint32_t commit_target(uint32_t cap, uint32_t have) {
+    return cap - have > (uint32_t)HH_HANDLE_COMMIT_SLOTS ? have + (uint32_t)HH_HANDLE_COMMIT_SLOTS : cap;
+}
+/* Bytes of whole pages holding the first n slots, at most the reservation. */
+static size_t commit_bytes(uint32_t n, size_t reserved) {
+    size_t b = hh_align_up((size_t)n * sizeof(hh_handle_slot), hhi_os_page_size());
+    return b < reserved ? b : hh_align_up(reserved, hhi_os_page_size());
+}
+
+bool hh_handle_table_commit_more(hh_handle_table *t) {
+    if (t == NULL || t->slots == NULL || t->committed >= t->capacity) return false;
+    uint32_t to = commit_target(t->capacity, t->committed);
+    size_t from_b = commit_bytes(t->committed, t->reserved_bytes), to_b = commit_bytes(to, t->reserved_bytes);
+    if (to_b > from_b && !hhi_os_commit((char *)t->slots + from_b, to_b - from_b)) return false;
+    t->committed = to;
+    return true;
+}
+
+/* ---------------------------------------------------------------------------
    Life cycle
 --------------------------------------------------------------------------- */
 hh_status hh_handle_table_init(hh_handle_table *t, const hh_handle_table_desc *desc) {
@@ -60,11 +82,24 @@ hh_status hh_handle_table_init(hh_handle_table *t, const hh_handle_table_desc *d
     if (desc->capacity == 0 || desc->capacity > HH_HANDLE_MAX_SLOTS)
         return hhi_error(HH_E_INVALID_ARG, "hh_handle_table_init: capacity %u not in 1..%u", desc->capacity,
                          (unsigned)HH_HANDLE_MAX_SLOTS);
+    if (desc->flags & ~(uint32_t)HH_HANDLE_TABLE_GROWABLE)
+        return hhi_error(HH_E_INVALID_ARG, "hh_handle_table_init: unknown flags %#x", desc->flags);
     uint32_t cap = desc->capacity + 1u;                       /* + sentinel slot 0 */
     size_t bytes = (size_t)cap * sizeof(hh_handle_slot);
-    hh_handle_slot *slots = hhi_os_map(bytes, 0);              /* zero pages: key 0 everywhere */
+    bool grow = (desc->flags & HH_HANDLE_TABLE_GROWABLE) != 0;
+    uint32_t committed = cap;
+    /* zero pages: key 0 everywhere; a growable table's stay read-only until committed */
+    hh_handle_slot *slots = grow ? hhi_os_reserve(bytes, 0, true) : hhi_os_map(bytes, 0);
     if (slots == NULL)
-        return hhi_error(HH_E_NO_MEMORY, "hh_handle_table_init: cannot map %zu bytes for %u slots", bytes, cap);
+        return hhi_error(HH_E_NO_MEMORY, "hh_handle_table_init: cannot %s %zu bytes for %u slots",
+                         grow ? "reserve" : "map", bytes, cap);
+    if (grow) {
+        committed = commit_target(cap, 0);
+        if (!hhi_os_commit(slots, commit_bytes(committed, bytes))) {
+            hhi_os_unmap(slots, bytes);
+            return hhi_error(HH_E_NO_MEMORY, "hh_handle_table_init: cannot commit the first %u slots", committed);
+        }
+    }
     uint8_t epoch = 0, tag = tag_acquire(&epoch);
     if (tag == 0) {
         hhi_os_unmap(slots, bytes);
@@ -75,7 +110,7 @@ hh_status hh_handle_table_init(hh_handle_table *t, const hh_handle_table_desc *d
     if (min_free > desc->capacity / 4) min_free = desc->capacity / 4;
     *t = (hh_handle_table){
         .slots = slots, .capacity = cap, .hwm = 1, .min_free = min_free, .tag = tag, .reserved_bytes = bytes,
-        .first_gen = ((uint32_t)epoch << HH_HANDLE_EPOCH_SHIFT) + 1u,
+        .first_gen = ((uint32_t)epoch << HH_HANDLE_EPOCH_SHIFT) + 1u, .committed = committed,
     };
     return HH_OK;
 }

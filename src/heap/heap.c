@@ -22,7 +22,7 @@ _Static_assert(offsetof(struct hh_heap, handles) == 0, "hh_deref_inline reads th
 
 enum {
     HEAP_KNOWN_FLAGS = HH_HEAP_THREADSAFE | HH_HEAP_DEBUG | HH_HEAP_STRESS_MOVES | HH_HEAP_NO_AUTO_COMPACT |
-                       HH_HEAP_DEBUG_MOVES
+                       HH_HEAP_DEBUG_MOVES | HH_HEAP_GROWABLE
 };
 
 /* ---------------------------------------------------------------------------
@@ -670,7 +670,7 @@ size_t hhi_heap_decommit_top(hh_heap *h, size_t retain, size_t min_bytes, size_t
     uintptr_t hi = (base + h->managed - 8) & ~(page - 1);   /* the footer's page stays */
     /* Only [.., dc_lo) can be resident: above it the pages were given back
        or never written. Give back the highest resident pages first. */
-    uintptr_t top = base + h->dc_lo;
+    uintptr_t top = (base + h->dc_lo) & ~(page - 1);
     if (top > hi) top = hi;
     if (top <= lo) return 0;
     size_t n = (size_t)(top - lo);
@@ -730,7 +730,17 @@ static hh_status heap_desc_defaults(const hh_heap_desc *desc, hh_heap_desc *out)
     if (desc->max_handles > HH_HANDLE_MAX_SLOTS)
         return hhi_error(HH_E_INVALID_ARG, "hh_heap_create: max_handles %u above %u", desc->max_handles,
                          (unsigned)HH_HANDLE_MAX_SLOTS);
+    bool grow = (desc->flags & HH_HEAP_GROWABLE) != 0;
+    if (grow && desc->memory)
+        return hhi_error(HH_E_INVALID_ARG, "hh_heap_create: HH_HEAP_GROWABLE needs the heap's own mapping (memory is set)");
+    if (!grow && desc->commit)
+        return hhi_error(HH_E_INVALID_ARG, "hh_heap_create: commit %zu given without HH_HEAP_GROWABLE", desc->commit);
     *out = *desc;
+    if (grow) {
+        size_t c = hhi_def(desc->commit, desc->capacity / 8);
+        if (c < HH_HEAP_MIN_CAPACITY) c = HH_HEAP_MIN_CAPACITY;
+        out->commit = c < desc->capacity ? c : desc->capacity;
+    }
     size_t dflt = desc->capacity / 64;
     if (dflt < 16) dflt = 16;
     if (dflt > HH_HANDLE_MAX_SLOTS) dflt = HH_HANDLE_MAX_SLOTS;
@@ -758,10 +768,24 @@ hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
     if (s != HH_OK) return s;
 
     char *base;
-    size_t managed;
+    size_t managed, limit, commit_end;
     void *mapping = NULL;
     size_t mapping_bytes = 0;
-    if (d.memory) {
+    bool grow = (d.flags & HH_HEAP_GROWABLE) != 0;
+    if (grow) {                                      /* reserve the limit, commit the start */
+        limit = d.capacity & ~(size_t)(HHI_GRANULE - 1);
+        managed = d.commit & ~(size_t)(HHI_GRANULE - 1);
+        mapping_bytes = limit + HHI_BASE_ALIGN;
+        mapping = hhi_os_reserve(mapping_bytes, HHI_BASE_ALIGN, false);
+        if (mapping == NULL)
+            return hhi_error(HH_E_NO_MEMORY, "hh_heap_create: cannot reserve %zu bytes", mapping_bytes);
+        base = (char *)mapping + HHI_BASE_ALIGN - HHI_HDR;
+        commit_end = (size_t)(hh_align_up((uintptr_t)base + managed, hhi_os_page_size()) - (uintptr_t)base);
+        if (!hhi_os_commit(mapping, (size_t)(base + commit_end - (char *)mapping))) {
+            hhi_os_unmap(mapping, mapping_bytes);
+            return hhi_error(HH_E_NO_MEMORY, "hh_heap_create: cannot commit the first %zu bytes", managed);
+        }
+    } else if (d.memory) {
         uintptr_t m = (uintptr_t)d.memory;
         base = (char *)(hh_align_up_ptr(m + HHI_HDR, HHI_BASE_ALIGN) - HHI_HDR);
         size_t skip = (size_t)((uintptr_t)base - m);
@@ -769,6 +793,7 @@ hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
         if (managed < HH_HEAP_MIN_CAPACITY / 2)
             return hhi_error(HH_E_INVALID_ARG, "hh_heap_create: %zu-byte buffer leaves %zu bytes after alignment",
                              d.capacity, managed);
+        limit = commit_end = managed;
     } else {
         managed = d.capacity & ~(size_t)(HHI_GRANULE - 1);
         mapping_bytes = managed + HHI_BASE_ALIGN;
@@ -776,6 +801,7 @@ hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
         if (mapping == NULL)
             return hhi_error(HH_E_NO_MEMORY, "hh_heap_create: cannot map %zu bytes", mapping_bytes);
         base = (char *)mapping + HHI_BASE_ALIGN - HHI_HDR;
+        limit = commit_end = managed;
     }
 
     hh_heap *h = hhi_meta_alloc(sizeof *h);
@@ -785,17 +811,22 @@ hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
     }
     h->mapping = mapping;
     h->mapping_bytes = mapping_bytes;
-    s = hh_handle_table_init(&h->handles, &(hh_handle_table_desc){ .capacity = d.max_handles });
+    s = hh_handle_table_init(&h->handles, &(hh_handle_table_desc){ .capacity = d.max_handles,
+                                                                    .flags = grow ? HH_HANDLE_TABLE_GROWABLE : 0u });
     if (s != HH_OK) {
         heap_release(h);
         return s;
     }
-    if (!hhi_bitmap_init(&h->starts, managed / HHI_GRANULE) || !hhi_bitmap_init(&h->frees, managed / HHI_GRANULE)) {
+    /* A growable heap's bitmaps cover the whole reservation, in zero pages. */
+    bool (*bm_init)(hhi_bitmap *, size_t) = grow ? hhi_bitmap_init_mapped : hhi_bitmap_init;
+    if (!bm_init(&h->starts, limit / HHI_GRANULE) || !bm_init(&h->frees, limit / HHI_GRANULE)) {
         heap_release(h);
         return hhi_error(HH_E_NO_MEMORY, "hh_heap_create: cannot allocate the address bitmaps");
     }
     h->base = base;
     h->managed = managed;
+    h->limit = limit;
+    h->commit_end = commit_end;
     if (!hhi_region_init(h)) {
         heap_release(h);
         return hhi_error(HH_E_NO_MEMORY, "hh_heap_create: cannot allocate the region summary");
@@ -810,7 +841,7 @@ hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
        footer (written below): [dc_lo, managed) is "never written". */
     h->dc_lo = h->dc_hi = HH_MIN(managed, (size_t)(hh_align_up((uintptr_t)base + HHI_HDR, hhi_os_page_size()) -
                                                    (uintptr_t)base));
-    while ((managed >> h->sq_shift) >= ((size_t)1 << 31)) h->sq_shift++;   /* keeps the sum of squares < 2^63 */
+    while ((limit >> h->sq_shift) >= ((size_t)1 << 31)) h->sq_shift++;   /* keeps the sum of squares < 2^63 */
     hhi_lock_init(&h->lock);
     hhi_freelist_init(h);
     hh_track_pool_create(h, base);
@@ -846,9 +877,55 @@ static hh_status alloc_args(const hh_heap *h, size_t size, size_t align, const c
     if (hh_unlikely(!hh_is_pow2(align) || align > HH_HEAP_MAX_ALIGN))
         return hhi_error(HH_E_INVALID_ARG, "%s: align %zu is not a power of two in 1..%u", who, align,
                          (unsigned)HH_HEAP_MAX_ALIGN);
-    if (hh_unlikely(size > h->managed))
-        return hhi_error(HH_E_NO_MEMORY, "%s: %zu bytes exceed the heap's %zu managed bytes", who, size, h->managed);
+    if (hh_unlikely(size > h->limit))
+        return hhi_error(HH_E_NO_MEMORY, "%s: %zu bytes exceed the heap's %zu managed bytes", who, size, h->limit);
     return HH_OK;
+}
+
+/* Growable heaps: grows the managed range at its top (committing pages of the
+   reservation) by at least a quarter, and so that the top region can take a
+   block of bs bytes at alignment align; returns a free block that fits, or
+   NULL (at the limit, or the OS refused the commit: h->grow_failed, nothing
+   changed). Nothing moves. Lock held. */
+HH_NOINLINE HH_COLD static hhi_block *heap_grow(hh_heap *h, size_t bs, size_t align) {
+    h->grow_failed = false;
+    if (h->managed >= h->limit) return NULL;
+    hhi_block *t = hhi_heap_top_free(h);
+    size_t have = t ? blk_size(t) : 0, need = bs + align + HHI_MIN_BLOCK, old = h->managed;
+    size_t step = need > have ? need - have : HHI_MIN_BLOCK;
+    if (step < old / 4) step = old / 4;
+    step = hh_align_up(step, HHI_GRANULE);
+    size_t nm = h->limit - old < step ? h->limit : old + step, delta = nm - old;
+    uintptr_t page = hhi_os_page_size(), base = (uintptr_t)h->base;
+    size_t ce = (size_t)(hh_align_up(base + nm, page) - base);
+    if (ce > h->commit_end) {
+        if (!hhi_os_commit(h->base + h->commit_end, ce - h->commit_end)) {
+            h->grow_failed = true;
+            return NULL;
+        }
+        h->commit_end = ce;
+    }
+    hh_track_noaccess(h->base + old, delta);
+    h->managed = nm;
+    if (t) {                                          /* the top region takes the new bytes */
+        fl_remove(h, t);
+        t->word = (t->word & ~BLK_SIZE_MASK) | (uint64_t)(have + delta);
+        uint64_t *foot = (uint64_t *)(void *)(h->base + nm - 8);
+        hh_track_defined(foot, 8);
+        *foot = have + delta;
+        fl_insert(h, t);
+    } else {                                          /* the last block is live: a new top region */
+        free_block_make(h, old, delta);
+    }
+    if (h->dc_lo >= old) {                            /* the new pages were never written */
+        size_t lo = (size_t)(hh_align_up(base + old, page) - base);
+        h->dc_lo = lo < nm ? lo : nm;
+        if (h->dc_hi < h->dc_lo) h->dc_hi = h->dc_lo;
+        h->decommitted = h->dc_hi - h->dc_lo;
+    }
+    heap_touch(h, old);
+    t = hhi_heap_top_free(h);
+    return t && hhi_heap_fits(h, t, bs, align, NULL) ? t : NULL;
 }
 
 /* The slow path of allocation: no free block fits. Compacts when enough free
@@ -862,7 +939,10 @@ HH_NOINLINE HH_COLD static hhi_block *alloc_find_slow(hh_heap *h, size_t bs, siz
         hhi_heap_quarantine_release(h);
         return alloc_find_slow(h, bs, align);
     }
-    if (h->free_bytes < bs || (h->flags & HH_HEAP_NO_AUTO_COMPACT)) return NULL;
+    /* A growable heap grows before it compacts: committing pages is O(1),
+       compacting may move much; the defrag steps compact it later. */
+    if (h->managed < h->limit && (f = heap_grow(h, bs, align)) != NULL) return f;
+    if (h->free_bytes < bs || (h->flags & HH_HEAP_NO_AUTO_COMPACT)) return NULL;   /* compaction cannot help */
     heap_touch(h, 0);                                          /* blocks anywhere may move */
     h->compacting = true;
     f = h->compact_hook ? h->compact_hook(h, bs, align) : hhi_heap_compact_for(h, bs, align);
@@ -886,18 +966,34 @@ static inline hhi_block *alloc_find(hh_heap *h, size_t bs, size_t align) {
     return alloc_find_slow(h, bs, align);
 }
 
-static bool table_full(const hh_handle_table *t) { return t->free_count == 0 && t->hwm >= t->capacity; }
+/* true if a handle can be issued now: a rested free slot, a committed
+   never-used one, or -- committing more slots of a growable table, or failing
+   that -- any free slot. */
+static inline bool table_ready(hh_handle_table *t) {
+    if (hh_likely(t->free_count > t->min_free || t->hwm < t->committed)) return true;
+    return hh_handle_table_commit_more(t) || t->free_count > 0;
+}
 
 /* Reports a failed allocation (lock held; releases it). Always HH_NULL. */
 HH_NOINLINE HH_COLD static hh_handle alloc_fail(hh_heap *h, size_t size, size_t align, const char *who, bool table) {
     if (table) {
-        uint32_t live = h->handles.live_count;
+        uint32_t live = h->handles.live_count, committed = h->handles.committed, cap = h->handles.capacity;
         heap_unlock(h);
-        hhi_error(HH_E_NO_MEMORY, "%s: handle table full (%u handles live)", who, live);
+        if (committed < cap)
+            hhi_error(HH_E_NO_MEMORY, "%s: cannot commit more handle slots (%u of %u committed, %u handles live)", who,
+                      committed - 1u, cap - 1u, live);
+        else
+            hhi_error(HH_E_NO_MEMORY, "%s: handle table full (%u handles live)", who, live);
         return HH_NULL;
     }
-    size_t free_bytes = h->free_bytes, largest = hhi_freelist_largest(h);
+    size_t free_bytes = h->free_bytes, largest = hhi_freelist_largest(h), managed = h->managed, limit = h->limit;
+    bool refused = h->grow_failed;
     heap_unlock(h);
+    if (refused) {
+        hhi_error(HH_E_NO_MEMORY, "%s: no room for %zu bytes (align %zu) and cannot commit more of the reserved range "
+                  "(%zu of %zu bytes managed)", who, size, align, managed, limit);
+        return HH_NULL;
+    }
     hhi_error(HH_E_NO_MEMORY, "%s: no room for %zu bytes (align %zu): %zu bytes free, largest hole %zu", who, size, align,
               free_bytes, largest);
     return HH_NULL;
@@ -910,12 +1006,12 @@ HH_INLINE hh_handle heap_alloc(hh_heap *h, size_t size, size_t align, uint32_t t
     if (align < HHI_GRANULE) align = HHI_GRANULE;
     size_t bs = blk_min_size(h, size);
     heap_lock(h);
-    if (hh_unlikely(table_full(&h->handles))) return alloc_fail(h, size, align, who, true);
+    if (hh_unlikely(!table_ready(&h->handles))) return alloc_fail(h, size, align, who, true);
     hhi_block *f = alloc_find(h, bs, align);
     if (hh_unlikely(f == NULL)) return alloc_fail(h, size, align, who, false);
     hhi_block *b = align <= HHI_GRANULE ? carve16(h, f, bs) : carve(h, f, bs, align, 0);
     void *p = blk_payload(b);
-    hh_handle hd = hh_handle_issue_fast(&h->handles, p);    /* cannot fail: checked table_full */
+    hh_handle hd = hh_handle_issue_fast(&h->handles, p);    /* cannot fail: checked table_ready */
     b->u.live.slot = hh_handle_index(hd);
     b->u.live.tag = tag;
     size_t boff = blk_offset(h, b);
@@ -941,7 +1037,7 @@ HH_NOINLINE HH_COLD static hh_handle alloc_bad_args(hh_heap *heap, size_t size) 
 }
 
 hh_handle hh_alloc(hh_heap *heap, size_t size) {
-    if (hh_likely(heap != NULL && size - 1 < heap->managed)) return heap_alloc(heap, size, HHI_GRANULE, 0, "hh_alloc");
+    if (hh_likely(heap != NULL && size - 1 < heap->limit)) return heap_alloc(heap, size, HHI_GRANULE, 0, "hh_alloc");
     return alloc_bad_args(heap, size);               /* NULL heap, size 0, size beyond the heap */
 }
 
@@ -1108,17 +1204,17 @@ static hhi_block *resize_move(hh_heap *h, hhi_block *b, size_t nbs) {
         hhi_heap_quarantine_release(h);
         f = hhi_heap_find_fit(h, nbs, align);
     }
-    if (f == NULL) {
-        if (h->free_bytes < nbs || (h->flags & HH_HEAP_NO_AUTO_COMPACT)) return NULL;
+    if (f == NULL && h->managed < h->limit) f = heap_grow(h, nbs, align);   /* nothing moves */
+    if (f == NULL && h->free_bytes >= nbs && !(h->flags & HH_HEAP_NO_AUTO_COMPACT)) {
         heap_touch(h, 0);
         h->compacting = true;
         f = h->compact_hook ? h->compact_hook(h, nbs, align)  /* may move b itself: find it again through its slot */
                             : hhi_heap_compact_for(h, nbs, align);
         h->compacting = false;
-        if (f == NULL) return NULL;
-        h->compactions++;
+        if (f) h->compactions++;
         b = blk_from_payload(hh_handle_ptr_at(&h->handles, slot));
     }
+    if (f == NULL) return NULL;
     size_t boff = blk_offset(h, b), old_usable = blk_usable(h, b);
     uint32_t tag = b->u.live.tag;
     void *op = blk_payload(b);
@@ -1144,8 +1240,8 @@ static hhi_block *resize_move(hh_heap *h, hhi_block *b, size_t nbs) {
 hh_status hh_resize(hh_heap *heap, hh_handle h, size_t new_size) {
     if (heap == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_resize: heap is NULL");
     if (new_size == 0) return hhi_error(HH_E_INVALID_ARG, "hh_resize: size 0 (use hh_free)");
-    if (new_size > heap->managed)
-        return hhi_error(HH_E_NO_MEMORY, "hh_resize: %zu bytes exceed the heap's %zu managed bytes", new_size, heap->managed);
+    if (new_size > heap->limit)
+        return hhi_error(HH_E_NO_MEMORY, "hh_resize: %zu bytes exceed the heap's %zu managed bytes", new_size, heap->limit);
     hhi_block *b = block_locked(heap, h, "hh_resize");
     if (b == NULL) return hh_last_error();
     size_t nbs = blk_min_size(heap, new_size);

@@ -174,10 +174,14 @@ typedef struct hhi_bitmap {
     uint32_t  nlevels;
     size_t    nbits;                      /* leaf bits */
     size_t    bytes;                      /* total bytes of all levels (one allocation) */
+    bool      mapped;                     /* levels in their own mapping (hhi_bitmap_init_mapped) */
 } hhi_bitmap;
 #define HHI_BM_NONE SIZE_MAX
 
 HH_INTERNAL bool   hhi_bitmap_init(hhi_bitmap *bm, size_t nbits);
+/* As hhi_bitmap_init, its levels in zero pages of their own mapping (large,
+   mostly empty bitmaps of a growable heap: untouched pages cost nothing). */
+HH_INTERNAL bool   hhi_bitmap_init_mapped(hhi_bitmap *bm, size_t nbits);
 HH_INTERNAL void   hhi_bitmap_fini(hhi_bitmap *bm);
 HH_INTERNAL void   hhi_bitmap_set(hhi_bitmap *bm, size_t i);
 HH_INTERNAL void   hhi_bitmap_clear(hhi_bitmap *bm, size_t i);
@@ -224,7 +228,11 @@ typedef struct hhi_journal {
 struct hh_heap {
     hh_handle_table handles;      /* MUST stay first: hh_deref_inline reads it through the heap pointer */
     char       *base;             /* managed start; base + HHI_HDR is HHI_BASE_ALIGN-aligned */
-    size_t      managed;          /* managed bytes (multiple of 16) */
+    size_t      managed;          /* managed bytes (multiple of 16); grows up to limit (HH_HEAP_GROWABLE) */
+    size_t      limit;            /* most managed bytes ever: the reserved range (== managed unless growable);
+                                     bitmaps, regions and sq_shift are sized for it; constant */
+    size_t      commit_end;       /* growable: [base, base + commit_end) is committed (page-aligned end) */
+    bool        grow_failed;      /* the last growth attempt was refused by the OS (for the message) */
     void       *mapping;          /* our own mapping (NULL when the caller gave memory) */
     size_t      mapping_bytes;
     hh_heap_desc desc;            /* resolved desc (defaults applied) */
@@ -343,7 +351,7 @@ static inline void heap_touch(hh_heap *h, size_t off) {
    Occupancy summary (heap_region.c). Caller holds the lock.
 --------------------------------------------------------------------------- */
 enum { HHI_REGION_MAX = 1024, HHI_REGION_MIN_SHIFT = 12 };
-/* Allocates the region arrays for h->managed; false when metadata runs out. */
+/* Allocates the region arrays for h->limit; false when metadata runs out. */
 HH_INTERNAL bool hhi_region_init(hh_heap *h);
 HH_INTERNAL void hhi_region_fini(hh_heap *h);
 /* Adds (add) or removes live bytes [off, off + size) spanning several regions. */
