@@ -407,6 +407,28 @@ START_TEST(create_survives_every_injected_fault) {
         ck_assert_int_lt(n, 20);
     }
     ck_assert_uint_ge(failures, 4);   /* mapping, object, slots, two bitmaps */
+    /* A growable heap: reservation, first commit, object, slot reservation and
+       commit, two mapped bitmaps, regions -- each failure clean. */
+    failures = 0;
+    for (long n = 0;; n++) {
+        hh_heap *h = NULL;
+        hh_test_fail_after(n);
+        hh_status s = hh_heap_create(&(hh_heap_desc){ .capacity = 4u << 20, .flags = HH_HEAP_GROWABLE }, &h);
+        unsigned fired = hh_test_fail_count();
+        hh_test_fail_after(-1);
+        if (s == HH_OK) {
+            ck_assert_uint_eq(fired, 0);
+            ck_assert(!hh_is_null(hh_alloc(h, 100)));
+            ck_assert_int_eq(hh_heap_check(h), HH_OK);
+            hh_heap_destroy(h);
+            break;
+        }
+        failures++;
+        ck_assert_int_eq(s, HH_E_NO_MEMORY);
+        ck_assert_ptr_null(h);
+        ck_assert_int_lt(n, 20);
+    }
+    ck_assert_uint_ge(failures, 7);
 }
 END_TEST
 
@@ -719,6 +741,12 @@ END_TEST
    the range nor the handle table grows, and the next try succeeds. */
 START_TEST(growable_heap_failed_commit_loses_nothing) {
     hh_heap *hp;
+    static char buf[1u << 16];
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = sizeof buf, .memory = buf, .flags = HH_HEAP_GROWABLE },
+                                    &hp), HH_E_INVALID_ARG);                      /* the caller's buffer cannot grow */
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 20, .commit = 1u << 16 }, &hp),
+                     HH_E_INVALID_ARG);                                           /* commit without the flag */
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_INVALID_ARG);
     ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 4u << 20, .commit = 64u << 10,
                                                      .flags = HH_HEAP_GROWABLE }, &hp), HH_OK);
     hh_shadow sh;
