@@ -787,6 +787,30 @@ START_TEST(growable_heap_failed_commit_loses_nothing) {
 }
 END_TEST
 
+
+/* HH_HEAP_HUGE_PAGES is a hint: the heap (fixed or growable) works the same. */
+START_TEST(huge_pages_flag_is_a_hint) {
+    const uint32_t flags[] = { HH_HEAP_HUGE_PAGES, HH_HEAP_HUGE_PAGES | HH_HEAP_GROWABLE };
+    for (size_t k = 0; k < HH_ARRAY_LEN_T(flags); k++) {
+        hh_heap *hp;
+        ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 8u << 20, .flags = flags[k] }, &hp), HH_OK);
+        ck_assert_uint_eq((uintptr_t)hh_heap_base(hp) % 4096, 4096 - 16);
+        hh_shadow sh;
+        hh_shadow_init(&sh);
+        for (unsigned i = 0; i < 2000; i++) {
+            hh_handle h = hh_alloc(hp, 100 + i % 300);
+            ck_assert(!hh_is_null(h));
+            hh_shadow_add(&sh, hp, h, 100 + i % 300, 16, i + 1);
+        }
+        hh_shadow_verify(&sh, hp);
+        ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+        for (size_t i = 0; i < sh.count; i++) ck_assert_int_eq(hh_free(hp, sh.objs[i].h), HH_OK);
+        hh_shadow_fini(&sh);
+        hh_heap_destroy(hp);
+    }
+}
+END_TEST
+
 Suite *hh_test_heap_suite(void) {
     Suite *s = suite_create("heap");
     TCase *tc = tcase_create("lifecycle");
@@ -827,6 +851,7 @@ Suite *hh_test_heap_suite(void) {
     tcase_add_test(tc, debug_moves_never_reuse_a_vacated_place);
     tcase_add_test(tc, growable_heap_fills_past_its_initial_commit);
     tcase_add_test(tc, growable_heap_failed_commit_loses_nothing);
+    tcase_add_test(tc, huge_pages_flag_is_a_hint);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("faults");

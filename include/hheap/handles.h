@@ -62,6 +62,8 @@ enum {
     HH_HANDLE_EPOCH_SHIFT = 24,             /* a table's first generation is (epoch << 24) + 1 */
     HH_HANDLE_TABLE_GROWABLE = 1u << 0,     /* desc flag: commit slot pages as they are first used */
     HH_HANDLE_COMMIT_SLOTS = 4096,          /* slots committed at a time by a growable table (64 KiB) */
+    HH_HANDLE_TABLE_HUGE_PAGES = 1u << 1,   /* desc flag: ask for transparent huge pages for the slot array
+                                               (fewer TLB misses when lookups are scattered over many slots) */
 };
 HH_STATIC_ASSERT(HH_HANDLE_INDEX_BITS + HH_HANDLE_TAG_BITS + HH_HANDLE_GEN_BITS == 64, "handle layout");
 
@@ -96,7 +98,8 @@ typedef struct hh_handle_table {
 typedef struct hh_handle_table_desc {
     uint32_t capacity;   /* maximum live handles (required, 1..HH_HANDLE_MAX_SLOTS) */
     uint32_t min_free;   /* 0: HH_HANDLE_MIN_FREE_DEFAULT (capped to capacity / 4) */
-    uint32_t flags;      /* HH_HANDLE_TABLE_GROWABLE: capacity is a limit, slots committed as used */
+    uint32_t flags;      /* HH_HANDLE_TABLE_GROWABLE: capacity is a limit, slots committed as used;
+                            HH_HANDLE_TABLE_HUGE_PAGES */
 } hh_handle_table_desc;
 
 typedef struct hh_handle_table_stats {

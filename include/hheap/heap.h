@@ -106,6 +106,9 @@ enum {
     HH_HEAP_NO_AUTO_COMPACT = 1u << 3,  /* hh_alloc never compacts to satisfy a request */
     HH_HEAP_GROWABLE        = 1u << 5,  /* capacity and max_handles are limits of a reserved range that is
                                            committed as it is used (own mapping only; see below) */
+    HH_HEAP_HUGE_PAGES      = 1u << 6,  /* ask for transparent huge pages for the range and the handle slots
+                                           (own mapping; a hint): fewer TLB misses for scattered hh_deref over
+                                           many objects, at the price of resident memory in 2 MiB steps */
     HH_HEAP_DEBUG_MOVES     = 1u << 4,  /* debug (run-time, release library): a defrag step never places a
                                            block where a block moved from in the same step, so every raw
                                            pointer kept across the step points at dead bytes -- see below */

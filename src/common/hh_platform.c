@@ -60,6 +60,15 @@ bool hhi_os_commit(void *p, size_t size) {
     return mprotect(p, size, PROT_READ | PROT_WRITE) == 0;
 }
 
+void hhi_os_hugepages(void *p, size_t size) {
+#ifdef MADV_HUGEPAGE
+    if (size) (void)madvise(p, hh_align_up(size, hhi_os_page_size()), MADV_HUGEPAGE);   /* a hint: may be refused */
+#else
+    (void)p;
+    (void)size;
+#endif
+}
+
 void hhi_os_unmap(void *p, size_t size) {
     if (p == NULL) return;
     size = hh_align_up(size, hhi_os_page_size());

@@ -25,6 +25,9 @@ HH_INTERNAL void *hhi_os_reserve(size_t size, size_t align, bool readable);
 /* Commits [p, p+size) of a reservation: read/write, zero until written. p and
    size page-aligned. false if the OS refuses (or an injected fault): nothing changed. */
 HH_INTERNAL bool  hhi_os_commit(void *p, size_t size);
+/* Asks for transparent huge pages on [p, p+size) (p page-aligned): a hint,
+   silently ignored where the OS has none or refuses. */
+HH_INTERNAL void  hhi_os_hugepages(void *p, size_t size);
 /* Unmaps what hhi_os_map returned; size as passed to hhi_os_map. */
 HH_INTERNAL void  hhi_os_unmap(void *p, size_t size);
 /* Gives [p, p+size) back to the OS (MADV_DONTNEED: it reads as zero later).

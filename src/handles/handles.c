@@ -52,6 +52,8 @@ static void tag_release(uint8_t tag) {
     if (tag) atomic_fetch_and(&tag_used[tag / 64], ~((uint64_t)1 << (tag % 64)));
 }
 
+enum { HUGE_BYTES = 2u << 20 };                        /* the usual transparent huge page */
+
 /* ---------------------------------------------------------------------------
    Commit (growable tables)
 --------------------------------------------------------------------------- */
@@ -82,14 +84,16 @@ hh_status hh_handle_table_init(hh_handle_table *t, const hh_handle_table_desc *d
     if (desc->capacity == 0 || desc->capacity > HH_HANDLE_MAX_SLOTS)
         return hhi_error(HH_E_INVALID_ARG, "hh_handle_table_init: capacity %u not in 1..%u", desc->capacity,
                          (unsigned)HH_HANDLE_MAX_SLOTS);
-    if (desc->flags & ~(uint32_t)HH_HANDLE_TABLE_GROWABLE)
+    if (desc->flags & ~(uint32_t)(HH_HANDLE_TABLE_GROWABLE | HH_HANDLE_TABLE_HUGE_PAGES))
         return hhi_error(HH_E_INVALID_ARG, "hh_handle_table_init: unknown flags %#x", desc->flags);
     uint32_t cap = desc->capacity + 1u;                       /* + sentinel slot 0 */
     size_t bytes = (size_t)cap * sizeof(hh_handle_slot);
     bool grow = (desc->flags & HH_HANDLE_TABLE_GROWABLE) != 0;
     uint32_t committed = cap;
     /* zero pages: key 0 everywhere; a growable table's stay read-only until committed */
-    hh_handle_slot *slots = grow ? hhi_os_reserve(bytes, 0, true) : hhi_os_map(bytes, 0);
+    bool huge = (desc->flags & HH_HANDLE_TABLE_HUGE_PAGES) != 0;
+    size_t align = huge && bytes >= HUGE_BYTES ? HUGE_BYTES : 0;   /* whole huge pages from the start */
+    hh_handle_slot *slots = grow ? hhi_os_reserve(bytes, align, true) : hhi_os_map(bytes, align);
     if (slots == NULL)
         return hhi_error(HH_E_NO_MEMORY, "hh_handle_table_init: cannot %s %zu bytes for %u slots",
                          grow ? "reserve" : "map", bytes, cap);
@@ -100,6 +104,7 @@ hh_status hh_handle_table_init(hh_handle_table *t, const hh_handle_table_desc *d
             return hhi_error(HH_E_NO_MEMORY, "hh_handle_table_init: cannot commit the first %u slots", committed);
         }
     }
+    if (huge) hhi_os_hugepages(slots, bytes);
     uint8_t epoch = 0, tag = tag_acquire(&epoch);
     if (tag == 0) {
         hhi_os_unmap(slots, bytes);

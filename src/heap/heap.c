@@ -22,8 +22,9 @@ _Static_assert(offsetof(struct hh_heap, handles) == 0, "hh_deref_inline reads th
 
 enum {
     HEAP_KNOWN_FLAGS = HH_HEAP_THREADSAFE | HH_HEAP_DEBUG | HH_HEAP_STRESS_MOVES | HH_HEAP_NO_AUTO_COMPACT |
-                       HH_HEAP_DEBUG_MOVES | HH_HEAP_GROWABLE
+                       HH_HEAP_DEBUG_MOVES | HH_HEAP_GROWABLE | HH_HEAP_HUGE_PAGES
 };
+enum { HEAP_HUGE_BYTES = 2u << 20 };                   /* the usual transparent huge page */
 
 /* ---------------------------------------------------------------------------
    Forward declarations
@@ -771,12 +772,13 @@ hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
     size_t managed, limit, commit_end;
     void *mapping = NULL;
     size_t mapping_bytes = 0;
-    bool grow = (d.flags & HH_HEAP_GROWABLE) != 0;
+    bool grow = (d.flags & HH_HEAP_GROWABLE) != 0, huge = (d.flags & HH_HEAP_HUGE_PAGES) && !d.memory;
+    size_t map_align = huge ? HEAP_HUGE_BYTES : HHI_BASE_ALIGN;
     if (grow) {                                      /* reserve the limit, commit the start */
         limit = d.capacity & ~(size_t)(HHI_GRANULE - 1);
         managed = d.commit & ~(size_t)(HHI_GRANULE - 1);
         mapping_bytes = limit + HHI_BASE_ALIGN;
-        mapping = hhi_os_reserve(mapping_bytes, HHI_BASE_ALIGN, false);
+        mapping = hhi_os_reserve(mapping_bytes, map_align, false);
         if (mapping == NULL)
             return hhi_error(HH_E_NO_MEMORY, "hh_heap_create: cannot reserve %zu bytes", mapping_bytes);
         base = (char *)mapping + HHI_BASE_ALIGN - HHI_HDR;
@@ -797,7 +799,7 @@ hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
     } else {
         managed = d.capacity & ~(size_t)(HHI_GRANULE - 1);
         mapping_bytes = managed + HHI_BASE_ALIGN;
-        mapping = hhi_os_map(mapping_bytes, HHI_BASE_ALIGN);
+        mapping = hhi_os_map(mapping_bytes, map_align);
         if (mapping == NULL)
             return hhi_error(HH_E_NO_MEMORY, "hh_heap_create: cannot map %zu bytes", mapping_bytes);
         base = (char *)mapping + HHI_BASE_ALIGN - HHI_HDR;
@@ -811,8 +813,10 @@ hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
     }
     h->mapping = mapping;
     h->mapping_bytes = mapping_bytes;
+    if (huge) hhi_os_hugepages(mapping, mapping_bytes);
     s = hh_handle_table_init(&h->handles, &(hh_handle_table_desc){ .capacity = d.max_handles,
-                                                                    .flags = grow ? HH_HANDLE_TABLE_GROWABLE : 0u });
+                                                                    .flags = (grow ? HH_HANDLE_TABLE_GROWABLE : 0u) |
+                                                                             (huge ? HH_HANDLE_TABLE_HUGE_PAGES : 0u) });
     if (s != HH_OK) {
         heap_release(h);
         return s;
