@@ -872,6 +872,18 @@ void hh_heap_desc_get(const hh_heap *h, hh_heap_desc *out) {
 }
 
 /* ---------------------------------------------------------------------------
+   Event hook for the fast paths: the event is built in a cold function, so
+   hh_alloc / hh_free keep no event struct (and no stack frame for it).
+--------------------------------------------------------------------------- */
+HH_NOINLINE HH_COLD static void event_alloc(hh_heap *h, hh_handle hd, size_t size, size_t align, uint32_t tag) {
+    h->event_fn(&(hh_heap_event){ .kind = HH_EV_ALLOC, .handle = hd, .size = size, .align = align, .tag = tag },
+                h->event_user);
+}
+HH_NOINLINE HH_COLD static void event_free(hh_heap *h, hh_handle hd) {
+    h->event_fn(&(hh_heap_event){ .kind = HH_EV_FREE, .handle = hd }, h->event_user);
+}
+
+/* ---------------------------------------------------------------------------
    Allocation
 --------------------------------------------------------------------------- */
 /* Validates size/align; HH_OK or the reported reason. */
@@ -1028,7 +1040,7 @@ HH_INLINE hh_handle heap_alloc(hh_heap *h, size_t size, size_t align, uint32_t t
         memset(p, HH_FILL_ALLOC, blk_usable(h, b));
         guard_fill(h, b);
     }
-    heap_event(h, &(hh_heap_event){ .kind = HH_EV_ALLOC, .handle = hd, .size = size, .align = align, .tag = tag });
+    if (hh_unlikely(h->event_fn != NULL)) event_alloc(h, hd, size, align, tag);
     hh_assert_expensive(hhi_heap_is_valid(h));
     heap_unlock(h);
     return hd;
@@ -1140,7 +1152,7 @@ hh_status hh_free(hh_heap *heap, hh_handle h) {
     heap->live_blocks--;
     hh_track_free(heap, p, blk_usable(heap, b));
     region_release_inline(heap, off, size, prev_free);
-    heap_event(heap, &(hh_heap_event){ .kind = HH_EV_FREE, .handle = h });
+    if (hh_unlikely(heap->event_fn != NULL)) event_free(heap, h);
     hh_assert_expensive(hhi_heap_is_valid(heap));
     heap_unlock(heap);
     return HH_OK;
