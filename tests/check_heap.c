@@ -4,6 +4,7 @@
 #include "hheap/heap.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -474,6 +475,35 @@ static void *mt_worker(void *arg) {
     return NULL;
 }
 
+
+/* Issue 12: heaps created and destroyed by several threads at once never
+   share a table tag while both live (the tag allocator is lock-free). */
+static atomic_int tag_owner[256];
+static void *tag_churn(void *arg) {
+    (void)arg;
+    for (int i = 0; i < 150; i++) {
+        hh_heap *hp;
+        if (hh_heap_create(&(hh_heap_desc){ .capacity = HH_HEAP_MIN_CAPACITY }, &hp) != HH_OK) return (void *)1;
+        hh_handle h = hh_alloc(hp, 16);
+        unsigned tag = (unsigned)((h.id >> HH_HANDLE_INDEX_BITS) & 0xFF);
+        if (tag == 0 || atomic_exchange(&tag_owner[tag], 1) != 0) return (void *)2;   /* a live heap has it */
+        atomic_store(&tag_owner[tag], 0);
+        hh_heap_destroy(hp);
+    }
+    return NULL;
+}
+
+START_TEST(concurrent_heaps_never_share_a_tag) {
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) ck_assert_int_eq(pthread_create(&th[i], NULL, tag_churn, NULL), 0);
+    for (int i = 0; i < 4; i++) {
+        void *r;
+        pthread_join(th[i], &r);
+        ck_assert_ptr_null(r);
+    }
+}
+END_TEST
+
 START_TEST(threadsafe_heap_concurrent_use) {
     hh_heap *h;
     ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 8u << 20, .flags = HH_HEAP_THREADSAFE }, &h), HH_OK);
@@ -859,6 +889,7 @@ Suite *hh_test_heap_suite(void) {
     tcase_add_test(tc, create_survives_every_injected_fault);
     tcase_add_test(tc, journal_fault_loses_record_not_block);
     tcase_add_test(tc, threadsafe_heap_concurrent_use);
+    tcase_add_test(tc, concurrent_heaps_never_share_a_tag);
     suite_add_tcase(s, tc);
     return s;
 }
