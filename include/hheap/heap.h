@@ -64,11 +64,14 @@
  * a null handle) until the next step begins, filled with HH_FILL_MOVED (0xDB)
  * and, in tool builds (HH_TRACK_VALGRIND / HH_TRACK_ASAN), made no-access, so
  * a stale read after the step returns 0xDB bytes or is reported by memcheck /
- * ASan. A block never slides onto part of its own old place, and
- * hh_defrag_full moves block by block. Compaction therefore takes more
- * steps (hh_defrag_full may end with compact == false: call it again) and
- * the held bytes are not free until the next step -- an allocation that finds
- * no room frees them first. Allocation-time compaction and hh_resize moves
+ * ASan. A block never slides onto part of its own old place (SLIDE then
+ * fills the hole instead, so address order is not kept), and hh_defrag_full
+ * moves block by block. Compaction therefore takes more steps
+ * (hh_defrag_full may end with compact == false: call it again); a report's
+ * `compact` counts the held places like pinned blocks, so the next step,
+ * which frees them, may find holes again (loop until a step moves nothing).
+ * The held bytes are not free until the next step -- an allocation that
+ * finds no room frees them first. Allocation-time compaction and hh_resize moves
  * are not held (their old bytes are still filled and made no-access).
  * With HH_HEAP_THREADSAFE every call takes the heap lock except hh_deref,
  * which stays lock-free: a thread may deref and use its own handles while
