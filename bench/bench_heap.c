@@ -7,6 +7,8 @@
  *                        ns per access (goal <= 1.2x)
  *   deref_shuffled       the same in one random order shared by both sides (goal <= 1.8x)
  *   deref_call_seq       the exported function (hh_deref) instead of the inline macro
+ *   deref_shuffled_thp   deref_shuffled on a heap made with HH_HEAP_HUGE_PAGES (range and
+ *                        slots in transparent huge pages; the raw pointers share the range)
  *   alloc_free_churn     10,000 live slots; each op frees a random slot and refills
  *                        it with a size from a game-object mix (16 B .. 8 KiB);
  *                        hh_alloc + hh_free vs malloc + free on the same size and slot
@@ -60,9 +62,9 @@ static void *xmalloc(size_t n) {
     return p;
 }
 
-static hh_heap *heap_make(size_t capacity, uint32_t max_handles) {
+static hh_heap *heap_make(size_t capacity, uint32_t max_handles, uint32_t flags) {
     hh_heap *h = NULL;
-    hh_status s = hh_heap_create(&(hh_heap_desc){ .capacity = capacity, .max_handles = max_handles }, &h);
+    hh_status s = hh_heap_create(&(hh_heap_desc){ .capacity = capacity, .max_handles = max_handles, .flags = flags }, &h);
     if (s != HH_OK) { fprintf(stderr, "bench_heap: hh_heap_create: %s\n", hh_status_str(s)); exit(1); }
     return h;
 }
@@ -113,9 +115,11 @@ static BENCH_NOINLINE double deref_raw_run(void *arg) {
     return (double)dt / ((double)c->n * c->passes);
 }
 
-static void bench_deref(size_t n, int reps) {
+/* flags: HH_HEAP_HUGE_PAGES for the *_thp cases (the raw pointers then point
+   into huge pages too: the ratio shows what the slot table costs). */
+static void bench_deref(size_t n, int reps, uint32_t flags) {
     enum { OBJ_BYTES = 32 };
-    hh_heap *heap = heap_make(n * 64 + (4u << 20), (uint32_t)(n + 1024));
+    hh_heap *heap = heap_make(n * 64 + (4u << 20), (uint32_t)(n + 1024), flags);
     hh_handle *hs = xmalloc(n * sizeof *hs), *hs2 = xmalloc(n * sizeof *hs2);
     uint64_t **ps = xmalloc(n * sizeof *ps), **ps2 = xmalloc(n * sizeof *ps2);
     uint32_t *perm = xmalloc(n * sizeof *perm);
@@ -136,6 +140,12 @@ static void bench_deref(size_t n, int reps) {
     deref_ctx seq = { heap, hs, (uint64_t *const *)ps, n, 20 };
     deref_ctx shuf = { heap, hs2, (uint64_t *const *)ps2, n, 3 };
     deref_inline_run(&seq); deref_raw_run(&seq);             /* warm the caches and TLB */
+    if (flags & HH_HEAP_HUGE_PAGES) {
+        bench_pair("heap", "deref_shuffled_thp", "ns/op", deref_inline_run, "raw_ptr", deref_raw_run, &shuf, reps);
+        free(perm); free(ps2); free(ps); free(hs2); free(hs);
+        hh_heap_destroy(heap);
+        return;
+    }
     bench_pair("heap", "deref_seq", "ns/op", deref_inline_run, "raw_ptr", deref_raw_run, &seq, reps);
     bench_pair("heap", "deref_shuffled", "ns/op", deref_inline_run, "raw_ptr", deref_raw_run, &shuf, reps);
     bench_pair("heap", "deref_call_seq", "ns/op", deref_call_run, "raw_ptr", deref_raw_run, &seq, reps);
@@ -160,7 +170,7 @@ typedef struct churn_ctx {
 
 static BENCH_NOINLINE double churn_hheap(void *arg) {
     churn_ctx *c = arg;
-    hh_heap *heap = heap_make(c->capacity, 0);
+    hh_heap *heap = heap_make(c->capacity, 0, 0);
     for (size_t i = 0; i < c->slots; i++) {
         c->hs[i] = hh_alloc(heap, c->size_seq[i]);
         *(uint64_t *)hh_deref(heap, c->hs[i]) = i;
@@ -201,7 +211,7 @@ static BENCH_NOINLINE double churn_malloc(void *arg) {
    (a permutation of 0..slots-1, timed); `ops` rounds. */
 static BENCH_NOINLINE double batch_hheap(void *arg) {
     churn_ctx *c = arg;
-    hh_heap *heap = heap_make(c->capacity, 0);
+    hh_heap *heap = heap_make(c->capacity, 0, 0);
     uint64_t t0 = bench_now_ns();
     for (size_t r = 0; r < c->ops; r++) {
         for (size_t i = 0; i < c->slots; i++) {
@@ -232,7 +242,7 @@ static BENCH_NOINLINE double batch_malloc(void *arg) {
 /* LIFO: alloc 64 B, write it, free it, `ops` times. */
 static BENCH_NOINLINE double lifo_hheap(void *arg) {
     churn_ctx *c = arg;
-    hh_heap *heap = heap_make(c->capacity, 0);
+    hh_heap *heap = heap_make(c->capacity, 0, 0);
     uint64_t t0 = bench_now_ns();
     for (size_t i = 0; i < c->ops; i++) {
         hh_handle h = hh_alloc(heap, 64);
@@ -295,7 +305,7 @@ static void bench_memory(const char *mix, size_t n, size_t fixed) {
        scale with capacity, so an oversized heap would inflate the per-block figure. */
     size_t whole = 0;
     for (size_t i = 0; i < n; i++) whole += ((req[i] + 15) & ~(size_t)15) + HH_HEAP_HEADER_BYTES;
-    hh_heap *heap = heap_make(whole + whole / 4 + (1u << 20), (uint32_t)(n + 64));
+    hh_heap *heap = heap_make(whole + whole / 4 + (1u << 20), (uint32_t)(n + 64), 0);
     hh_handle *hs = xmalloc(n * sizeof *hs);
     size_t req_total = 0, ours_usable = 0;
     for (size_t i = 0; i < n; i++) {
@@ -352,7 +362,7 @@ static void bench_memory(const char *mix, size_t n, size_t fixed) {
 --------------------------------------------------------------------------- */
 static int record_frames(const char *path, int frames) {
     enum { LIVE_MAX = 20000 };
-    hh_heap *heap = heap_make(32u << 20, LIVE_MAX + 64);
+    hh_heap *heap = heap_make(32u << 20, LIVE_MAX + 64, 0);
     hh_trace *tr = NULL;
     if (hh_trace_open(heap, path, &tr) != HH_OK) return 1;
     hh_handle *live = xmalloc(LIVE_MAX * sizeof *live);
@@ -394,7 +404,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     int quick = bench_quick(), reps = bench_reps();
-    bench_deref(quick ? 256u * 1024 : 1024u * 1024, reps);
+    bench_deref(quick ? 256u * 1024 : 1024u * 1024, reps, 0);
+    bench_deref(quick ? 256u * 1024 : 1024u * 1024, reps, HH_HEAP_HUGE_PAGES);
     bench_alloc(quick ? 200000 : 1000000, reps);
     bench_memory("mix", 100000, 0);
     bench_memory("32B", 100000, 32);

@@ -184,6 +184,34 @@ START_TEST(create_survives_injected_faults) {
 }
 END_TEST
 
+
+/* Issue 12: a tag is never handed to a table while another live table holds
+   it; when all 255 are held, init fails with HH_E_NO_MEMORY and a message. */
+START_TEST(live_tables_never_share_a_tag) {
+    static hh_handle_table many[HH_HANDLE_TAG_COUNT + 1];
+    bool seen[256] = { false };
+    seen[t->tag] = true;
+    unsigned n = 0;
+    hh_status s = HH_OK;
+    while (n <= HH_HANDLE_TAG_COUNT &&
+           (s = hh_handle_table_init(&many[n], &(hh_handle_table_desc){ .capacity = 8 })) == HH_OK) {
+        ck_assert_uint_ne(many[n].tag, 0);
+        ck_assert_msg(!seen[many[n].tag], "tag %u handed out twice", many[n].tag);
+        seen[many[n].tag] = true;
+        n++;
+    }
+    ck_assert_int_eq(s, HH_E_NO_MEMORY);
+    ck_assert_uint_lt(n, HH_HANDLE_TAG_COUNT);
+    ck_assert_ptr_nonnull(strstr(hh_test_last_message(), "tags"));
+    uint8_t freed = many[0].tag;
+    hh_handle_table_fini(&many[0]);                       /* one tag free again: init succeeds with it */
+    ck_assert_int_eq(hh_handle_table_init(&many[0], &(hh_handle_table_desc){ .capacity = 8 }), HH_OK);
+    ck_assert_uint_eq(many[0].tag, freed);
+    ck_assert_uint_ne(many[0].first_gen, 1);              /* a new epoch of that tag */
+    for (unsigned i = 0; i < n; i++) hh_handle_table_fini(&many[i]);
+}
+END_TEST
+
 Suite *hh_test_handles_suite(void) {
     Suite *s = suite_create("handles");
     TCase *tc = tcase_create("lifecycle");
@@ -193,6 +221,7 @@ Suite *hh_test_handles_suite(void) {
     tcase_add_test(tc, stale_after_release);
     tcase_add_test(tc, forged_and_out_of_range_handles_rejected);
     tcase_add_test(tc, handle_of_another_table_rejected);
+    tcase_add_test(tc, live_tables_never_share_a_tag);
     tcase_add_test(tc, generation_bumps_and_fifo_delays_reuse);
     tcase_add_test(tc, reuse_gives_new_generation);
     tcase_add_test(tc, exhaustion_reports_table_full);

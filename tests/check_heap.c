@@ -4,11 +4,15 @@
 #include "hheap/heap.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "hheap/defrag.h"
 #include "test_util.h"
+#include "../src/common/hh_platform.h"
+#include "../src/common/hh_track.h"
 
 static hh_heap *heap;
 
@@ -404,6 +408,28 @@ START_TEST(create_survives_every_injected_fault) {
         ck_assert_int_lt(n, 20);
     }
     ck_assert_uint_ge(failures, 4);   /* mapping, object, slots, two bitmaps */
+    /* A growable heap: reservation, first commit, object, slot reservation and
+       commit, two mapped bitmaps, regions -- each failure clean. */
+    failures = 0;
+    for (long n = 0;; n++) {
+        hh_heap *h = NULL;
+        hh_test_fail_after(n);
+        hh_status s = hh_heap_create(&(hh_heap_desc){ .capacity = 4u << 20, .flags = HH_HEAP_GROWABLE }, &h);
+        unsigned fired = hh_test_fail_count();
+        hh_test_fail_after(-1);
+        if (s == HH_OK) {
+            ck_assert_uint_eq(fired, 0);
+            ck_assert(!hh_is_null(hh_alloc(h, 100)));
+            ck_assert_int_eq(hh_heap_check(h), HH_OK);
+            hh_heap_destroy(h);
+            break;
+        }
+        failures++;
+        ck_assert_int_eq(s, HH_E_NO_MEMORY);
+        ck_assert_ptr_null(h);
+        ck_assert_int_lt(n, 20);
+    }
+    ck_assert_uint_ge(failures, 7);
 }
 END_TEST
 
@@ -449,6 +475,35 @@ static void *mt_worker(void *arg) {
     return NULL;
 }
 
+
+/* Issue 12: heaps created and destroyed by several threads at once never
+   share a table tag while both live (the tag allocator is lock-free). */
+static atomic_int tag_owner[256];
+static void *tag_churn(void *arg) {
+    (void)arg;
+    for (int i = 0; i < 150; i++) {
+        hh_heap *hp;
+        if (hh_heap_create(&(hh_heap_desc){ .capacity = HH_HEAP_MIN_CAPACITY }, &hp) != HH_OK) return (void *)1;
+        hh_handle h = hh_alloc(hp, 16);
+        unsigned tag = (unsigned)((h.id >> HH_HANDLE_INDEX_BITS) & 0xFF);
+        if (tag == 0 || atomic_exchange(&tag_owner[tag], 1) != 0) return (void *)2;   /* a live heap has it */
+        atomic_store(&tag_owner[tag], 0);
+        hh_heap_destroy(hp);
+    }
+    return NULL;
+}
+
+START_TEST(concurrent_heaps_never_share_a_tag) {
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) ck_assert_int_eq(pthread_create(&th[i], NULL, tag_churn, NULL), 0);
+    for (int i = 0; i < 4; i++) {
+        void *r;
+        pthread_join(th[i], &r);
+        ck_assert_ptr_null(r);
+    }
+}
+END_TEST
+
 START_TEST(threadsafe_heap_concurrent_use) {
     hh_heap *h;
     ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 8u << 20, .flags = HH_HEAP_THREADSAFE }, &h), HH_OK);
@@ -483,6 +538,309 @@ START_TEST(same_size_reuses_its_hole) {
 }
 END_TEST
 
+
+/* Issue 12: table tags are never shared by two live heaps. Heap A keeps a
+   live handle while 600 heaps (more than two rounds of the 8-bit tag) are
+   created and destroyed; each of them, holding a live block in the same slot,
+   rejects A's handle with HH_E_STALE_HANDLE and keeps its own block. A handle
+   of a destroyed heap is rejected the same way by every later heap. */
+START_TEST(handle_of_another_heap_rejected_across_tag_cycles) {
+    hh_heap *a, *dead;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 16 }, &a), HH_OK);
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 16 }, &dead), HH_OK);
+    hh_handle ha = hh_alloc(a, 64), hd = hh_alloc(dead, 64);
+    ck_assert(!hh_is_null(ha) && !hh_is_null(hd));
+    memset(hh_deref(a, ha), 0xA1, 64);
+    hh_heap_destroy(dead);
+    for (unsigned i = 0; i < 600; i++) {
+        hh_heap *c;
+        ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 16 }, &c), HH_OK);
+        hh_handle hc = hh_alloc(c, 64);
+        ck_assert_uint_eq(hh_handle_index(hc), hh_handle_index(ha));   /* the same slot, generation 1 */
+        memset(hh_deref(c, hc), 0xC3, 64);
+        hh_test_reset_captured();
+        ck_assert_ptr_null(hh_deref(c, ha));
+        ck_assert_int_eq(hh_free(c, ha), HH_E_STALE_HANDLE);
+        ck_assert_int_eq(hh_free(c, hd), HH_E_STALE_HANDLE);
+        ck_assert_uint_eq(hh_size(c, ha), 0);
+        ck_assert_ptr_null(hh_pin(c, ha));
+        ck_assert_int_eq(hh_test_last_captured(), HH_E_STALE_HANDLE);
+        unsigned char *p = hh_deref(c, hc);
+        ck_assert_ptr_nonnull(p);
+        ck_assert_uint_eq(p[0], 0xC3);
+        hh_heap_stats st;
+        hh_heap_stats_get(c, &st);
+        ck_assert_uint_eq(st.live_blocks, 1);
+        hh_heap_destroy(c);
+    }
+    unsigned char *pa = hh_deref(a, ha);
+    ck_assert_ptr_nonnull(pa);
+    ck_assert_uint_eq(pa[63], 0xA1);
+    ck_assert_int_eq(hh_free(a, ha), HH_OK);
+    hh_heap_destroy(a);
+}
+END_TEST
+
+
+/* Issue 12: decommitted_bytes means resident bytes given back. A 64 MiB heap
+   of its own mapping touches only its first 8 MiB; 3/4 of the blocks are freed
+   and bounded steps run until nothing more is given back. Every step's pages
+   must be resident ones (RSS falls by about what is reported, step by step and
+   in total), and the total can never exceed what was touched. */
+START_TEST(bounded_decommit_gives_back_resident_pages) {
+    const size_t cap = 64u << 20, touched = 8u << 20, bsz = 1024 - 16;
+    hh_heap *hp;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = cap, .max_handles = 1u << 14 }, &hp), HH_OK);
+    unsigned n = (unsigned)(touched / 1024);
+    hh_handle *hs = calloc(n, sizeof *hs);
+    ck_assert_ptr_nonnull(hs);
+    for (unsigned i = 0; i < n; i++) {
+        hs[i] = hh_alloc(hp, bsz);
+        ck_assert(!hh_is_null(hs[i]));
+        memset(hh_deref(hp, hs[i]), (int)(i & 0x7F) + 1, bsz);   /* every page resident */
+    }
+    for (unsigned i = 0; i < n; i++)
+        if (i % 4) ck_assert_int_eq(hh_free(hp, hs[i]), HH_OK);
+    bool rss_ok = hhi_os_rss_bytes() != 0 && !getenv("HH_TEST_UNDER_VALGRIND");   /* memcheck blurs RSS */
+    size_t rss_start = hhi_os_rss_bytes(), prev = 0, early_rss = 0, early_dc = 0;
+    hh_defrag_metrics m;
+    unsigned steps = 0, quiet = 0;
+    for (; quiet < 4; steps++) {
+        ck_assert_uint_lt(steps, 5000);
+        hh_defrag_report rep = hh_defrag_step(hp, 64);
+        hh_defrag_metrics_get(hp, &m);
+        ck_assert_uint_le(m.decommitted_bytes, touched);
+        quiet = rep.compact && m.decommitted_bytes == prev ? quiet + 1 : 0;
+        if (m.decommitted_bytes > prev && early_dc == 0 && m.decommitted_bytes >= (1u << 20)) {
+            early_dc = m.decommitted_bytes;           /* the first MiB given back ... */
+            early_rss = hhi_os_rss_bytes();           /* ... shows in RSS right away */
+        }
+        prev = m.decommitted_bytes;
+    }
+    if (getenv("HH_TEST_VERBOSE")) fprintf(stderr, "decommit: %u steps, %zu reported, RSS %zu -> %zu\n", steps, m.decommitted_bytes, rss_start, hhi_os_rss_bytes());
+    ck_assert_uint_gt(m.decommitted_bytes, touched / 2);      /* 3/4 freed, less what is retained */
+    if (rss_ok) {
+        size_t fall = rss_start > hhi_os_rss_bytes() ? rss_start - hhi_os_rss_bytes() : 0;
+        ck_assert_msg(fall + (1u << 20) >= m.decommitted_bytes && fall <= m.decommitted_bytes + (1u << 20),
+                      "RSS fell by %zu bytes, %zu reported", fall, m.decommitted_bytes);
+        size_t efall = rss_start > early_rss ? rss_start - early_rss : 0;
+        ck_assert_msg(efall + (512u << 10) >= early_dc, "after the first %zu bytes reported RSS fell by %zu", early_dc,
+                      efall);
+    }
+    for (unsigned i = 0; i < n; i += 4) {
+        unsigned char *p = hh_deref(hp, hs[i]);
+        ck_assert_uint_eq(p[0], (i & 0x7F) + 1);
+        ck_assert_uint_eq(p[bsz - 1], (i & 0x7F) + 1);
+    }
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    free(hs);
+    hh_heap_destroy(hp);
+}
+END_TEST
+
+
+/* Issue 12: HH_HEAP_DEBUG_MOVES. Over a run of normal steps on a fragmented
+   heap, no move lands where a block moved from in the same step (its own old
+   place included), every old payload reads HH_FILL_MOVED after the step,
+   allocations made after the step stay out of those places, the shadow model
+   holds, and the heap still ends compact. */
+START_TEST(debug_moves_never_reuse_a_vacated_place) {
+    hh_heap *hp;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 20, .flags = HH_HEAP_DEBUG_MOVES }, &hp), HH_OK);
+    hh_shadow sh;
+    hh_shadow_init(&sh);
+    hh_rng r = hh_rng_make(12);
+    for (unsigned i = 0; i < 600; i++) {
+        size_t size = 16 + hh_rng_below(&r, 600);
+        hh_handle h = hh_alloc(hp, size);
+        ck_assert(!hh_is_null(h));
+        hh_shadow_add(&sh, hp, h, size, 16, i + 1);
+    }
+    for (size_t i = 0; i < sh.count;) {
+        if (hh_rng_below(&r, 3) == 0) {
+            ck_assert_int_eq(hh_free(hp, sh.objs[i].h), HH_OK);
+            hh_shadow_remove(&sh, i);
+        } else {
+            i++;
+        }
+    }
+    char *base = hh_heap_base(hp);
+    unsigned steps = 0, total_moves = 0;
+    for (bool compact = false; !compact; steps++) {
+        ck_assert_uint_lt(steps, 2000);
+        hh_defrag_report rep = hh_defrag_step(hp, 8 + steps % 24);
+        compact = rep.compact;
+        const hh_move_record *rec;
+        size_t n = hh_defrag_journal(hp, &rec);
+        ck_assert_uint_eq(n, rep.moves);
+        total_moves += rep.moves;
+        for (size_t i = 0; i < n; i++) {
+            size_t usable = hh_size(hp, rec[i].handle), src_end = rec[i].src_offset + 16 + usable;
+            for (size_t j = i; j < n; j++)               /* no later destination on an old place, its own included */
+                ck_assert_msg(rec[j].dst_offset + rec[j].size <= rec[i].src_offset || rec[j].dst_offset >= src_end,
+                              "step %u: move %zu lands on the old place of move %zu", steps, j, i);
+            unsigned char *old = (unsigned char *)base + rec[i].src_offset + 16;
+            hh_track_defined(old, usable);                 /* no-access to memcheck/ASan: open, read, close */
+            for (size_t k = 0; k < usable; k++)
+                if (old[k] != 0xDB) ck_abort_msg("step %u: byte %zu of an old place reads %#x", steps, k, old[k]);
+            hh_track_noaccess(old, usable);
+        }
+        if (n && steps % 4 == 0) {                         /* a new block keeps out of the old places too */
+            hh_handle h = hh_alloc(hp, 64);
+            ck_assert(!hh_is_null(h));
+            size_t off = (size_t)((char *)hh_deref(hp, h) - base) - 16;
+            for (size_t i = 0; i < n; i++)
+                ck_assert(off + 80 <= rec[i].src_offset || off >= rec[i].src_offset + 16 + hh_size(hp, rec[i].handle));
+            hh_shadow_add(&sh, hp, h, 64, 16, 10000 + steps);
+        }
+        ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+        hh_shadow_verify(&sh, hp);
+    }
+    ck_assert_uint_gt(total_moves, 50);
+    hh_defrag_report rep = hh_defrag_full(hp);             /* block by block, one step's worth at a time */
+    for (unsigned k = 0; !rep.compact && k < 100; k++) rep = hh_defrag_full(hp);
+    ck_assert(rep.compact);
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    hh_shadow_verify(&sh, hp);
+    for (size_t i = 0; i < sh.count; i++) ck_assert_int_eq(hh_free(hp, sh.objs[i].h), HH_OK);
+    hh_shadow_fini(&sh);
+    hh_heap_destroy(hp);
+}
+END_TEST
+
+
+/* Issue 12: a growable heap reserves capacity / max_handles and commits as it
+   is used. Filled far past its initial commit (256 KiB of 16 MiB, handle slots
+   beyond the first commit), every object keeps its bytes and its handle, the
+   heap grows only at its top (no block moves), and at the limit allocation
+   fails with HH_E_NO_MEMORY without losing anything. */
+START_TEST(growable_heap_fills_past_its_initial_commit) {
+    hh_heap *hp;
+    const size_t cap = 16u << 20, commit = 256u << 10;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = cap, .max_handles = 1u << 16, .commit = commit,
+                                                     .flags = HH_HEAP_GROWABLE }, &hp), HH_OK);
+    ck_assert_uint_le(hh_heap_managed_bytes(hp), commit);
+    hh_heap_desc d;
+    hh_heap_desc_get(hp, &d);
+    ck_assert_uint_eq(d.capacity, cap);
+    ck_assert_uint_eq(d.commit, commit);
+    hh_shadow sh;
+    hh_shadow_init(&sh);
+    hh_rng r = hh_rng_make(7);
+    unsigned n = hh_test_scaled(12000, 6000);          /* > HH_HANDLE_COMMIT_SLOTS handles, > 1 MiB */
+    uint64_t moves0 = 0;
+    for (unsigned i = 0; i < n; i++) {
+        size_t size = 16 + hh_rng_below(&r, 240);
+        hh_handle h = hh_alloc(hp, size);
+        ck_assert_msg(!hh_is_null(h), "allocation %u failed: %s", i, hh_test_last_message());
+        hh_shadow_add(&sh, hp, h, size, 16, i + 1);
+        if (i % 7 == 3) {                              /* some churn: holes for the allocator to reuse */
+            size_t k = hh_rng_below(&r, (uint32_t)sh.count);
+            ck_assert_int_eq(hh_free(hp, sh.objs[k].h), HH_OK);
+            hh_shadow_remove(&sh, k);
+        }
+    }
+    hh_heap_stats st;
+    hh_heap_stats_get(hp, &st);
+    ck_assert_uint_gt(st.capacity, commit * 3);        /* grew */
+    ck_assert_uint_eq(st.capacity, hh_heap_managed_bytes(hp));
+    ck_assert_uint_le(st.capacity, cap);
+    ck_assert_uint_eq(st.total_moves, moves0);         /* growing moved nothing */
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    hh_shadow_verify(&sh, hp);
+    /* Up to the limit: large blocks until the reservation is used up. */
+    hh_test_reset_captured();
+    for (unsigned i = 0;; i++) {
+        ck_assert_uint_lt(i, 200);
+        hh_handle h = hh_alloc(hp, 256u << 10);
+        if (hh_is_null(h)) break;
+        hh_shadow_add(&sh, hp, h, 256u << 10, 16, 50000 + i);
+    }
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_NO_MEMORY);
+    ck_assert_uint_gt(hh_heap_managed_bytes(hp), cap - (512u << 10));
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    hh_shadow_verify(&sh, hp);
+    for (size_t i = 0; i < sh.count; i++) ck_assert_int_eq(hh_free(hp, sh.objs[i].h), HH_OK);
+    hh_shadow_fini(&sh);
+    hh_heap_destroy(hp);
+}
+END_TEST
+
+/* A commit the OS refuses (injected fault in the OS seam) fails the
+   allocation with HH_E_NO_MEMORY and a message, and loses nothing: neither
+   the range nor the handle table grows, and the next try succeeds. */
+START_TEST(growable_heap_failed_commit_loses_nothing) {
+    hh_heap *hp;
+    static char buf[1u << 16];
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = sizeof buf, .memory = buf, .flags = HH_HEAP_GROWABLE },
+                                    &hp), HH_E_INVALID_ARG);                      /* the caller's buffer cannot grow */
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 20, .commit = 1u << 16 }, &hp),
+                     HH_E_INVALID_ARG);                                           /* commit without the flag */
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_INVALID_ARG);
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 4u << 20, .commit = 64u << 10,
+                                                     .flags = HH_HEAP_GROWABLE }, &hp), HH_OK);
+    hh_shadow sh;
+    hh_shadow_init(&sh);
+    unsigned range_faults = 0, slot_faults = 0;
+    for (unsigned i = 0; i < 2 * (unsigned)HH_HANDLE_COMMIT_SLOTS + 100; i++) {
+        size_t managed = hh_heap_managed_bytes(hp);
+        hh_heap_stats before;
+        hh_heap_stats_get(hp, &before);
+        hh_test_fail_after(0);                             /* the next seam call fails */
+        hh_handle h = hh_alloc(hp, 64);
+        unsigned fired = hh_test_fail_count();
+        hh_test_fail_after(-1);
+        if (fired) {                                       /* a commit was needed and refused */
+            ck_assert(hh_is_null(h));
+            ck_assert_int_eq(hh_test_last_captured(), HH_E_NO_MEMORY);
+            ck_assert_ptr_nonnull(strstr(hh_test_last_message(), "cannot commit"));
+            if (strstr(hh_test_last_message(), "handle slots")) slot_faults++;
+            else range_faults++;
+            hh_heap_stats after;
+            hh_heap_stats_get(hp, &after);
+            ck_assert_uint_eq(hh_heap_managed_bytes(hp), managed);
+            ck_assert_uint_eq(after.live_blocks, before.live_blocks);
+            ck_assert_uint_eq(after.used_bytes, before.used_bytes);
+            ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+            h = hh_alloc(hp, 64);                          /* no fault now: it commits and succeeds */
+        }
+        ck_assert(!hh_is_null(h));
+        hh_shadow_add(&sh, hp, h, 64, 16, i + 1);
+    }
+    ck_assert_uint_gt(range_faults, 0);
+    ck_assert_uint_gt(slot_faults, 0);
+    hh_shadow_verify(&sh, hp);
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    for (size_t i = 0; i < sh.count; i++) ck_assert_int_eq(hh_free(hp, sh.objs[i].h), HH_OK);
+    hh_shadow_fini(&sh);
+    hh_heap_destroy(hp);
+}
+END_TEST
+
+
+/* HH_HEAP_HUGE_PAGES is a hint: the heap (fixed or growable) works the same. */
+START_TEST(huge_pages_flag_is_a_hint) {
+    const uint32_t flags[] = { HH_HEAP_HUGE_PAGES, HH_HEAP_HUGE_PAGES | HH_HEAP_GROWABLE };
+    for (size_t k = 0; k < HH_ARRAY_LEN_T(flags); k++) {
+        hh_heap *hp;
+        ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 8u << 20, .flags = flags[k] }, &hp), HH_OK);
+        ck_assert_uint_eq((uintptr_t)hh_heap_base(hp) % 4096, 4096 - 16);
+        hh_shadow sh;
+        hh_shadow_init(&sh);
+        for (unsigned i = 0; i < 2000; i++) {
+            hh_handle h = hh_alloc(hp, 100 + i % 300);
+            ck_assert(!hh_is_null(h));
+            hh_shadow_add(&sh, hp, h, 100 + i % 300, 16, i + 1);
+        }
+        hh_shadow_verify(&sh, hp);
+        ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+        for (size_t i = 0; i < sh.count; i++) ck_assert_int_eq(hh_free(hp, sh.objs[i].h), HH_OK);
+        hh_shadow_fini(&sh);
+        hh_heap_destroy(hp);
+    }
+}
+END_TEST
+
 Suite *hh_test_heap_suite(void) {
     Suite *s = suite_create("heap");
     TCase *tc = tcase_create("lifecycle");
@@ -497,6 +855,7 @@ Suite *hh_test_heap_suite(void) {
     tcase_add_test(tc, stale_deref_is_null_with_error);
     tcase_add_test(tc, forged_handle_touches_nothing);
     tcase_add_test(tc, handle_of_another_heap_rejected);
+    tcase_add_test(tc, handle_of_another_heap_rejected_across_tag_cycles);
     tcase_add_test(tc, exhaustion_reports_no_memory);
     tcase_add_test(tc, full_handle_table_reports_no_memory);
     suite_add_tcase(s, tc);
@@ -516,11 +875,21 @@ Suite *hh_test_heap_suite(void) {
     tcase_add_test(tc, debug_fills_and_catches_overrun);
     suite_add_tcase(s, tc);
 
+    tc = tcase_create("memory");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, bounded_decommit_gives_back_resident_pages);
+    tcase_add_test(tc, debug_moves_never_reuse_a_vacated_place);
+    tcase_add_test(tc, growable_heap_fills_past_its_initial_commit);
+    tcase_add_test(tc, growable_heap_failed_commit_loses_nothing);
+    tcase_add_test(tc, huge_pages_flag_is_a_hint);
+    suite_add_tcase(s, tc);
+
     tc = tcase_create("faults");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, create_survives_every_injected_fault);
     tcase_add_test(tc, journal_fault_loses_record_not_block);
     tcase_add_test(tc, threadsafe_heap_concurrent_use);
+    tcase_add_test(tc, concurrent_heaps_never_share_a_tag);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -17,14 +17,27 @@
  * A free or retired slot carries HH_HANDLE_KEY_FREE in its key, which no
  * handle's id >> 24 can equal, so a forged handle never matches it.
  *
- * Handles of another table are rejected because the tag differs (tags are
- * handed out round-robin from 1..255: two tables alive at once share a tag
- * only after 255 further tables were created).
+ * Handles of another table are rejected because the tag differs: a table
+ * takes a tag (1..255) that no live table holds, so at most 255 tables live at
+ * once (the 256th init fails with HH_E_NO_MEMORY), and a handle of another
+ * live table can never match. A tag freed by a destroyed table is reused last
+ * (round-robin over the free ones), and each reuse starts the new table's
+ * generations in another epoch (the top 8 bits of the first generation count
+ * how often the tag was taken), so a handle of a destroyed table is also
+ * rejected unless a slot of its tag's new table was reused 2^24 times or the
+ * tag was taken 256 more times.
  *
  * The table is not thread-safe; the heap serialises it under its own lock.
  * Lookups (hh_handle_get) only read, and the slot array never moves (it is
  * reserved once, at create time, for `capacity` slots), so lookups may run
  * concurrently with mutations of *other* handles.
+ *
+ * Growable tables (HH_HANDLE_TABLE_GROWABLE): the reservation is read-only
+ * zero pages (no commit charge; a lookup there finds key 0 and fails, as for
+ * any never-issued slot) and pages are committed read/write as new slots are
+ * first issued, HH_HANDLE_COMMIT_SLOTS at a time. `capacity` stays the lookup
+ * bound, so a lookup is still one clamp and one compare. A commit the OS
+ * refuses leaves the table as it was (issue returns HH_NULL).
  */
 #ifndef HHEAP_HANDLES_H
 #define HHEAP_HANDLES_H
@@ -45,6 +58,12 @@ enum {
     HH_HANDLE_GEN_BITS   = 32,
     HH_HANDLE_MAX_SLOTS  = (1 << 24) - 1,   /* usable slots 1..2^24-1 */
     HH_HANDLE_MIN_FREE_DEFAULT = 64,        /* freed slots that rest before reuse */
+    HH_HANDLE_TAG_COUNT  = 255,             /* tags 1..255: at most this many tables live at once */
+    HH_HANDLE_EPOCH_SHIFT = 24,             /* a table's first generation is (epoch << 24) + 1 */
+    HH_HANDLE_TABLE_GROWABLE = 1u << 0,     /* desc flag: commit slot pages as they are first used */
+    HH_HANDLE_COMMIT_SLOTS = 4096,          /* slots committed at a time by a growable table (64 KiB) */
+    HH_HANDLE_TABLE_HUGE_PAGES = 1u << 1,   /* desc flag: ask for transparent huge pages for the slot array
+                                               (fewer TLB misses when lookups are scattered over many slots) */
 };
 HH_STATIC_ASSERT(HH_HANDLE_INDEX_BITS + HH_HANDLE_TAG_BITS + HH_HANDLE_GEN_BITS == 64, "handle layout");
 
@@ -69,14 +88,18 @@ typedef struct hh_handle_table {
     uint32_t min_free;           /* reuse from the FIFO only while free_count > min_free */
     uint32_t live_count;         /* handles currently issued */
     uint32_t retired_count;      /* slots retired after generation wrap */
-    uint8_t  tag;                /* this table's tag, 1..255 */
+    uint8_t  tag;                /* this table's tag, 1..255, held by no other live table */
     size_t   reserved_bytes;     /* bytes mapped for slots */
+    uint32_t first_gen;          /* generation of a slot's first handle: (tag epoch << 24) + 1 */
+    uint32_t committed;          /* slots [0, committed) are writable; == capacity unless growable */
 } hh_handle_table;
 
 /* Zero-initialise; zero fields take defaults. */
 typedef struct hh_handle_table_desc {
     uint32_t capacity;   /* maximum live handles (required, 1..HH_HANDLE_MAX_SLOTS) */
     uint32_t min_free;   /* 0: HH_HANDLE_MIN_FREE_DEFAULT (capped to capacity / 4) */
+    uint32_t flags;      /* HH_HANDLE_TABLE_GROWABLE: capacity is a limit, slots committed as used;
+                            HH_HANDLE_TABLE_HUGE_PAGES */
 } hh_handle_table_desc;
 
 typedef struct hh_handle_table_stats {
@@ -109,6 +132,10 @@ HH_API void     *hh_handle_get(const hh_handle_table *t, hh_handle h);
 /* HH_OK if h is live, else HH_E_STALE_HANDLE reported through the error handler (who = caller name). */
 HH_API hh_status hh_handle_check(const hh_handle_table *t, hh_handle h, const char *who);
 HH_API void      hh_handle_table_stats_get(const hh_handle_table *t, hh_handle_table_stats *out);
+/* Growable tables: commits the next HH_HANDLE_COMMIT_SLOTS slots (fewer at the
+   limit). false, nothing changed, when the table is at its capacity or the OS
+   refuses (not reported: the caller reports). Called by the issue fast path. */
+HH_API bool      hh_handle_table_commit_more(hh_handle_table *t);
 
 /* Index part of a handle (for tools and dumps). */
 static inline uint32_t hh_handle_index(hh_handle h) { return (uint32_t)(h.id & HH_HANDLE_INDEX_MASK); }
@@ -139,21 +166,24 @@ static inline hh_handle hh_handle_from_key(uint32_t idx, uint64_t key) {
    written once). They validate nothing: the caller has checked its arguments.
 --------------------------------------------------------------------------- */
 
-/* Picks the slot for a new handle: a rested free slot, else a never-used one,
-   else any free slot. 0 when the table is full. */
+/* Takes the oldest slot of the free FIFO (free_count > 0). */
+static inline uint32_t hh_handle_fifo_take(hh_handle_table *t) {
+    uint32_t idx = t->free_head;
+    t->free_head = (uint32_t)(uintptr_t)t->slots[idx].ptr;   /* a free slot's ptr links the FIFO */
+    if (--t->free_count == 0) t->free_tail = 0;
+    return idx;
+}
+
+/* Picks the slot for a new handle: a rested free slot, else a never-used one
+   (committing more slots of a growable table), else any free slot. 0 when
+   the table is full (or a growable table's commit failed with no free slot). */
 static inline uint32_t hh_handle_slot_take(hh_handle_table *t) {
-    if (t->free_count > t->min_free || (t->hwm >= t->capacity && t->free_count > 0)) {
-        uint32_t idx = t->free_head;
-        t->free_head = (uint32_t)(uintptr_t)t->slots[idx].ptr;   /* a free slot's ptr links the FIFO */
-        if (--t->free_count == 0) t->free_tail = 0;
-        return idx;
-    }
-    if (HH_LIKELY(t->hwm < t->capacity)) {
-        uint32_t idx = t->hwm++;
-        t->slots[idx].key = HH_HANDLE_KEY_FREE | hh_handle_key_make(1, t->tag);   /* first generation: 1 */
-        return idx;
-    }
-    return 0;
+    if (t->free_count > t->min_free) return hh_handle_fifo_take(t);
+    if (HH_UNLIKELY(t->hwm >= t->committed) && !hh_handle_table_commit_more(t))
+        return t->free_count > 0 ? hh_handle_fifo_take(t) : 0;
+    uint32_t idx = t->hwm++;
+    t->slots[idx].key = HH_HANDLE_KEY_FREE | hh_handle_key_make(t->first_gen, t->tag);   /* first generation */
+    return idx;
 }
 
 /* A new handle for ptr, or HH_NULL when the table is full (nothing reported). */

@@ -20,6 +20,20 @@
  *   max_handles   capacity / 64 (at least 16, at most HH_HANDLE_MAX_SLOTS)
  *   flags         0
  *   on_move       NULL
+ *   commit        HH_HEAP_GROWABLE only: capacity / 8, at least HH_HEAP_MIN_CAPACITY, at most capacity
+ *
+ * Growable heaps (HH_HEAP_GROWABLE; engines that size heaps by guess): the
+ * heap reserves address space for `capacity` bytes and `max_handles` slots
+ * and commits it as it is used -- the managed range starts at `commit` bytes
+ * and grows at its top (by at least a quarter, at most to capacity) when an
+ * allocation or resize finds no free block that fits -- before it would
+ * compact: committing is cheap, compacting may move much, and the defrag
+ * steps compact later (at the limit, allocation compacts as on any heap);
+ * the handle table commits its slot pages as slots are first
+ * issued. Nothing moves when either grows (hh_deref stays a load and a
+ * compare); hh_heap_managed_bytes and hh_heap_stats.capacity report the
+ * managed size so far. A commit the OS refuses fails the allocation with
+ * HH_E_NO_MEMORY ("cannot commit ...") and changes nothing.
  *
  * Allocation-time compaction: hh_alloc / hh_alloc_ex / hh_resize that find no
  * hole large enough while enough bytes are free compact and retry; they report
@@ -42,6 +56,23 @@
  * contents change. On a heap with HH_HEAP_NO_AUTO_COMPACT only defrag steps
  * and the resize/free of the handle itself move a block. hh_pin gives a pointer
  * that stays valid until the matching hh_unpin.
+ * Debug moves (HH_HEAP_DEBUG_MOVES): finding raw pointers kept across a step.
+ * In a normal step a neighbour often slides into the place a block moved
+ * from, so a stale pointer reads live bytes of another object and nothing
+ * notices. With this flag, the old place of every block a step moves is held
+ * (a quarantine block: counted in used_bytes, walked as HH_BLOCK_PINNED with
+ * a null handle) until the next step begins, filled with HH_FILL_MOVED (0xDB)
+ * and, in tool builds (HH_TRACK_VALGRIND / HH_TRACK_ASAN), made no-access, so
+ * a stale read after the step returns 0xDB bytes or is reported by memcheck /
+ * ASan. A block never slides onto part of its own old place (SLIDE then
+ * fills the hole instead, so address order is not kept), and hh_defrag_full
+ * moves block by block. Compaction therefore takes more steps
+ * (hh_defrag_full may end with compact == false: call it again); a report's
+ * `compact` counts the held places like pinned blocks, so the next step,
+ * which frees them, may find holes again (loop until a step moves nothing).
+ * The held bytes are not free until the next step -- an allocation that
+ * finds no room frees them first. Allocation-time compaction and hh_resize moves
+ * are not held (their old bytes are still filled and made no-access).
  * With HH_HEAP_THREADSAFE every call takes the heap lock except hh_deref,
  * which stays lock-free: a thread may deref and use its own handles while
  * another thread frees others, or allocates on a heap created with
@@ -76,6 +107,14 @@ enum {
                                            the up phase a block the top region cannot take stays put
                                            (heap more than half full). */
     HH_HEAP_NO_AUTO_COMPACT = 1u << 3,  /* hh_alloc never compacts to satisfy a request */
+    HH_HEAP_GROWABLE        = 1u << 5,  /* capacity and max_handles are limits of a reserved range that is
+                                           committed as it is used (own mapping only; see below) */
+    HH_HEAP_HUGE_PAGES      = 1u << 6,  /* ask for transparent huge pages for the range and the handle slots
+                                           (own mapping; a hint): fewer TLB misses for scattered hh_deref over
+                                           many objects, at the price of resident memory in 2 MiB steps */
+    HH_HEAP_DEBUG_MOVES     = 1u << 4,  /* debug (run-time, release library): a defrag step never places a
+                                           block where a block moved from in the same step, so every raw
+                                           pointer kept across the step points at dead bytes -- see below */
 };
 
 enum {
@@ -94,6 +133,7 @@ typedef struct hh_heap_desc {      /* zero-initialise; zero fields take defaults
     uint32_t    flags;             /* HH_HEAP_THREADSAFE, HH_HEAP_DEBUG (fill + poison), ... */
     hh_move_fn  on_move;           /* called after every relocation, NULL: none */
     void       *user;              /* passed to on_move */
+    size_t      commit;            /* HH_HEAP_GROWABLE: bytes managed from the start (0: capacity / 8) */
 } hh_heap_desc;
 
 /* ---------------------------------------------------------------------------
@@ -175,7 +215,7 @@ typedef struct hh_heap_stats {
    this call O(1). */
 HH_API void      hh_heap_stats_get(const hh_heap *heap, hh_heap_stats *out);
 
-/* Walks every block and checks every invariant (I1..I10 in heap_internal.h);
+/* Walks every block and checks every invariant (I1..I12 in heap_internal.h);
    HH_OK, or HH_E_CORRUPT with a message naming the first violation. O(n). */
 HH_API hh_status hh_heap_check(const hh_heap *heap);
 

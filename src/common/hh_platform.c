@@ -24,25 +24,49 @@ size_t hhi_os_page_size(void) {
     return p;
 }
 
-void *hhi_os_map(size_t size, size_t align) {
+/* mmap of size bytes at alignment align with the given protection and flags. */
+static void *map_aligned(size_t size, size_t align, int prot, int flags) {
     if (hhi_fault()) return NULL;
     size_t page = hhi_os_page_size();
     if (size == 0 || size > SIZE_MAX / 2) return NULL;
     size = hh_align_up(size, page);
     if (align <= page) {
-        void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        void *p = mmap(NULL, size, prot, flags, -1, 0);
         return p == MAP_FAILED ? NULL : p;
     }
     /* Over-map by align and trim both ends: the classic aligned-mmap trick. */
     if (size > SIZE_MAX - align) return NULL;
     size_t span = size + align;
-    char *raw = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char *raw = mmap(NULL, span, prot, flags, -1, 0);
     if (raw == MAP_FAILED) return NULL;
     char *p = (char *)hh_align_up_ptr((uintptr_t)raw, align);
     size_t lead = (size_t)(p - raw), tail = span - lead - size;
     if (lead) munmap(raw, lead);
     if (tail) munmap(p + size, tail);
     return p;
+}
+
+void *hhi_os_map(size_t size, size_t align) {
+    return map_aligned(size, align, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+}
+
+void *hhi_os_reserve(size_t size, size_t align, bool readable) {
+    return map_aligned(size, align, readable ? PROT_READ : PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
+}
+
+bool hhi_os_commit(void *p, size_t size) {
+    if (size == 0) return true;
+    if (hhi_fault()) return false;
+    return mprotect(p, size, PROT_READ | PROT_WRITE) == 0;
+}
+
+void hhi_os_hugepages(void *p, size_t size) {
+#ifdef MADV_HUGEPAGE
+    if (size) (void)madvise(p, hh_align_up(size, hhi_os_page_size()), MADV_HUGEPAGE);   /* a hint: may be refused */
+#else
+    (void)p;
+    (void)size;
+#endif
 }
 
 void hhi_os_unmap(void *p, size_t size) {

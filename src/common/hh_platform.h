@@ -18,6 +18,16 @@ HH_INTERNAL size_t hhi_os_page_size(void);
    `align` (a power of two >= page size, or 0 for page alignment). NULL on failure
    (OS refusal or injected fault); never reports through the error handler. */
 HH_INTERNAL void *hhi_os_map(size_t size, size_t align);
+/* Reserves size bytes of address space (rounded up to pages) aligned as for
+   hhi_os_map, committing nothing: no access, or read-only zero pages when
+   `readable`. NULL on failure (OS refusal or injected fault). Unmap with hhi_os_unmap. */
+HH_INTERNAL void *hhi_os_reserve(size_t size, size_t align, bool readable);
+/* Commits [p, p+size) of a reservation: read/write, zero until written. p and
+   size page-aligned. false if the OS refuses (or an injected fault): nothing changed. */
+HH_INTERNAL bool  hhi_os_commit(void *p, size_t size);
+/* Asks for transparent huge pages on [p, p+size) (p page-aligned): a hint,
+   silently ignored where the OS has none or refuses. */
+HH_INTERNAL void  hhi_os_hugepages(void *p, size_t size);
 /* Unmaps what hhi_os_map returned; size as passed to hhi_os_map. */
 HH_INTERNAL void  hhi_os_unmap(void *p, size_t size);
 /* Gives [p, p+size) back to the OS (MADV_DONTNEED: it reads as zero later).

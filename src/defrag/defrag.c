@@ -190,12 +190,9 @@ static bool movable(step_ctx *c, const hhi_block *b) {
 static bool oversize(const step_ctx *c, const hhi_block *b) { return c->max_bytes && blk_usable(c->h, b) > c->max_bytes; }
 
 /* true if the block right above hole H could slide into it as far as its
-   alignment goes (no budget check). */
-static bool slide_room(const hh_heap *h, hhi_block *H, const hhi_block *Y) {
-    size_t dst = 0;
-    (void)hhi_heap_fits(h, H, 0, blk_align(Y), &dst);
-    return dst < blk_offset(h, Y);
-}
+   alignment (and, under HH_HEAP_DEBUG_MOVES, the step's vacated places) allow;
+   no budget check. */
+static bool slide_room(const hh_heap *h, hhi_block *H, const hhi_block *Y) { return hhi_heap_can_slide(h, H, Y); }
 
 /* ---------------------------------------------------------------------------
    Choosing a move for the lowest hole

@@ -6,6 +6,7 @@
  *      every other slot (free, retired, never used) has HH_HANDLE_KEY_FREE set.
  *  H3  the free FIFO links exactly free_count slots, head oldest, tail newest.
  *  H4  live_count + free_count + retired_count == hwm - 1.
+ *  H5  no two live tables have the same tag (tag_acquire / tag_release).
  * The slot array is one mapping reserved for `capacity` slots; untouched pages
  * cost nothing, and pointers into it never change (lock-free lookups).
  */
@@ -18,10 +19,61 @@
 #include "../common/hh_meta.h"
 #include "../common/hh_platform.h"
 
-static atomic_uint next_tag = 0;
+/* ---------------------------------------------------------------------------
+   Table identity: tags 1..255, never two live tables with the same one
+--------------------------------------------------------------------------- */
+/* Bit t of tag_used: tag t belongs to a live table (bit 0 is never handed out).
+   A tag is taken with one atomic fetch-or on its word (whoever turns the bit
+   on owns it) and given back with a fetch-and: no lock, so a fork child can
+   never find the allocator held. The search starts one past the previous
+   start, so a tag freed by a destroyed table is the last one reused. */
+static _Atomic uint64_t tag_used[4];
+static atomic_uint      tag_cursor;
+/* Times each tag has been taken (mod 256): the epoch of its current table,
+   which puts it in the top bits of the table's first generation. Written only
+   by the table that owns the tag. */
+static _Atomic uint8_t  tag_epoch[256];
 
-static uint8_t tag_next(void) {
-    return (uint8_t)(atomic_fetch_add(&next_tag, 1) % 255u + 1u);   /* 1..255 */
+/* A tag no live table has, and its epoch; 0 when all 255 are in use. */
+static uint8_t tag_acquire(uint8_t *epoch) {
+    unsigned start = atomic_fetch_add(&tag_cursor, 1);
+    for (unsigned k = 0; k < HH_HANDLE_TAG_COUNT; k++) {
+        unsigned tag = (start + k) % HH_HANDLE_TAG_COUNT + 1u;   /* 1..255 */
+        uint64_t bit = (uint64_t)1 << (tag % 64);
+        if (atomic_load(&tag_used[tag / 64]) & bit) continue;
+        if (atomic_fetch_or(&tag_used[tag / 64], bit) & bit) continue;   /* another thread won it */
+        *epoch = atomic_fetch_add(&tag_epoch[tag], 1);
+        return (uint8_t)tag;
+    }
+    return 0;
+}
+
+static void tag_release(uint8_t tag) {
+    if (tag) atomic_fetch_and(&tag_used[tag / 64], ~((uint64_t)1 << (tag % 64)));
+}
+
+enum { HUGE_BYTES = 2u << 20 };                        /* the usual transparent huge page */
+
+/* ---------------------------------------------------------------------------
+   Commit (growable tables)
+--------------------------------------------------------------------------- */
+/* Slots committed once `have` are: the next HH_HANDLE_COMMIT_SLOTS, at most cap. */
+static uint32_t commit_target(uint32_t cap, uint32_t have) {
+    return cap - have > (uint32_t)HH_HANDLE_COMMIT_SLOTS ? have + (uint32_t)HH_HANDLE_COMMIT_SLOTS : cap;
+}
+/* Bytes of whole pages holding the first n slots, at most the reservation. */
+static size_t commit_bytes(uint32_t n, size_t reserved) {
+    size_t b = hh_align_up((size_t)n * sizeof(hh_handle_slot), hhi_os_page_size());
+    return b < reserved ? b : hh_align_up(reserved, hhi_os_page_size());
+}
+
+bool hh_handle_table_commit_more(hh_handle_table *t) {
+    if (t == NULL || t->slots == NULL || t->committed >= t->capacity) return false;
+    uint32_t to = commit_target(t->capacity, t->committed);
+    size_t from_b = commit_bytes(t->committed, t->reserved_bytes), to_b = commit_bytes(to, t->reserved_bytes);
+    if (to_b > from_b && !hhi_os_commit((char *)t->slots + from_b, to_b - from_b)) return false;
+    t->committed = to;
+    return true;
 }
 
 /* ---------------------------------------------------------------------------
@@ -32,15 +84,38 @@ hh_status hh_handle_table_init(hh_handle_table *t, const hh_handle_table_desc *d
     if (desc->capacity == 0 || desc->capacity > HH_HANDLE_MAX_SLOTS)
         return hhi_error(HH_E_INVALID_ARG, "hh_handle_table_init: capacity %u not in 1..%u", desc->capacity,
                          (unsigned)HH_HANDLE_MAX_SLOTS);
+    if (desc->flags & ~(uint32_t)(HH_HANDLE_TABLE_GROWABLE | HH_HANDLE_TABLE_HUGE_PAGES))
+        return hhi_error(HH_E_INVALID_ARG, "hh_handle_table_init: unknown flags %#x", desc->flags);
     uint32_t cap = desc->capacity + 1u;                       /* + sentinel slot 0 */
     size_t bytes = (size_t)cap * sizeof(hh_handle_slot);
-    hh_handle_slot *slots = hhi_os_map(bytes, 0);              /* zero pages: key 0 everywhere */
+    bool grow = (desc->flags & HH_HANDLE_TABLE_GROWABLE) != 0;
+    uint32_t committed = cap;
+    /* zero pages: key 0 everywhere; a growable table's stay read-only until committed */
+    bool huge = (desc->flags & HH_HANDLE_TABLE_HUGE_PAGES) != 0;
+    size_t align = huge && bytes >= HUGE_BYTES ? HUGE_BYTES : 0;   /* whole huge pages from the start */
+    hh_handle_slot *slots = grow ? hhi_os_reserve(bytes, align, true) : hhi_os_map(bytes, align);
     if (slots == NULL)
-        return hhi_error(HH_E_NO_MEMORY, "hh_handle_table_init: cannot map %zu bytes for %u slots", bytes, cap);
+        return hhi_error(HH_E_NO_MEMORY, "hh_handle_table_init: cannot %s %zu bytes for %u slots",
+                         grow ? "reserve" : "map", bytes, cap);
+    if (grow) {
+        committed = commit_target(cap, 0);
+        if (!hhi_os_commit(slots, commit_bytes(committed, bytes))) {
+            hhi_os_unmap(slots, bytes);
+            return hhi_error(HH_E_NO_MEMORY, "hh_handle_table_init: cannot commit the first %u slots", committed);
+        }
+    }
+    if (huge) hhi_os_hugepages(slots, bytes);
+    uint8_t epoch = 0, tag = tag_acquire(&epoch);
+    if (tag == 0) {
+        hhi_os_unmap(slots, bytes);
+        return hhi_error(HH_E_NO_MEMORY, "hh_handle_table_init: all %u table tags are held by live tables",
+                         (unsigned)HH_HANDLE_TAG_COUNT);
+    }
     uint32_t min_free = desc->min_free ? desc->min_free : HH_HANDLE_MIN_FREE_DEFAULT;
     if (min_free > desc->capacity / 4) min_free = desc->capacity / 4;
     *t = (hh_handle_table){
-        .slots = slots, .capacity = cap, .hwm = 1, .min_free = min_free, .tag = tag_next(), .reserved_bytes = bytes,
+        .slots = slots, .capacity = cap, .hwm = 1, .min_free = min_free, .tag = tag, .reserved_bytes = bytes,
+        .first_gen = ((uint32_t)epoch << HH_HANDLE_EPOCH_SHIFT) + 1u, .committed = committed,
     };
     return HH_OK;
 }
@@ -48,6 +123,8 @@ hh_status hh_handle_table_init(hh_handle_table *t, const hh_handle_table_desc *d
 void hh_handle_table_fini(hh_handle_table *t) {
     if (t == NULL || t->slots == NULL) return;
     hhi_os_unmap(t->slots, t->reserved_bytes);
+    tag_release(t->tag);
+    t->tag = 0;
     t->slots = NULL;
     t->capacity = 0;
 }

@@ -20,7 +20,11 @@ _Static_assert(offsetof(struct hh_heap, handles) == 0, "hh_deref_inline reads th
 
 #define hhi_def(v, d) ((v) == 0 ? (d) : (v))
 
-enum { HEAP_KNOWN_FLAGS = HH_HEAP_THREADSAFE | HH_HEAP_DEBUG | HH_HEAP_STRESS_MOVES | HH_HEAP_NO_AUTO_COMPACT };
+enum {
+    HEAP_KNOWN_FLAGS = HH_HEAP_THREADSAFE | HH_HEAP_DEBUG | HH_HEAP_STRESS_MOVES | HH_HEAP_NO_AUTO_COMPACT |
+                       HH_HEAP_DEBUG_MOVES | HH_HEAP_GROWABLE | HH_HEAP_HUGE_PAGES
+};
+enum { HEAP_HUGE_BYTES = 2u << 20 };                   /* the usual transparent huge page */
 
 /* ---------------------------------------------------------------------------
    Forward declarations
@@ -187,23 +191,25 @@ static void lead_absorb(hh_heap *h, size_t foff, size_t lead) {
     p->word = (p->word & ~((uint64_t)0xF << BLK_SLACK_SHIFT) & ~BLK_SIZE_MASK) | (uint64_t)(blk_size(p) + lead) |
               ((uint64_t)slack << BLK_SLACK_SHIFT);
     used_add(h, foff, lead);
-    if (blk_pins(p)) h->pinned_bytes += lead;
+    if (blk_pins(p) && !blk_quarantined(p)) h->pinned_bytes += lead;
     hhi_bitmap_clear(&h->starts, off_granule(foff));
 }
 
 /* Bytes below offset `upto` of the top free region are about to be written (a
-   block carved from its start, or its new header): the decommitted range no
-   longer reaches below the page boundary above `upto`. */
-static void top_dirty(hh_heap *h, size_t upto) {
-    if (h->dc_lo >= h->managed || upto <= h->dc_lo) return;
+   block carved from its start, or its new header): the non-resident range
+   [dc_lo, managed) no longer reaches below the page boundary above `upto`, and
+   whatever of [dc_lo, dc_hi) (pages given back) it passes is resident again. */
+HH_NOINLINE static void top_dirty_slow(hh_heap *h, size_t upto) {
     uintptr_t page = hhi_os_page_size(), a = hh_align_up((uintptr_t)(h->base + upto), page);
     size_t lo = a - (uintptr_t)h->base;
     if (lo > h->managed) lo = h->managed;
-    h->decommitted -= HH_MIN(h->decommitted, lo - h->dc_lo);
     h->dc_lo = lo;
-    if (h->dc_lo >= h->managed) h->decommitted = 0;
+    if (h->dc_hi < lo) h->dc_hi = lo;
+    h->decommitted = h->dc_hi - h->dc_lo;
 }
-
+static inline void top_dirty(hh_heap *h, size_t upto) {
+    if (hh_unlikely(upto > h->dc_lo)) top_dirty_slow(h, upto);   /* once per page the top region's start passes */
+}
 /* ---------------------------------------------------------------------------
    Placement
 --------------------------------------------------------------------------- */
@@ -275,7 +281,7 @@ static hhi_block *carve(hh_heap *h, hhi_block *f, size_t bs, size_t align, size_
 HH_INLINE hhi_block *carve16(hh_heap *h, hhi_block *f, size_t bs) {
     size_t foff = blk_offset(h, f), fsize = blk_size(f), tail = fsize - bs;
     hh_assert(blk_is_free(f) && fsize >= bs && !blk_prev_free(f));
-    if (hh_unlikely(h->dc_lo < h->managed) && foff + fsize == h->managed)   /* pages given back above */
+    if (foff + fsize == h->managed)                  /* carving the top region: its pages become resident */
         top_dirty(h, tail >= HHI_MIN_BLOCK ? foff + bs + HHI_HDR : h->managed);
     uint32_t g = off_granule(foff);
     if (hh_likely(tail >= HHI_MIN_BLOCK)) {
@@ -370,11 +376,53 @@ static void vacate(const hh_heap *h, char *op, char *np, size_t len) {
     if (np <= op && np + len > op) lo = np + len;          /* moved down, overlapping */
     else if (np > op && np < op + len) hi = np;            /* moved up, overlapping */
     if (hi <= lo) return;
-    if (h->debug) {
+    if (h->debug || h->debug_moves) {
         hh_track_undefined(lo, (size_t)(hi - lo));
         memset(lo, HH_FILL_MOVED, (size_t)(hi - lo));
     }
     hh_track_noaccess(lo, (size_t)(hi - lo));
+}
+
+/* Makes [off, off + size), the old place of a block that just moved (its
+   bytes still counted as used, its start bit set, the block after it not
+   PREV_FREE), a quarantine block (I12). false when the list cannot grow:
+   the caller then frees the range as usual (the move stands). */
+static bool quarantine_make(hh_heap *h, size_t off, size_t size, bool prev_free) {
+    if (h->quar_count == h->quar_cap) {
+        size_t cap = h->quar_cap ? h->quar_cap * 2 : 64;
+        size_t *q = hhi_meta_alloc(cap * sizeof *q);
+        if (q == NULL) return false;
+        if (h->quar_count) memcpy(q, h->quar, h->quar_count * sizeof *q);
+        hhi_meta_free(h->quar);
+        h->quar = q;
+        h->quar_cap = cap;
+    }
+    hhi_block *b = blk_at(h, off);
+    hdr_write(b, (uint64_t)size | BLK_QUARANTINE | ((uint64_t)HHI_MAX_PINS << BLK_PINS_SHIFT) |
+                     (prev_free ? BLK_PREV_FREE : 0));
+    b->u.live.slot = 0;                               /* no handle names it */
+    b->u.live.tag = 0;
+    h->quar[h->quar_count++] = off;
+    return true;
+}
+
+void hhi_heap_quarantine_release(hh_heap *h) {
+    for (size_t i = 0; i < h->quar_count; i++) {
+        size_t off = h->quar[i];
+        hhi_block *b = blk_at(h, off);
+        hh_assert(blk_quarantined(b));
+        size_t size = blk_size(b);
+        used_sub(h, off, size);
+        heap_touch(h, blk_prev_free(b) ? blk_offset(h, blk_prev_free_block(b)) : off);
+        region_release(h, off, size, blk_prev_free(b));
+    }
+    h->quar_count = 0;
+}
+
+bool hhi_heap_can_slide(const hh_heap *h, const hhi_block *f, const hhi_block *b) {
+    size_t lead, dst = place_dst(h, f, blk_align(b), &lead), boff = blk_offset(h, b);
+    if (dst >= boff) return false;                    /* alignment leaves no room to go down */
+    return !heap_quarantining(h) || dst + blk_size(b) - (size_t)blk_slack(b) * HHI_GRANULE <= boff;
 }
 
 hhi_block *hhi_heap_slide_down(hh_heap *h, hhi_block *f, hhi_block *b) {
@@ -385,8 +433,11 @@ hhi_block *hhi_heap_slide_down(hh_heap *h, hhi_block *f, hhi_block *b) {
     uint32_t slot = b->u.live.slot, tag = b->u.live.tag;
     size_t lead, dst = place_dst(h, f, align, &lead);
     if (dst >= boff) return NULL;               /* alignment leaves no room to go down */
+    bool quar = heap_quarantining(h);
+    if (quar && dst + bs > boff) return NULL;    /* would land on its own old place */
 
-    size_t end = boff + bfull, tail = end - dst - bs;
+    /* Quarantined, the old place stays apart: only the hole's rest is the tail. */
+    size_t end = quar ? boff : boff + bfull, tail = end - dst - bs;
     unsigned slack = 0;
     if (tail < HHI_MIN_BLOCK) {
         bs += tail;
@@ -395,9 +446,9 @@ hhi_block *hhi_heap_slide_down(hh_heap *h, hhi_block *f, hhi_block *b) {
     }
     void *op = blk_payload(b);
     fl_remove(h, f);
-    hhi_bitmap_clear(&h->starts, off_granule(boff));
+    if (!quar) hhi_bitmap_clear(&h->starts, off_granule(boff));
     if (lead > 0) hhi_bitmap_clear(&h->starts, off_granule(foff));
-    used_sub(h, boff, bfull);
+    if (!quar) used_sub(h, boff, bfull);
     used_add(h, dst, bs);
 
     hh_track_undefined(h->base + dst, boff - dst);    /* the hole becomes the destination */
@@ -419,6 +470,10 @@ hhi_block *hhi_heap_slide_down(hh_heap *h, hhi_block *f, hhi_block *b) {
     } else {
         hhi_block *n = blk_next(h, nb);
         if (n) n->word &= ~BLK_PREV_FREE;
+    }
+    if (quar && !quarantine_make(h, boff, bfull, tail > 0)) {   /* no room to list it: free it as usual */
+        used_sub(h, boff, bfull);
+        region_release(h, boff, bfull, tail > 0);
     }
     move_record(h, nb, slot, op, boff, usable, usable);
     return nb;
@@ -442,8 +497,10 @@ hhi_block *hhi_heap_move_into(hh_heap *h, hhi_block *b, hhi_block *f, size_t abs
     guard_fill(h, nb);
     vacate(h, op, np, usable + h->guard);
     bool prev_free = blk_prev_free(b);
-    used_sub(h, boff, bfull);
-    region_release(h, boff, bfull, prev_free);
+    if (!heap_quarantining(h) || !quarantine_make(h, boff, bfull, prev_free)) {
+        used_sub(h, boff, bfull);
+        region_release(h, boff, bfull, prev_free);
+    }
     move_record(h, nb, slot, op, boff, usable, usable);
     return nb;
 }
@@ -491,6 +548,7 @@ size_t hhi_heap_sweep_compact(hh_heap *h, size_t *bytes) {
     size_t count = 0;
     *bytes = 0;
     if (hh_track_running()) return 0;                 /* guards and slack are no-access to the tools */
+    if (heap_quarantining(h)) return 0;               /* runs land on their own old places */
     hhi_block *f = hhi_heap_lowest_free(h);
     if (f == NULL) return 0;
     journal_reserve(h, h->live_blocks);               /* at most every block moves: one allocation */
@@ -532,7 +590,7 @@ bool hhi_heap_absorb_hole(hh_heap *h, hhi_block *f) {
     p->word = (p->word & ~((uint64_t)0xF << BLK_SLACK_SHIFT) & ~BLK_SIZE_MASK) | (uint64_t)(blk_size(p) + fsize) |
               ((uint64_t)slack << BLK_SLACK_SHIFT);
     used_add(h, foff, fsize);
-    if (blk_pins(p)) h->pinned_bytes += fsize;
+    if (blk_pins(p) && !blk_quarantined(p)) h->pinned_bytes += fsize;
     hhi_bitmap_clear(&h->starts, off_granule(foff));
     blk_at(h, foff + fsize)->word &= ~BLK_PREV_FREE;
     hh_track_noaccess(h->base + foff, fsize);         /* slack: nobody's bytes */
@@ -540,6 +598,7 @@ bool hhi_heap_absorb_hole(hh_heap *h, hhi_block *f) {
 }
 
 void hhi_heap_journal_reset(hh_heap *h) {
+    if (h->quar_count) hhi_heap_quarantine_release(h);
     h->journal.count = 0;
     h->journal.overflow = false;
 }
@@ -626,20 +685,23 @@ size_t hhi_heap_decommit_top(hh_heap *h, size_t retain, size_t min_bytes, size_t
     if (retain > h->managed) return 0;
     uintptr_t lo = hh_align_up(base + toff + HHI_HDR + retain, page);
     uintptr_t hi = (base + h->managed - 8) & ~(page - 1);   /* the footer's page stays */
-    uintptr_t done = base + h->dc_lo;
-    if (hi <= lo || done <= lo) return 0;
-    if (done > hi) done = hi;
-    size_t n = (size_t)(done - lo);
+    /* Only [.., dc_lo) can be resident: above it the pages were given back
+       or never written. Give back the highest resident pages first. */
+    uintptr_t top = (base + h->dc_lo) & ~(page - 1);
+    if (top > hi) top = hi;
+    if (top <= lo) return 0;
+    size_t n = (size_t)(top - lo);
     if (n < min_bytes) return 0;
-    if (max_bytes && n > max_bytes) {                 /* the highest part first: [dc_lo, managed) stays one range */
+    if (max_bytes && n > max_bytes) {                 /* the highest part first: [dc_lo, dc_hi) stays one range */
         n = max_bytes & ~(page - 1);
         if (n == 0) n = page;
-        lo = done - n;
+        lo = top - n;
     }
     h->decommit_calls++;
     if (!hhi_os_decommit((void *)lo, n)) return 0;    /* nothing lost: the pages simply stay */
+    if (base + h->dc_lo > top) h->dc_hi = (size_t)(top - base);   /* dc_lo was past the footer's page */
     h->dc_lo = (size_t)(lo - base);
-    h->decommitted += n;
+    h->decommitted = h->dc_hi - h->dc_lo;
     return n;
 }
 
@@ -685,7 +747,17 @@ static hh_status heap_desc_defaults(const hh_heap_desc *desc, hh_heap_desc *out)
     if (desc->max_handles > HH_HANDLE_MAX_SLOTS)
         return hhi_error(HH_E_INVALID_ARG, "hh_heap_create: max_handles %u above %u", desc->max_handles,
                          (unsigned)HH_HANDLE_MAX_SLOTS);
+    bool grow = (desc->flags & HH_HEAP_GROWABLE) != 0;
+    if (grow && desc->memory)
+        return hhi_error(HH_E_INVALID_ARG, "hh_heap_create: HH_HEAP_GROWABLE needs the heap's own mapping (memory is set)");
+    if (!grow && desc->commit)
+        return hhi_error(HH_E_INVALID_ARG, "hh_heap_create: commit %zu given without HH_HEAP_GROWABLE", desc->commit);
     *out = *desc;
+    if (grow) {
+        size_t c = hhi_def(desc->commit, desc->capacity / 8);
+        if (c < HH_HEAP_MIN_CAPACITY) c = HH_HEAP_MIN_CAPACITY;
+        out->commit = c < desc->capacity ? c : desc->capacity;
+    }
     size_t dflt = desc->capacity / 64;
     if (dflt < 16) dflt = 16;
     if (dflt > HH_HANDLE_MAX_SLOTS) dflt = HH_HANDLE_MAX_SLOTS;
@@ -695,6 +767,7 @@ static hh_status heap_desc_defaults(const hh_heap_desc *desc, hh_heap_desc *out)
 
 static void heap_release(hh_heap *h) {
     if (h->defrag && h->defrag_free) h->defrag_free(h->defrag);
+    hhi_meta_free(h->quar);
     hhi_meta_free(h->journal.rec);
     hhi_region_fini(h);
     hhi_bitmap_fini(&h->starts);
@@ -712,10 +785,25 @@ hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
     if (s != HH_OK) return s;
 
     char *base;
-    size_t managed;
+    size_t managed, limit, commit_end;
     void *mapping = NULL;
     size_t mapping_bytes = 0;
-    if (d.memory) {
+    bool grow = (d.flags & HH_HEAP_GROWABLE) != 0, huge = (d.flags & HH_HEAP_HUGE_PAGES) && !d.memory;
+    size_t map_align = huge ? HEAP_HUGE_BYTES : HHI_BASE_ALIGN;
+    if (grow) {                                      /* reserve the limit, commit the start */
+        limit = d.capacity & ~(size_t)(HHI_GRANULE - 1);
+        managed = d.commit & ~(size_t)(HHI_GRANULE - 1);
+        mapping_bytes = limit + HHI_BASE_ALIGN;
+        mapping = hhi_os_reserve(mapping_bytes, map_align, false);
+        if (mapping == NULL)
+            return hhi_error(HH_E_NO_MEMORY, "hh_heap_create: cannot reserve %zu bytes", mapping_bytes);
+        base = (char *)mapping + HHI_BASE_ALIGN - HHI_HDR;
+        commit_end = (size_t)(hh_align_up((uintptr_t)base + managed, hhi_os_page_size()) - (uintptr_t)base);
+        if (!hhi_os_commit(mapping, (size_t)(base + commit_end - (char *)mapping))) {
+            hhi_os_unmap(mapping, mapping_bytes);
+            return hhi_error(HH_E_NO_MEMORY, "hh_heap_create: cannot commit the first %zu bytes", managed);
+        }
+    } else if (d.memory) {
         uintptr_t m = (uintptr_t)d.memory;
         base = (char *)(hh_align_up_ptr(m + HHI_HDR, HHI_BASE_ALIGN) - HHI_HDR);
         size_t skip = (size_t)((uintptr_t)base - m);
@@ -723,13 +811,15 @@ hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
         if (managed < HH_HEAP_MIN_CAPACITY / 2)
             return hhi_error(HH_E_INVALID_ARG, "hh_heap_create: %zu-byte buffer leaves %zu bytes after alignment",
                              d.capacity, managed);
+        limit = commit_end = managed;
     } else {
         managed = d.capacity & ~(size_t)(HHI_GRANULE - 1);
         mapping_bytes = managed + HHI_BASE_ALIGN;
-        mapping = hhi_os_map(mapping_bytes, HHI_BASE_ALIGN);
+        mapping = hhi_os_map(mapping_bytes, map_align);
         if (mapping == NULL)
             return hhi_error(HH_E_NO_MEMORY, "hh_heap_create: cannot map %zu bytes", mapping_bytes);
         base = (char *)mapping + HHI_BASE_ALIGN - HHI_HDR;
+        limit = commit_end = managed;
     }
 
     hh_heap *h = hhi_meta_alloc(sizeof *h);
@@ -739,17 +829,24 @@ hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
     }
     h->mapping = mapping;
     h->mapping_bytes = mapping_bytes;
-    s = hh_handle_table_init(&h->handles, &(hh_handle_table_desc){ .capacity = d.max_handles });
+    if (huge) hhi_os_hugepages(mapping, mapping_bytes);
+    s = hh_handle_table_init(&h->handles, &(hh_handle_table_desc){ .capacity = d.max_handles,
+                                                                    .flags = (grow ? HH_HANDLE_TABLE_GROWABLE : 0u) |
+                                                                             (huge ? HH_HANDLE_TABLE_HUGE_PAGES : 0u) });
     if (s != HH_OK) {
         heap_release(h);
         return s;
     }
-    if (!hhi_bitmap_init(&h->starts, managed / HHI_GRANULE) || !hhi_bitmap_init(&h->frees, managed / HHI_GRANULE)) {
+    /* A growable heap's bitmaps cover the whole reservation, in zero pages. */
+    bool (*bm_init)(hhi_bitmap *, size_t) = grow ? hhi_bitmap_init_mapped : hhi_bitmap_init;
+    if (!bm_init(&h->starts, limit / HHI_GRANULE) || !bm_init(&h->frees, limit / HHI_GRANULE)) {
         heap_release(h);
         return hhi_error(HH_E_NO_MEMORY, "hh_heap_create: cannot allocate the address bitmaps");
     }
     h->base = base;
     h->managed = managed;
+    h->limit = limit;
+    h->commit_end = commit_end;
     if (!hhi_region_init(h)) {
         heap_release(h);
         return hhi_error(HH_E_NO_MEMORY, "hh_heap_create: cannot allocate the region summary");
@@ -757,10 +854,14 @@ hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
     h->desc = d;
     h->flags = d.flags;
     h->debug = (d.flags & HH_HEAP_DEBUG) != 0;
+    h->debug_moves = (d.flags & HH_HEAP_DEBUG_MOVES) != 0;
     h->guard = h->debug ? HHI_GUARD : 0;
     h->low_mark = SIZE_MAX;
-    h->dc_lo = managed;
-    while ((managed >> h->sq_shift) >= ((size_t)1 << 31)) h->sq_shift++;   /* keeps the sum of squares < 2^63 */
+    /* Nothing of the range is resident but the first header and the last
+       footer (written below): [dc_lo, managed) is "never written". */
+    h->dc_lo = h->dc_hi = HH_MIN(managed, (size_t)(hh_align_up((uintptr_t)base + HHI_HDR, hhi_os_page_size()) -
+                                                   (uintptr_t)base));
+    while ((limit >> h->sq_shift) >= ((size_t)1 << 31)) h->sq_shift++;   /* keeps the sum of squares < 2^63 */
     hhi_lock_init(&h->lock);
     hhi_freelist_init(h);
     hh_track_pool_create(h, base);
@@ -787,6 +888,18 @@ void hh_heap_desc_get(const hh_heap *h, hh_heap_desc *out) {
 }
 
 /* ---------------------------------------------------------------------------
+   Event hook for the fast paths: the event is built in a cold function, so
+   hh_alloc / hh_free keep no event struct (and no stack frame for it).
+--------------------------------------------------------------------------- */
+HH_NOINLINE HH_COLD static void event_alloc(hh_heap *h, hh_handle hd, size_t size, size_t align, uint32_t tag) {
+    h->event_fn(&(hh_heap_event){ .kind = HH_EV_ALLOC, .handle = hd, .size = size, .align = align, .tag = tag },
+                h->event_user);
+}
+HH_NOINLINE HH_COLD static void event_free(hh_heap *h, hh_handle hd) {
+    h->event_fn(&(hh_heap_event){ .kind = HH_EV_FREE, .handle = hd }, h->event_user);
+}
+
+/* ---------------------------------------------------------------------------
    Allocation
 --------------------------------------------------------------------------- */
 /* Validates size/align; HH_OK or the reported reason. */
@@ -796,9 +909,55 @@ static hh_status alloc_args(const hh_heap *h, size_t size, size_t align, const c
     if (hh_unlikely(!hh_is_pow2(align) || align > HH_HEAP_MAX_ALIGN))
         return hhi_error(HH_E_INVALID_ARG, "%s: align %zu is not a power of two in 1..%u", who, align,
                          (unsigned)HH_HEAP_MAX_ALIGN);
-    if (hh_unlikely(size > h->managed))
-        return hhi_error(HH_E_NO_MEMORY, "%s: %zu bytes exceed the heap's %zu managed bytes", who, size, h->managed);
+    if (hh_unlikely(size > h->limit))
+        return hhi_error(HH_E_NO_MEMORY, "%s: %zu bytes exceed the heap's %zu managed bytes", who, size, h->limit);
     return HH_OK;
+}
+
+/* Growable heaps: grows the managed range at its top (committing pages of the
+   reservation) by at least a quarter, and so that the top region can take a
+   block of bs bytes at alignment align; returns a free block that fits, or
+   NULL (at the limit, or the OS refused the commit: h->grow_failed, nothing
+   changed). Nothing moves. Lock held. */
+HH_NOINLINE HH_COLD static hhi_block *heap_grow(hh_heap *h, size_t bs, size_t align) {
+    h->grow_failed = false;
+    if (h->managed >= h->limit) return NULL;
+    hhi_block *t = hhi_heap_top_free(h);
+    size_t have = t ? blk_size(t) : 0, need = bs + align + HHI_MIN_BLOCK, old = h->managed;
+    size_t step = need > have ? need - have : HHI_MIN_BLOCK;
+    if (step < old / 4) step = old / 4;
+    step = hh_align_up(step, HHI_GRANULE);
+    size_t nm = h->limit - old < step ? h->limit : old + step, delta = nm - old;
+    uintptr_t page = hhi_os_page_size(), base = (uintptr_t)h->base;
+    size_t ce = (size_t)(hh_align_up(base + nm, page) - base);
+    if (ce > h->commit_end) {
+        if (!hhi_os_commit(h->base + h->commit_end, ce - h->commit_end)) {
+            h->grow_failed = true;
+            return NULL;
+        }
+        h->commit_end = ce;
+    }
+    hh_track_noaccess(h->base + old, delta);
+    h->managed = nm;
+    if (t) {                                          /* the top region takes the new bytes */
+        fl_remove(h, t);
+        t->word = (t->word & ~BLK_SIZE_MASK) | (uint64_t)(have + delta);
+        uint64_t *foot = (uint64_t *)(void *)(h->base + nm - 8);
+        hh_track_defined(foot, 8);
+        *foot = have + delta;
+        fl_insert(h, t);
+    } else {                                          /* the last block is live: a new top region */
+        free_block_make(h, old, delta);
+    }
+    if (h->dc_lo >= old) {                            /* the new pages were never written */
+        size_t lo = (size_t)(hh_align_up(base + old, page) - base);
+        h->dc_lo = lo < nm ? lo : nm;
+        if (h->dc_hi < h->dc_lo) h->dc_hi = h->dc_lo;
+        h->decommitted = h->dc_hi - h->dc_lo;
+    }
+    heap_touch(h, old);
+    t = hhi_heap_top_free(h);
+    return t && hhi_heap_fits(h, t, bs, align, NULL) ? t : NULL;
 }
 
 /* The slow path of allocation: no free block fits. Compacts when enough free
@@ -808,9 +967,18 @@ HH_NOINLINE HH_COLD static hhi_block *alloc_find_slow(hh_heap *h, size_t bs, siz
     if (f && hhi_heap_fits(h, f, bs, align, NULL)) return f;
     f = hhi_heap_top_free(h);                       /* good fit skips the request's own list: try the top */
     if (f && hhi_heap_fits(h, f, bs, align, NULL)) return f;
-    if (h->free_bytes < bs || (h->flags & HH_HEAP_NO_AUTO_COMPACT)) return NULL;
+    if (h->quar_count) {                            /* debug moves: the last step's old places go first */
+        hhi_heap_quarantine_release(h);
+        return alloc_find_slow(h, bs, align);
+    }
+    /* A growable heap grows before it compacts: committing pages is O(1),
+       compacting may move much; the defrag steps compact it later. */
+    if (h->managed < h->limit && (f = heap_grow(h, bs, align)) != NULL) return f;
+    if (h->free_bytes < bs || (h->flags & HH_HEAP_NO_AUTO_COMPACT)) return NULL;   /* compaction cannot help */
     heap_touch(h, 0);                                          /* blocks anywhere may move */
+    h->compacting = true;
     f = h->compact_hook ? h->compact_hook(h, bs, align) : hhi_heap_compact_for(h, bs, align);
+    h->compacting = false;
     if (f) h->compactions++;
     return f;
 }
@@ -830,18 +998,34 @@ static inline hhi_block *alloc_find(hh_heap *h, size_t bs, size_t align) {
     return alloc_find_slow(h, bs, align);
 }
 
-static bool table_full(const hh_handle_table *t) { return t->free_count == 0 && t->hwm >= t->capacity; }
+/* true if a handle can be issued now: a rested free slot, a committed
+   never-used one, or -- committing more slots of a growable table, or failing
+   that -- any free slot. */
+static inline bool table_ready(hh_handle_table *t) {
+    if (hh_likely(t->free_count > t->min_free || t->hwm < t->committed)) return true;
+    return hh_handle_table_commit_more(t) || t->free_count > 0;
+}
 
 /* Reports a failed allocation (lock held; releases it). Always HH_NULL. */
 HH_NOINLINE HH_COLD static hh_handle alloc_fail(hh_heap *h, size_t size, size_t align, const char *who, bool table) {
     if (table) {
-        uint32_t live = h->handles.live_count;
+        uint32_t live = h->handles.live_count, committed = h->handles.committed, cap = h->handles.capacity;
         heap_unlock(h);
-        hhi_error(HH_E_NO_MEMORY, "%s: handle table full (%u handles live)", who, live);
+        if (committed < cap)
+            hhi_error(HH_E_NO_MEMORY, "%s: cannot commit more handle slots (%u of %u committed, %u handles live)", who,
+                      committed - 1u, cap - 1u, live);
+        else
+            hhi_error(HH_E_NO_MEMORY, "%s: handle table full (%u handles live)", who, live);
         return HH_NULL;
     }
-    size_t free_bytes = h->free_bytes, largest = hhi_freelist_largest(h);
+    size_t free_bytes = h->free_bytes, largest = hhi_freelist_largest(h), managed = h->managed, limit = h->limit;
+    bool refused = h->grow_failed;
     heap_unlock(h);
+    if (refused) {
+        hhi_error(HH_E_NO_MEMORY, "%s: no room for %zu bytes (align %zu) and cannot commit more of the reserved range "
+                  "(%zu of %zu bytes managed)", who, size, align, managed, limit);
+        return HH_NULL;
+    }
     hhi_error(HH_E_NO_MEMORY, "%s: no room for %zu bytes (align %zu): %zu bytes free, largest hole %zu", who, size, align,
               free_bytes, largest);
     return HH_NULL;
@@ -854,12 +1038,12 @@ HH_INLINE hh_handle heap_alloc(hh_heap *h, size_t size, size_t align, uint32_t t
     if (align < HHI_GRANULE) align = HHI_GRANULE;
     size_t bs = blk_min_size(h, size);
     heap_lock(h);
-    if (hh_unlikely(table_full(&h->handles))) return alloc_fail(h, size, align, who, true);
+    if (hh_unlikely(!table_ready(&h->handles))) return alloc_fail(h, size, align, who, true);
     hhi_block *f = alloc_find(h, bs, align);
     if (hh_unlikely(f == NULL)) return alloc_fail(h, size, align, who, false);
     hhi_block *b = align <= HHI_GRANULE ? carve16(h, f, bs) : carve(h, f, bs, align, 0);
     void *p = blk_payload(b);
-    hh_handle hd = hh_handle_issue_fast(&h->handles, p);    /* cannot fail: checked table_full */
+    hh_handle hd = hh_handle_issue_fast(&h->handles, p);    /* cannot fail: checked table_ready */
     b->u.live.slot = hh_handle_index(hd);
     b->u.live.tag = tag;
     size_t boff = blk_offset(h, b);
@@ -872,7 +1056,7 @@ HH_INLINE hh_handle heap_alloc(hh_heap *h, size_t size, size_t align, uint32_t t
         memset(p, HH_FILL_ALLOC, blk_usable(h, b));
         guard_fill(h, b);
     }
-    heap_event(h, &(hh_heap_event){ .kind = HH_EV_ALLOC, .handle = hd, .size = size, .align = align, .tag = tag });
+    if (hh_unlikely(h->event_fn != NULL)) event_alloc(h, hd, size, align, tag);
     hh_assert_expensive(hhi_heap_is_valid(h));
     heap_unlock(h);
     return hd;
@@ -885,7 +1069,7 @@ HH_NOINLINE HH_COLD static hh_handle alloc_bad_args(hh_heap *heap, size_t size) 
 }
 
 hh_handle hh_alloc(hh_heap *heap, size_t size) {
-    if (hh_likely(heap != NULL && size - 1 < heap->managed)) return heap_alloc(heap, size, HHI_GRANULE, 0, "hh_alloc");
+    if (hh_likely(heap != NULL && size - 1 < heap->limit)) return heap_alloc(heap, size, HHI_GRANULE, 0, "hh_alloc");
     return alloc_bad_args(heap, size);               /* NULL heap, size 0, size beyond the heap */
 }
 
@@ -984,7 +1168,7 @@ hh_status hh_free(hh_heap *heap, hh_handle h) {
     heap->live_blocks--;
     hh_track_free(heap, p, blk_usable(heap, b));
     region_release_inline(heap, off, size, prev_free);
-    heap_event(heap, &(hh_heap_event){ .kind = HH_EV_FREE, .handle = h });
+    if (hh_unlikely(heap->event_fn != NULL)) event_free(heap, h);
     hh_assert_expensive(hhi_heap_is_valid(heap));
     heap_unlock(heap);
     return HH_OK;
@@ -1048,15 +1232,21 @@ static hhi_block *resize_move(hh_heap *h, hhi_block *b, size_t nbs) {
     size_t align = blk_align(b);
     uint32_t slot = b->u.live.slot;
     hhi_block *f = hhi_heap_find_fit(h, nbs, align);
-    if (f == NULL) {
-        if (h->free_bytes < nbs || (h->flags & HH_HEAP_NO_AUTO_COMPACT)) return NULL;
+    if (f == NULL && h->quar_count) {                 /* debug moves: the last step's old places go first */
+        hhi_heap_quarantine_release(h);
+        f = hhi_heap_find_fit(h, nbs, align);
+    }
+    if (f == NULL && h->managed < h->limit) f = heap_grow(h, nbs, align);   /* nothing moves */
+    if (f == NULL && h->free_bytes >= nbs && !(h->flags & HH_HEAP_NO_AUTO_COMPACT)) {
         heap_touch(h, 0);
+        h->compacting = true;
         f = h->compact_hook ? h->compact_hook(h, nbs, align)  /* may move b itself: find it again through its slot */
                             : hhi_heap_compact_for(h, nbs, align);
-        if (f == NULL) return NULL;
-        h->compactions++;
+        h->compacting = false;
+        if (f) h->compactions++;
         b = blk_from_payload(hh_handle_ptr_at(&h->handles, slot));
     }
+    if (f == NULL) return NULL;
     size_t boff = blk_offset(h, b), old_usable = blk_usable(h, b);
     uint32_t tag = b->u.live.tag;
     void *op = blk_payload(b);
@@ -1082,8 +1272,8 @@ static hhi_block *resize_move(hh_heap *h, hhi_block *b, size_t nbs) {
 hh_status hh_resize(hh_heap *heap, hh_handle h, size_t new_size) {
     if (heap == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_resize: heap is NULL");
     if (new_size == 0) return hhi_error(HH_E_INVALID_ARG, "hh_resize: size 0 (use hh_free)");
-    if (new_size > heap->managed)
-        return hhi_error(HH_E_NO_MEMORY, "hh_resize: %zu bytes exceed the heap's %zu managed bytes", new_size, heap->managed);
+    if (new_size > heap->limit)
+        return hhi_error(HH_E_NO_MEMORY, "hh_resize: %zu bytes exceed the heap's %zu managed bytes", new_size, heap->limit);
     hhi_block *b = block_locked(heap, h, "hh_resize");
     if (b == NULL) return hh_last_error();
     size_t nbs = blk_min_size(heap, new_size);

@@ -9,7 +9,12 @@
 
 #include "../common/hh_meta.h"
 
-bool hhi_bitmap_init(hhi_bitmap *bm, size_t nbits) {
+static bool bitmap_init(hhi_bitmap *bm, size_t nbits, bool mapped);
+
+bool hhi_bitmap_init(hhi_bitmap *bm, size_t nbits) { return bitmap_init(bm, nbits, false); }
+bool hhi_bitmap_init_mapped(hhi_bitmap *bm, size_t nbits) { return bitmap_init(bm, nbits, true); }
+
+static bool bitmap_init(hhi_bitmap *bm, size_t nbits, bool mapped) {
     *bm = (hhi_bitmap){ .nbits = nbits };
     size_t n = nbits ? nbits : 1, total = 0;
     uint32_t l = 0;
@@ -22,9 +27,10 @@ bool hhi_bitmap_init(hhi_bitmap *bm, size_t nbits) {
         n = w;
     }
     bm->nlevels = l;
-    uint64_t *mem = hhi_meta_alloc(total * sizeof(uint64_t));
+    uint64_t *mem = mapped ? hhi_os_map(total * sizeof(uint64_t), 0) : hhi_meta_alloc(total * sizeof(uint64_t));
     if (mem == NULL) return false;
     bm->bytes = total * sizeof(uint64_t);
+    bm->mapped = mapped;
     for (uint32_t i = 0; i < l; i++) {
         bm->level[i] = mem;
         mem += bm->words[i];
@@ -33,7 +39,8 @@ bool hhi_bitmap_init(hhi_bitmap *bm, size_t nbits) {
 }
 
 void hhi_bitmap_fini(hhi_bitmap *bm) {
-    if (bm->level[0]) hhi_meta_free(bm->level[0]);
+    if (bm->level[0] && bm->mapped) hhi_os_unmap(bm->level[0], bm->bytes);
+    else if (bm->level[0]) hhi_meta_free(bm->level[0]);
     *bm = (hhi_bitmap){0};
 }
 

@@ -1,6 +1,6 @@
 /* heap_check.c -- hh_heap_check, hh_heap_walk, hh_heap_stats_get.
  *
- * The checker walks every block once and verifies invariants I1..I11 of
+ * The checker walks every block once and verifies invariants I1..I12 of
  * heap_internal.h, naming the first one broken. It is public API (tools and
  * tests call it) and backs hh_assert_expensive through hhi_heap_is_valid.
  */
@@ -47,6 +47,7 @@ typedef struct walk_count {
     size_t used, free_bytes, pinned_bytes;
     uint32_t live, free_blocks, pinned;
     uint64_t sumsq;
+    size_t   quar;                                     /* quarantine blocks (I12) */
 } walk_count;
 
 /* One block's own invariants (I1, I3, I5, I6, I9). */
@@ -67,6 +68,13 @@ static hh_status check_block(const hh_heap *h, const hhi_block *b, bool prev_fre
         c->free_blocks++;
         uint64_t u = size >> h->sq_shift;
         c->sumsq += u * u;
+        return HH_OK;
+    }
+    if (blk_quarantined(b)) {                        /* I12: a moved block's old place, bytes dead */
+        if (b->u.live.slot != 0 || blk_pins(b) != HHI_MAX_PINS)
+            FAIL("I12: quarantine block at offset %zu has a slot or a pin count", off);
+        c->used += size;
+        c->quar++;
         return HH_OK;
     }
     uint32_t slot = b->u.live.slot;
@@ -145,6 +153,11 @@ static hh_status check_impl(const hh_heap *h, bool report) {
         c.sumsq != h->free_sumsq)
         FAIL("I8: counters drifted (used %zu/%zu free %zu/%zu live %u/%u holes %u/%u pinned %u/%u)", h->used_bytes, c.used,
              h->free_bytes, c.free_bytes, h->live_blocks, c.live, h->free_blocks, c.free_blocks, h->pinned_blocks, c.pinned);
+    if (c.quar != h->quar_count) FAIL("I12: %zu quarantine blocks in the heap, %zu listed", c.quar, h->quar_count);
+    for (size_t i = 0; i < h->quar_count; i++)
+        if (h->quar[i] >= h->managed || !hhi_bitmap_test(&h->starts, h->quar[i] / HHI_GRANULE) ||
+            !blk_quarantined(blk_at(h, h->quar[i])))
+            FAIL("I12: listed quarantine offset %zu is not a quarantine block", h->quar[i]);
     s = check_regions(h, report);
     if (s != HH_OK) return s;
     for (size_t i = 0; i < h->journal.count; i++) {
@@ -177,7 +190,9 @@ void hh_heap_walk(const hh_heap *heap, hh_walk_fn fn, void *user) {
     for (size_t off = 0; off < heap->managed;) {
         const hhi_block *b = blk_at(heap, off);
         hh_block_info info = { .offset = off, .size = blk_size(b), .handle = HH_NULL, .tag = 0, .state = HH_BLOCK_FREE };
-        if (!blk_is_free(b)) {
+        if (blk_quarantined(b)) {
+            info.state = HH_BLOCK_PINNED;                 /* debug moves: held, owned by nobody (handle null) */
+        } else if (!blk_is_free(b)) {
             uint32_t slot = b->u.live.slot;
             info.handle = hh_handle_at(&heap->handles, slot);
             info.tag = b->u.live.tag;

@@ -9,7 +9,7 @@
  *   live block : [hdr: word | slot | tag][payload ... ][guard (HH_HEAP_DEBUG)]
  *   free block : [hdr: word | next | prev][unused ... ][footer: size]
  *
- *   hdr.word  bits 0..3   flags (BLK_FREE, BLK_PREV_FREE)
+ *   hdr.word  bits 0..3   flags (BLK_FREE, BLK_PREV_FREE, BLK_QUARANTINE)
  *             bits 4..47  block size in bytes (multiple of 16)
  *             bits 48..51 log2(alignment) - 4
  *             bits 52..55 slack granules: bytes beyond the block's minimal size
@@ -44,14 +44,31 @@
  *   I10 the relocation journal's records lie inside the managed range.
  *   I11 regions[r].used is the number of bytes of live blocks that lie inside
  *       region r ([r << region_shift, (r + 1) << region_shift)); summed, used_bytes.
+ *   I12 (HH_HEAP_DEBUG_MOVES) quarantine blocks -- BLK_QUARANTINE, slot 0, the
+ *       maximum pin count so that nothing moves them -- are exactly the ones
+ *       listed in quar[]; they count as used bytes (I8, I11), not as live or
+ *       pinned blocks, and no handle names them.
+ *
+ * Debug moves (HH_HEAP_DEBUG_MOVES): while a defrag step moves blocks (not
+ * during allocation-time compaction or a resize: h->compacting), a moved
+ * block's old place becomes a quarantine block instead of free space, so no
+ * later move or allocation can land there and its bytes (HH_FILL_MOVED,
+ * no-access to memcheck/ASan) stay dead; a slide that would overlap the
+ * block's own old place is refused (hhi_heap_can_slide) and the one-memmove
+ * sweep is off. hhi_heap_journal_reset (the start of the next step) frees the
+ * quarantine; an allocation that finds no room frees it first.
  *
  * Returning memory (own mapping only): the whole pages of the top free region
  * above a retained prefix are given back with MADV_DONTNEED by
- * hhi_heap_decommit_top (the defrag service decides when); [dc_lo, managed)
- * is the page range given back and not written since. Only carving from the
- * top region writes into it (top_dirty moves dc_lo up past what it wrote), so
- * the same pages are never given back twice while untouched, and the pages
- * of the top region's header and footer are never given back.
+ * hhi_heap_decommit_top (the defrag service decides when). [dc_lo, managed)
+ * is the page range that is not resident: [dc_lo, dc_hi) was given back and
+ * [dc_hi, managed) was never written (but for the top region's footer page).
+ * Only carving from the top region writes into it (top_dirty moves dc_lo, and
+ * dc_hi with it, up past what it wrote), so a decommit gives back the highest
+ * pages below dc_lo -- resident ones, the pages the top region once held --
+ * and `decommitted` (dc_hi - dc_lo) counts resident bytes given back. The same
+ * pages are never given back twice while untouched, and the pages of the top
+ * region's header and footer are never given back.
  *
  * Occupancy summary (heap_region.c): the range is cut into at most
  * HHI_REGION_MAX regions of a power-of-two size (at least 4 KiB); each keeps
@@ -110,6 +127,7 @@ _Static_assert(HHI_MIN_BLOCK >= HHI_HDR + 8, "a free block must hold its footer"
 /* Header word fields. */
 #define BLK_FREE       ((uint64_t)1)
 #define BLK_PREV_FREE  ((uint64_t)2)
+#define BLK_QUARANTINE ((uint64_t)4)   /* HH_HEAP_DEBUG_MOVES: a moved block's old place, held until the next step */
 #define BLK_FLAGS      ((uint64_t)0xF)
 #define BLK_SIZE_MASK  ((uint64_t)0x0000FFFFFFFFFFF0)
 #define BLK_ALIGN_SHIFT 48
@@ -156,10 +174,14 @@ typedef struct hhi_bitmap {
     uint32_t  nlevels;
     size_t    nbits;                      /* leaf bits */
     size_t    bytes;                      /* total bytes of all levels (one allocation) */
+    bool      mapped;                     /* levels in their own mapping (hhi_bitmap_init_mapped) */
 } hhi_bitmap;
 #define HHI_BM_NONE SIZE_MAX
 
 HH_INTERNAL bool   hhi_bitmap_init(hhi_bitmap *bm, size_t nbits);
+/* As hhi_bitmap_init, its levels in zero pages of their own mapping (large,
+   mostly empty bitmaps of a growable heap: untouched pages cost nothing). */
+HH_INTERNAL bool   hhi_bitmap_init_mapped(hhi_bitmap *bm, size_t nbits);
 HH_INTERNAL void   hhi_bitmap_fini(hhi_bitmap *bm);
 HH_INTERNAL void   hhi_bitmap_set(hhi_bitmap *bm, size_t i);
 HH_INTERNAL void   hhi_bitmap_clear(hhi_bitmap *bm, size_t i);
@@ -213,7 +235,11 @@ typedef struct hhi_journal {
 struct hh_heap {
     hh_handle_table handles;      /* MUST stay first: hh_deref_inline reads it through the heap pointer */
     char       *base;             /* managed start; base + HHI_HDR is HHI_BASE_ALIGN-aligned */
-    size_t      managed;          /* managed bytes (multiple of 16) */
+    size_t      managed;          /* managed bytes (multiple of 16); grows up to limit (HH_HEAP_GROWABLE) */
+    size_t      limit;            /* most managed bytes ever: the reserved range (== managed unless growable);
+                                     bitmaps, regions and sq_shift are sized for it; constant */
+    size_t      commit_end;       /* growable: [base, base + commit_end) is committed (page-aligned end) */
+    bool        grow_failed;      /* the last growth attempt was refused by the OS (for the message) */
     void       *mapping;          /* our own mapping (NULL when the caller gave memory) */
     size_t      mapping_bytes;
     hh_heap_desc desc;            /* resolved desc (defaults applied) */
@@ -248,15 +274,20 @@ struct hh_heap {
     uint64_t    mutations;        /* public mutations (alloc, free, resize, unpin, alloc-time compaction) */
     size_t      low_mark;         /* lowest block offset a public mutation touched since the defrag
                                      service last looked (SIZE_MAX: none); lets its cursor survive */
-    size_t      dc_lo;            /* own mapping only: [dc_lo, managed) page range given back to the OS
-                                     and untouched since (managed: nothing); see hhi_heap_decommit_top */
-    size_t      decommitted;      /* bytes currently given back (inside [dc_lo, managed)) */
+    size_t      dc_lo;            /* [dc_lo, managed): pages not resident (given back or never written);
+                                     see hhi_heap_decommit_top */
+    size_t      dc_hi;            /* [dc_lo, dc_hi): the pages given back and not written since */
+    size_t      decommitted;      /* resident bytes currently given back: dc_hi - dc_lo */
     uint64_t    decommit_calls;   /* madvise calls made */
     /* Compaction for a failed allocation, installed by the defrag service (NULL:
        the heap's own slide, hhi_heap_compact_for). Lock held; returns a free block
        that fits size/align, or NULL when no compaction can make one. */
     hhi_block *(*compact_hook)(hh_heap *h, size_t size, size_t align);
 
+    bool        debug_moves;      /* HH_HEAP_DEBUG_MOVES */
+    bool        compacting;       /* allocation-time compaction or a resize is moving blocks: no quarantine */
+    size_t     *quar;             /* offsets of the quarantine blocks (I12) */
+    size_t      quar_count, quar_cap;
     hhi_journal journal;          /* relocation journal */
     hh_heap_event_fn event_fn;    /* event hook (tracing), NULL: none */
     void       *event_user;
@@ -270,6 +301,7 @@ struct hh_heap {
 static inline size_t   blk_size(const hhi_block *b) { return (size_t)(b->word & BLK_SIZE_MASK); }
 static inline bool     blk_is_free(const hhi_block *b) { return (b->word & BLK_FREE) != 0; }
 static inline bool     blk_prev_free(const hhi_block *b) { return (b->word & BLK_PREV_FREE) != 0; }
+static inline bool     blk_quarantined(const hhi_block *b) { return (b->word & BLK_QUARANTINE) != 0; }
 static inline unsigned blk_pins(const hhi_block *b) { return (unsigned)(b->word >> BLK_PINS_SHIFT); }
 static inline unsigned blk_slack(const hhi_block *b) { return (unsigned)((b->word >> BLK_SLACK_SHIFT) & 0xF); }
 static inline size_t   blk_align(const hhi_block *b) { return (size_t)16 << ((b->word >> BLK_ALIGN_SHIFT) & 0xF); }
@@ -325,7 +357,7 @@ static inline void heap_touch(hh_heap *h, size_t off) {
    Occupancy summary (heap_region.c). Caller holds the lock.
 --------------------------------------------------------------------------- */
 enum { HHI_REGION_MAX = 1024, HHI_REGION_MIN_SHIFT = 12 };
-/* Allocates the region arrays for h->managed; false when metadata runs out. */
+/* Allocates the region arrays for h->limit; false when metadata runs out. */
 HH_INTERNAL bool hhi_region_init(hh_heap *h);
 HH_INTERNAL void hhi_region_fini(hh_heap *h);
 /* Adds (add) or removes live bytes [off, off + size) spanning several regions. */
@@ -566,6 +598,14 @@ HH_INTERNAL bool hhi_heap_fits(const hh_heap *h, const hhi_block *f, size_t bs, 
    (good fit, then the top region, which the good-fit rounding may skip), or
    NULL; never compacts. O(log n). */
 HH_INTERNAL hhi_block *hhi_heap_find_fit(const hh_heap *h, size_t size, size_t align);
+/* true if hhi_heap_slide_down(h, f, b) would move b (f the free block right
+   below live block b): its alignment leaves room to go down and, while moves
+   are quarantined (HH_HEAP_DEBUG_MOVES), its new place does not overlap its old one. */
+HH_INTERNAL bool hhi_heap_can_slide(const hh_heap *h, const hhi_block *f, const hhi_block *b);
+/* true while a move's old place becomes a quarantine block (I12). */
+static inline bool heap_quarantining(const hh_heap *h) { return h->debug_moves && !h->compacting; }
+/* Frees every quarantine block (start of a step, or an allocation that found no room). */
+HH_INTERNAL void hhi_heap_quarantine_release(hh_heap *h);
 /* Slides live, unpinned block b down into the free block f directly below it.
    Returns the moved block. Records the move (journal, stats, on_move, tools). */
 HH_INTERNAL hhi_block *hhi_heap_slide_down(hh_heap *h, hhi_block *f, hhi_block *b);
@@ -589,7 +629,7 @@ HH_INTERNAL size_t hhi_heap_sweep_compact(hh_heap *h, size_t *bytes);
    used until that block moves (a move drops slack) or is freed. false (nothing
    changed) if f is at offset 0 or that block's slack would overflow. */
 HH_INTERNAL bool hhi_heap_absorb_hole(hh_heap *h, hhi_block *f);
-/* Clears the journal (start of a defrag step). */
+/* Clears the journal and frees the quarantine (start of a defrag step). */
 HH_INTERNAL void hhi_heap_journal_reset(hh_heap *h);
 /* Slides the blocks of [offset(f), end) down one by one, starting with the
    one right above free block f, until a free block inside the range fits
@@ -605,8 +645,9 @@ HH_INTERNAL hhi_block *hhi_heap_compact_for(hh_heap *h, size_t size, size_t alig
    only), keeping the pages of its header and footer and the first `retain`
    bytes above its header; does nothing unless at least `min_bytes` of pages
    are newly decommittable, and gives back at most `max_bytes` (0: no limit;
-   the highest pages first, so a later call continues below). Pages already
-   given back (h->dc_lo) are not redone. Returns the bytes newly decommitted. */
+   the highest resident pages first, so a later call continues below). Pages
+   given back or never written (above h->dc_lo) are not touched. Returns the
+   resident bytes newly decommitted. */
 HH_INTERNAL size_t hhi_heap_decommit_top(hh_heap *h, size_t retain, size_t min_bytes, size_t max_bytes);
 /* Walk-based validity check for hh_assert_expensive (no reporting). */
 HH_INTERNAL bool hhi_heap_is_valid(const hh_heap *h);

@@ -14,9 +14,9 @@
 
 bool hhi_region_init(hh_heap *h) {
     unsigned shift = HHI_REGION_MIN_SHIFT;
-    while ((h->managed >> shift) >= HHI_REGION_MAX) shift++;
+    while ((h->limit >> shift) >= HHI_REGION_MAX) shift++;   /* the whole reservation of a growable heap */
     h->region_shift = shift;
-    h->region_count = (uint32_t)((h->managed + ((size_t)1 << shift) - 1) >> shift);
+    h->region_count = (uint32_t)((h->limit + ((size_t)1 << shift) - 1) >> shift);
     h->regions = hhi_meta_alloc((size_t)h->region_count * sizeof *h->regions);   /* zeroed */
     return h->regions != NULL;
 }
