@@ -2,6 +2,8 @@
 #include "hheap/binned.h"
 
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
@@ -494,6 +496,80 @@ START_TEST(thread_exit_with_a_full_cache) {
 END_TEST
 
 /* ---------------------------------------------------------------------------
+   Races (issue 13): two threads free the same block in lockstep; a stale free
+   races hh_binned_trim.
+--------------------------------------------------------------------------- */
+static atomic_uint race_reports[HH_E_IO + 1];
+
+static void race_handler(hh_status s, const char *message, void *user) {
+    (void)message;
+    (void)user;
+    atomic_fetch_add(&race_reports[s], 1);
+}
+
+/* A two-party spin barrier: both threads leave it within a few cycles of
+   each other (a mutex barrier would let one thread finish before the other
+   wakes). Yields now and then so it also progresses under memcheck. */
+typedef struct spin_barrier { atomic_uint arrived, phase; } spin_barrier;
+static void spin_wait(spin_barrier *b) {
+    unsigned ph = atomic_load(&b->phase);
+    if (atomic_fetch_add(&b->arrived, 1) == 1) {
+        atomic_store(&b->arrived, 0);
+        atomic_store(&b->phase, ph + 1);
+        return;
+    }
+    for (unsigned spins = 0; atomic_load(&b->phase) == ph; spins++)
+        if ((spins & 1023) == 1023) sched_yield();
+}
+
+static struct {
+    spin_barrier bar;
+    void *_Atomic block;
+    unsigned rounds;
+    atomic_uint same_block;      /* rounds in which both threads got one block back */
+} dfr;
+
+static void *double_free_racer(void *arg) {
+    bool leader = arg != NULL;
+    for (unsigned r = 0; r < dfr.rounds; r++) {
+        if (leader) atomic_store(&dfr.block, hh_bmalloc(48));
+        spin_wait(&dfr.bar);
+        void *p = atomic_load(&dfr.block);
+        hh_bfree(p);
+        /* Had the block been queued twice, both threads would get it back.
+           (Both frees end before either allocates: a free that only starts
+           after the block was handed out again cannot be told apart.) */
+        spin_wait(&dfr.bar);
+        void *q = hh_bmalloc(48);
+        spin_wait(&dfr.bar);
+        if (leader) atomic_store(&dfr.block, q);
+        spin_wait(&dfr.bar);
+        if (!leader && atomic_load(&dfr.block) == q) atomic_fetch_add(&dfr.same_block, 1);
+        spin_wait(&dfr.bar);
+        hh_bfree(q);
+    }
+    return NULL;
+}
+
+START_TEST(double_free_from_two_threads_is_reported_once) {
+    memset(race_reports, 0, sizeof race_reports);
+    hh_set_error_handler(race_handler, NULL);
+    uint64_t base = live_small();
+    dfr.rounds = hh_test_scaled(20000, 300);
+    atomic_store(&dfr.same_block, 0);
+    pthread_t t[2];
+    for (uintptr_t i = 0; i < 2; i++) ck_assert_int_eq(pthread_create(&t[i], NULL, double_free_racer, (void *)i), 0);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    /* Exactly one of the two frees of every round is reported. */
+    ck_assert_uint_eq(atomic_load(&race_reports[HH_E_DOUBLE_FREE]), dfr.rounds);
+    ck_assert_uint_eq(atomic_load(&race_reports[HH_E_FOREIGN_POINTER]), 0);
+    ck_assert_uint_eq(atomic_load(&dfr.same_block), 0);
+    ck_assert_uint_eq(live_small(), base);
+    hh_test_capture_errors();
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------
    Trim, stats, walker, leak report
 --------------------------------------------------------------------------- */
 START_TEST(trim_returns_pages) {
@@ -783,6 +859,11 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, cross_thread_producer_consumer);
     tcase_add_test(tc, thread_exit_with_a_full_cache);
     tcase_add_test(tc, fork_in_a_threaded_program);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("races");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, double_free_from_two_threads_is_reported_once);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("maintenance");

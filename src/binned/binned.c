@@ -124,8 +124,34 @@ void hhi_binned_free_slow(void *p, unsigned flags) {
         hhi_large_free(a, flags);
         return;
     }
+    unsigned seen = hhi_state_claim(pg, i);
+    if (seen != HHI_ST_LIVE) {
+        hhi_binned_free_unclaimed(p, seen, flags);   /* another thread freed it since the lookup */
+        return;
+    }
+    hhi_binned_free_claimed(p, pg);
+}
+
+void hhi_binned_free_unclaimed(void *p, unsigned seen, unsigned flags) {
+    if (seen == HHI_ST_FREED) {
+        hhi_binned_fail(HH_E_DOUBLE_FREE, flags, "hh_bfree: %p was already freed", p);
+        return;
+    }
+    /* NEVER: not a block handed out, or a pooled page's: classify only (it
+       cannot claim anything), for the right message. */
+    hhi_bpage *pg = NULL;
+    uint32_t i = 0;
+    bool large;
+    hh_status st = classify((uintptr_t)p, &pg, &i, &large);
+    if (st == HH_OK) st = HH_E_FOREIGN_POINTER;
+    hhi_binned_fail(st, flags,
+                    st == HH_E_DOUBLE_FREE ? "hh_bfree: %p was already freed"
+                                           : "hh_bfree: %p is not a block of the binned allocator",
+                    p);
+}
+
+void hhi_binned_free_claimed(void *p, hhi_bpage *pg) {
     unsigned c = pg->cls;
-    hhi_state_set(pg, i, HHI_ST_FREED);
     hhi_on_free(p, pg->block_size);
     hhi_tcache *tc = hhi_tcache_get();
     if (tc != NULL) {

@@ -257,6 +257,17 @@ HH_INLINE unsigned hhi_state_get(const hhi_bpage *pg, uint32_t i) {
 HH_INLINE void hhi_state_set(hhi_bpage *pg, uint32_t i, unsigned v) {
     atomic_store_explicit(&pg->state[i], (uint8_t)v, memory_order_relaxed);
 }
+/* The one transition a free makes: LIVE -> FREED, atomically, so that of two
+   threads freeing one block at once exactly one wins and the other sees a
+   double free (a load then a store let both pass). Relaxed: the block's
+   bytes are published by the locks and caches it moves through, not by the
+   state byte. Returns the state seen: HHI_ST_LIVE if this call claimed it. */
+HH_INLINE unsigned hhi_state_claim(hhi_bpage *pg, uint32_t i) {
+    uint8_t seen = HHI_ST_LIVE;
+    atomic_compare_exchange_strong_explicit(&pg->state[i], &seen, (uint8_t)HHI_ST_FREED, memory_order_relaxed,
+                                            memory_order_relaxed);
+    return seen;
+}
 
 /* Free-list links live in the first word of a free block, which memcheck sees
    as no-access: open it for the one access. */
@@ -297,6 +308,10 @@ HH_INLINE void hhi_on_free(void *p, size_t usable) {
 /* binned.c */
 HH_INTERNAL HH_NOINLINE void *hhi_binned_malloc_slow(size_t size, unsigned flags);
 HH_INTERNAL HH_NOINLINE void  hhi_binned_free_slow(void *p, unsigned flags);
+/* A free of a block of a class page whose claim saw state `seen` (not LIVE). */
+HH_INTERNAL HH_NOINLINE void  hhi_binned_free_unclaimed(void *p, unsigned seen, unsigned flags);
+/* The rest of a free whose LIVE -> FREED claim succeeded (pg: its page). */
+HH_INTERNAL HH_NOINLINE void  hhi_binned_free_claimed(void *p, hhi_bpage *pg);
 HH_INTERNAL void  *hhi_binned_memalign(size_t align, size_t size, unsigned flags);
 HH_INTERNAL void  *hhi_binned_realloc(void *p, size_t size, unsigned flags);
 HH_INTERNAL void  *hhi_binned_calloc(size_t count, size_t size, unsigned flags);
@@ -362,18 +377,25 @@ HH_INLINE void hhi_bfree_fast(void *p, unsigned flags) {
                   atomic_load_explicit(&tc->registry[a >> HHI_SPAN_SHIFT], memory_order_relaxed) == HHI_REG_SPAN)) {
         hhi_bpage *pg = hhi_page_of(a);
         uint32_t i = hhi_block_index(pg, a);
-        if (hh_likely(i < pg->capacity && i * pg->block_size == (a & HHI_PAGE_MASK) &&
-                      hhi_state_get(pg, i) == HHI_ST_LIVE)) {
+        if (hh_likely(i < pg->capacity && i * pg->block_size == (a & HHI_PAGE_MASK))) {
+            unsigned seen = hhi_state_claim(pg, i);
+            if (hh_unlikely(seen != HHI_ST_LIVE)) {
+                /* Report what the claim saw: looking again could find the
+                   block handed out anew in between and free it. */
+                hhi_binned_free_unclaimed(p, seen, flags);
+                return;
+            }
             hhi_tbin *bin = &tc->bins[pg->cls];
             uint32_t n = hhi_bin_count(bin);
             if (hh_likely(n < bin->cap)) {
-                hhi_state_set(pg, i, HHI_ST_FREED);
                 hhi_on_free(p, pg->block_size);
                 hhi_block_set_next((hhi_bblock *)p, bin->head);
                 bin->head = (hhi_bblock *)p;
                 hhi_bin_count_set(bin, n + 1);
                 return;
             }
+            hhi_binned_free_claimed(p, pg);
+            return;
         }
     }
     hhi_binned_free_slow(p, flags);
