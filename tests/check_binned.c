@@ -569,6 +569,52 @@ START_TEST(double_free_from_two_threads_is_reported_once) {
 }
 END_TEST
 
+static void *free_it(void *p) {
+    hh_bfree(p);
+    return NULL;
+}
+
+static void trim_now(void) {
+    hhi_binned_test_lookup_hook = NULL;
+    hh_binned_trim(0);
+}
+
+START_TEST(stale_free_racing_trim_is_reported_not_fatal) {
+    /* Fill whole spans with one class, free everything, then free one block
+       a second time while -- in the window between the free's registry read
+       and its page read -- a trim retires the span (the hook stands in for
+       the other thread being scheduled there). */
+    enum { N = 400 };
+    void **v = malloc(N * sizeof *v);
+    for (int i = 0; i < N; i++) {
+        v[i] = hh_bmalloc(28000);
+        REQUIRE(v[i] != NULL);
+    }
+    void *p = v[N - 1];
+    for (int i = 0; i < N; i++) hh_bfree(v[i]);
+    free(v);
+    hh_binned_thread_flush();
+    ck_assert_uint_eq(hhi_registry_get((uintptr_t)p), HHI_REG_SPAN);
+    hh_test_reset_captured();
+    hhi_binned_test_lookup_hook = trim_now;
+    /* From a thread without a cache, so the free takes the full lookup. */
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, free_it, p), 0);
+    pthread_join(t, NULL);
+    hhi_binned_test_lookup_hook = NULL;
+    /* The trim did retire p's span, and the free reported, not crashed. */
+    ck_assert_uint_eq(hhi_registry_get((uintptr_t)p), HHI_REG_SPAN_FREED);
+    ck_assert_uint_eq(hh_test_captured_count(), 1);
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_DOUBLE_FREE);
+    /* The allocator goes on: the retired range may serve a new span. */
+    void *q = hh_bmalloc(28000);
+    REQUIRE(q != NULL);
+    hh_test_fill(q, 28000, 5);
+    REQUIRE(hh_test_verify(q, 28000, 5) == -1);
+    hh_bfree(q);
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------
    Trim, stats, walker, leak report
 --------------------------------------------------------------------------- */
@@ -751,7 +797,9 @@ START_TEST(fault_injection_until_success) {
         if (!failed) break;
         ck_assert_int_lt(n, 50);
     }
-    ck_assert_int_ge(n, 2);   /* the large map and at least one span map were hit */
+    /* The large map was hit (spans may come from retired ranges, without an
+       OS call: see invariant 7 in binned_internal.h). */
+    ck_assert_int_ge(n, 1);
     /* A failing decommit during trim loses nothing. */
     void *p = hh_bmalloc(2000);
     hh_bfree(p);
@@ -864,6 +912,7 @@ Suite *hh_test_binned_suite(void) {
     tc = tcase_create("races");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, double_free_from_two_threads_is_reported_once);
+    tcase_add_test(tc, stale_free_racing_trim_is_reported_not_fatal);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("maintenance");

@@ -91,14 +91,28 @@ static hh_status small_lookup(uintptr_t a, hhi_bpage **out_pg, uint32_t *out_i) 
     return HH_OK;
 }
 
+#if HH_TESTING
+void (*hhi_binned_test_lookup_hook)(void) = NULL;
+#endif
+
 /* Classifies p: HH_OK for a live small block (page/index out), HH_E_NONE-like
    codes otherwise; *large set for a pointer into a large chunk. */
 static hh_status classify(uintptr_t a, hhi_bpage **pg, uint32_t *i, bool *large) {
     *large = false;
     if (!atomic_load_explicit(&hhi_bg.ready, memory_order_acquire) || (a >> HHI_ADDR_BITS) != 0)
         return HH_E_FOREIGN_POINTER;
-    switch (hhi_registry_get(a)) {
-    case HHI_REG_SPAN: return small_lookup(a, pg, i);
+    unsigned reg = hhi_registry_get(a);
+#if HH_TESTING
+    if (hhi_binned_test_lookup_hook != NULL) hhi_binned_test_lookup_hook();
+#endif
+    switch (reg) {
+    case HHI_REG_SPAN: {
+        hh_status st = small_lookup(a, pg, i);
+        /* A trim retired the span since the registry read: its metadata now
+           reads as zero (no block), and the pointer was ours -- freed. */
+        if (st == HH_E_FOREIGN_POINTER && hhi_registry_get(a) == HHI_REG_SPAN_FREED) st = HH_E_DOUBLE_FREE;
+        return st;
+    }
     case HHI_REG_LARGE: *large = true; return HH_OK;
     case HHI_REG_LARGE_FREED:
     case HHI_REG_SPAN_FREED: return HH_E_DOUBLE_FREE;

@@ -36,6 +36,12 @@
  *     magic HHI_LCACHE_MAGIC, registry LARGE_FREED, and is on g.lcache
  *     (at most HHI_LCACHE_MAX of them, HHI_LCACHE_BYTES in all).
  *  7. span->free_pages == number of its pages in the pool.
+ *     A retired span (trim found it wholly free) is never unmapped: it is
+ *     decommitted whole, header included, its registry byte says SPAN_FREED,
+ *     and it sits on g.retired until span_new reuses the range. A free that
+ *     read the registry just before the trim thus reads zeroed metadata
+ *     (capacity 0: no block), never an unmapped page. The address space of
+ *     spans stays at its peak; the memory goes back.
  *  8. Lock order: g.trim_lock -> g.tc_lock -> class locks (ascending) ->
  *     g.pool_lock -> g.large_lock. No lock is held while user code runs.
  */
@@ -197,6 +203,8 @@ typedef struct hhi_bglobal {
     uint32_t n_dirty, n_clean, n_decommitted;
     hhi_bspan *spans;
     uint32_t n_spans;
+    hhi_bspan *retired;             /* decommitted spans kept for reuse, linked through next */
+    uint32_t n_retired;
     /* large blocks */
     hhi_lock large_lock;
     hhi_blarge *large;
@@ -319,6 +327,13 @@ HH_INTERNAL void  *hhi_binned_calloc(size_t count, size_t size, unsigned flags);
 HH_INTERNAL size_t hhi_binned_usable(const void *p, hh_status *st);
 /* Reports s (message unless quiet per flags) and returns s. */
 HH_INTERNAL hh_status hhi_binned_fail(hh_status s, unsigned flags, const char *msg, const void *p);
+
+#if HH_TESTING
+/* Test hook: a free calls it between reading the registry and reading the
+   page metadata (the window in which a trim on another thread may retire
+   the span). NULL: none. */
+HH_INTERNAL void (*hhi_binned_test_lookup_hook)(void);
+#endif
 
 /* binned_page.c (class and pool layer) */
 HH_INTERNAL bool     hhi_binned_init(void);        /* idempotent; false if the OS refused */

@@ -126,10 +126,19 @@ static void pool_remove(hhi_bpage *pg) {
     hhi_span_of((uintptr_t)pg)->free_pages--;
 }
 
-/* Maps and registers a new span; its pages join the clean list. */
+/* Maps (or takes back a retired range) and registers a new span; its pages
+   join the clean list. */
 static bool span_new(void) {
-    hhi_bspan *s = hhi_os_map(HHI_SPAN_SIZE, HHI_SPAN_SIZE);
-    if (s == NULL) return false;
+    hhi_bspan *s = hhi_bg.retired;
+    if (s != NULL) {
+        /* Decommitted whole: reads as zero except the link written at retire. */
+        hhi_bg.retired = s->next;
+        hhi_bg.n_retired--;
+        memset(s, 0, offsetof(hhi_bspan, state));
+    } else {
+        s = hhi_os_map(HHI_SPAN_SIZE, HHI_SPAN_SIZE);
+        if (s == NULL) return false;
+    }
     s->magic = HHI_SPAN_MAGIC;
     for (unsigned i = 0; i < HHI_PAGES_PER_SPAN; i++) {
         hhi_bpage *pg = &s->pages[i];
@@ -322,9 +331,15 @@ size_t hhi_pool_trim(uint64_t deadline_ns) {
             hhi_bg.n_spans--;
             atomic_store_explicit(&hhi_bg.registry[(uintptr_t)s >> HHI_SPAN_SHIFT], HHI_REG_SPAN_FREED,
                                   memory_order_release);
+            /* Retire, never unmap (invariant 7): a free racing this trim may
+               still read the header. If the decommit fails the range is
+               kept all the same; only the memory stays. */
             hh_track_undefined(s, HHI_SPAN_SIZE);
-            hhi_os_unmap(s, HHI_SPAN_SIZE);
-            given += HHI_PAGE_SIZE;   /* the metadata page */
+            if (hhi_os_decommit(s, HHI_SPAN_SIZE)) given += HHI_PAGE_SIZE;   /* the metadata page */
+            hh_track_defined(s, HHI_SPAN_SIZE);   /* such a racing free reads zeros: legal */
+            s->next = hhi_bg.retired;
+            hhi_bg.retired = s;
+            hhi_bg.n_retired++;
         }
         s = next;
     }
