@@ -10,6 +10,7 @@
 
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +67,20 @@ static struct {
     hh_error_fn fn;         /* NULL: default_handler */
     void       *user;
 } handler = { ATOMIC_FLAG_INIT, NULL, NULL };
+
+/* fork: the handler flag is held across fork(), so a child never inherits it
+   set by a thread that does not exist there (hh_set_error_handler would spin
+   forever; hhi_error would fall back to the default handler). */
+static void handler_fork_prepare(void) {
+    while (atomic_flag_test_and_set_explicit(&handler.lock, memory_order_acquire)) { }
+}
+static void handler_fork_release(void) { atomic_flag_clear_explicit(&handler.lock, memory_order_release); }
+
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((constructor)) static void handler_register_atfork(void) {
+    pthread_atfork(handler_fork_prepare, handler_fork_release, handler_fork_release);
+}
+#endif
 
 void hh_set_error_handler(hh_error_fn fn, void *user) {
     while (atomic_flag_test_and_set_explicit(&handler.lock, memory_order_acquire)) { }
