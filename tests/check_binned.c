@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -760,6 +761,73 @@ START_TEST(fork_in_a_threaded_program) {
 }
 END_TEST
 
+/* Fork child of a program whose threads hold full caches (issue 13 bug 4):
+   the child has one thread, so it keeps one cache at most, and the blocks the
+   others cached go back to their pages (trim can then give them back). */
+static struct {
+    pthread_barrier_t filled, done;
+} fkc;
+
+static void *fill_cache_and_wait(void *arg) {
+    (void)arg;
+    enum { N = 3000 };
+    void **v = malloc(N * sizeof *v);
+    for (unsigned i = 0; i < N; i++) v[i] = hh_bmalloc(16 + (i % 24) * 40);
+    for (unsigned i = 0; i < N; i++) hh_bfree(v[i]);
+    free(v);
+    pthread_barrier_wait(&fkc.filled);
+    pthread_barrier_wait(&fkc.done);      /* alive, caches full, across the fork */
+    return NULL;
+}
+
+START_TEST(fork_child_drops_dead_threads_caches) {
+    enum { T = 8 };
+    hh_binned_thread_flush();
+    hh_binned_trim(0);
+    hh_binned_stats before;
+    hh_binned_stats_get(&before);
+    pthread_barrier_init(&fkc.filled, NULL, T + 1);
+    pthread_barrier_init(&fkc.done, NULL, T + 1);
+    pthread_t t[T];
+    for (int i = 0; i < T; i++) ck_assert_int_eq(pthread_create(&t[i], NULL, fill_cache_and_wait, NULL), 0);
+    pthread_barrier_wait(&fkc.filled);
+    hh_binned_stats held;
+    hh_binned_stats_get(&held);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        hh_binned_stats s;
+        hh_binned_stats_get(&s);
+        int code = 0;
+        if (s.thread_caches > before.thread_caches) code = 3;             /* dead threads' caches kept */
+        hh_binned_trim(0);
+        hh_binned_stats_get(&s);
+        if (s.pages_in_classes > before.pages_in_classes) code = code ? code : 4;   /* pages stranded */
+        if (s.small_live_blocks != before.small_live_blocks) code = code ? code : 5;
+        if (hh_binned_check() != HH_OK) code = 6;
+        char cmd[16];
+        snprintf(cmd, sizeof cmd, "exit %d", code);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);   /* see fork_in_a_threaded_program */
+        _exit(code);
+    }
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    pthread_barrier_wait(&fkc.done);
+    for (int i = 0; i < T; i++) pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&fkc.filled);
+    pthread_barrier_destroy(&fkc.done);
+    /* The parent's threads did hold caches and pages at the fork. */
+    ck_assert_uint_ge(held.thread_caches, before.thread_caches + T);
+    ck_assert_uint_gt(held.pages_in_classes, before.pages_in_classes);
+    ck_assert(WIFEXITED(status));
+    ck_assert_msg(WEXITSTATUS(status) == 0, "child: %s",
+                  WEXITSTATUS(status) == 3   ? "dead threads' caches kept"
+                  : WEXITSTATUS(status) == 4 ? "pages stranded in classes"
+                  : WEXITSTATUS(status) == 5 ? "live count wrong"
+                                             : "check failed");
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------
    Fault injection: every OS call may fail; nothing breaks.
 --------------------------------------------------------------------------- */
@@ -907,6 +975,7 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, cross_thread_producer_consumer);
     tcase_add_test(tc, thread_exit_with_a_full_cache);
     tcase_add_test(tc, fork_in_a_threaded_program);
+    tcase_add_test(tc, fork_child_drops_dead_threads_caches);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("races");

@@ -351,6 +351,7 @@ HH_INTERNAL size_t   hhi_pool_trim(uint64_t deadline_ns);
 HH_INTERNAL hhi_tcache *hhi_tcache_get(void);      /* NULL: use the cacheless path */
 HH_INTERNAL void     hhi_tcache_flush_bin(hhi_tcache *tc, unsigned c, uint32_t keep);
 HH_INTERNAL void     hhi_tcache_compute_caps(size_t limit);
+HH_INTERNAL void     hhi_tcache_fork_child(void);   /* drops the caches of threads the child lacks */
 
 /* binned_large.c */
 HH_INTERNAL void    *hhi_large_alloc(size_t size, size_t align, unsigned flags);

@@ -31,7 +31,10 @@ static void fork_parent(void) {
     hhi_lock_release(&hhi_bg.trim_lock);
     pthread_mutex_unlock(&init_lock);
 }
-static void fork_child(void) { fork_parent(); }
+static void fork_child(void) {
+    fork_parent();
+    if (atomic_load_explicit(&hhi_bg.ready, memory_order_acquire)) hhi_tcache_fork_child();
+}
 
 /* Registers the fork handlers before main runs, so no thread can take an
    allocator lock before they exist (registering lazily in hhi_binned_init
