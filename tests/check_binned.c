@@ -304,6 +304,33 @@ START_TEST(double_free_after_the_page_left_its_class) {
 }
 END_TEST
 
+START_TEST(double_free_after_trim_decommitted_a_tail_state_page) {
+    /* Classes below 80 B keep their block states in the page's own tail,
+       which a trim gives back to the OS: a second free after that must still
+       be a double free (the shim ignores foreign pointers silently). */
+    enum { N = 3000 };
+    void **v = malloc(N * sizeof *v);
+    for (int i = 0; i < N; i++) v[i] = hh_bmalloc(64);
+    void *anchor = hh_bmalloc(20000);      /* keeps the span alive: only pages go back */
+    void *p = v[N - 1];
+    for (int i = 0; i < N; i++) hh_bfree(v[i]);
+    free(v);
+    hh_binned_thread_flush();
+    hh_binned_trim(0);
+    REQUIRE(hhi_registry_get((uintptr_t)p) == HHI_REG_SPAN);
+    REQUIRE(hhi_page_of((uintptr_t)p)->pool == HHI_POOL_DECOMMITTED);
+    REQUIRE(hhi_class_tail_state(hhi_size_class(64)));
+    hh_test_reset_captured();
+    hh_bfree(p);
+    ck_assert_uint_eq(hh_test_captured_count(), 1);
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_DOUBLE_FREE);
+    /* Inside a block of that page (not its start): still foreign. */
+    hh_bfree((char *)p + 8);
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_FOREIGN_POINTER);
+    hh_bfree(anchor);
+}
+END_TEST
+
 START_TEST(foreign_pointers_are_reported_and_harmless) {
     int local;
     static char data[64];
@@ -968,6 +995,7 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, foreign_pointers_are_reported_and_harmless);
     tcase_add_test(tc, check_finds_broken_metadata);
     tcase_add_test(tc, double_free_after_the_page_left_its_class);
+    tcase_add_test(tc, double_free_after_trim_decommitted_a_tail_state_page);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("threads");

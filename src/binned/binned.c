@@ -81,8 +81,15 @@ void *hhi_binned_malloc_slow(size_t size, unsigned flags) {
 static hh_status small_lookup(uintptr_t a, hhi_bpage **out_pg, uint32_t *out_i) {
     hhi_bpage *pg = hhi_page_of(a);
     uint32_t i = hhi_block_index(pg, a);
-    if (pg->capacity == 0 || i >= pg->capacity || i * pg->block_size != (a & HHI_PAGE_MASK))
+    if (pg->capacity == 0) {
+        /* A block start of a decommitted page's last class: it was handed
+           out and came back before the page left the class (invariant 2). */
+        uint32_t lost = pg->lost_capacity;
+        if (lost != 0 && pg->block_size != 0 && i < lost && i * pg->block_size == (a & HHI_PAGE_MASK))
+            return HH_E_DOUBLE_FREE;
         return HH_E_FOREIGN_POINTER;
+    }
+    if (i >= pg->capacity || i * pg->block_size != (a & HHI_PAGE_MASK)) return HH_E_FOREIGN_POINTER;
     unsigned st = hhi_state_get(pg, i);
     if (st == HHI_ST_FREED) return HH_E_DOUBLE_FREE;   /* also in a pooled page (invariant 2) */
     if (st != HHI_ST_LIVE || pg->cls == HHI_NO_CLASS) return HH_E_FOREIGN_POINTER;

@@ -19,7 +19,10 @@
  *     clean pool list) or owned by exactly one class. A pooled page keeps the
  *     geometry and block states of its last class (no block LIVE), so a late
  *     second free of one of its blocks is still reported as a double free;
- *     capacity 0 when it never served a class or its states were lost.
+ *     capacity 0 when it never served a class or its states were lost (a
+ *     decommitted page of a class below 80 B: lost_capacity then keeps the
+ *     old block count, and a free at one of those block starts is reported
+ *     as a double free).
  *  3. Every block of a class page is exactly one of: uncarved (index >=
  *     carved, state NEVER); on the page free list (state != LIVE); held by a
  *     thread cache (state != LIVE); live with the user (state LIVE).
@@ -130,7 +133,10 @@ typedef struct hhi_bpage {
     uint32_t used;              /* blocks held by caches or users (class lock) */
     uint32_t carved;            /* blocks [0, carved) were ever handed out */
     struct hhi_bpage *next, *prev;  /* class partial list or pool list */
-    uint64_t pad;                   /* 64 bytes: one cache line, meta = span + 32 + index << 6 */
+    uint32_t lost_capacity;         /* decommitted pool page whose tail states went with it: the
+                                       block count of its last class (block_size/recip kept), so
+                                       a late free at a block start is still a double free; else 0 */
+    uint32_t pad;                   /* 64 bytes: one cache line, meta = span + 32 + index << 6 */
 } hhi_bpage;
 _Static_assert(sizeof(hhi_bpage) == 64, "page meta is 64 bytes");
 

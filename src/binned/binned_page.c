@@ -186,6 +186,7 @@ void hhi_page_setup_class(hhi_bpage *pg, unsigned c) {
     hh_track_undefined((void *)base, HHI_PAGE_SIZE);
     pg->block_size = size;
     pg->capacity = cap;
+    pg->lost_capacity = 0;
     pg->recip = (uint32_t)((((uint64_t)1) << 32) / size + 1);
     pg->cls = (uint8_t)c;
     pg->free = NULL;
@@ -312,8 +313,10 @@ size_t hhi_pool_trim(uint64_t deadline_ns) {
         hh_track_undefined(base, HHI_PAGE_SIZE);
         /* States in the page's own tail are gone with it (they read as
            zero now): forget the geometry. Span-header states survive. */
-        if ((uintptr_t)pg->state >= (uintptr_t)base && (uintptr_t)pg->state < (uintptr_t)base + HHI_PAGE_SIZE)
-            pg->capacity = pg->block_size = pg->recip = 0;
+        if ((uintptr_t)pg->state >= (uintptr_t)base && (uintptr_t)pg->state < (uintptr_t)base + HHI_PAGE_SIZE) {
+            pg->lost_capacity = pg->capacity;   /* block_size and recip stay (invariant 2) */
+            pg->capacity = 0;
+        }
         pool_remove(pg);
         pool_insert(pg, HHI_POOL_DECOMMITTED);
         given += HHI_PAGE_SIZE;
