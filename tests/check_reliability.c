@@ -829,6 +829,71 @@ START_TEST(fork_while_threads_hold_every_lock) {
     ck_assert_msg(bad == 0, "%u of %u fork children blocked or failed", bad, forks);
 } END_TEST
 
+/* ---------------------------------------------------------------------------
+   hh_deref of stale handles, lock-free, while another thread allocates and
+   frees on an HH_HEAP_THREADSAFE heap (issue 13 bug 7): every such deref
+   returns NULL, and under TSan (`make check-tsan`) the slot and high-water
+   mark loads are race-free.
+--------------------------------------------------------------------------- */
+enum { SD_RING = 64 };
+static struct {
+    hh_heap *heap;
+    _Atomic uint64_t ring[SD_RING];   /* ids of handles freed before they were published */
+    atomic_int stop;
+    atomic_ulong derefs, non_null;
+    unsigned rounds;
+} sd;
+
+static void sd_quiet(hh_status s, const char *message, void *user) {
+    (void)s;
+    (void)message;
+    (void)user;
+}
+
+static void *sd_churn(void *arg) {
+    (void)arg;
+    hh_handle live[32] = { { 0 } };
+    for (unsigned r = 0; r < sd.rounds; r++) {
+        unsigned k = r % 32;
+        if (!hh_is_null(live[k])) hh_free(sd.heap, live[k]);
+        live[k] = hh_alloc(sd.heap, 32 + (r % 7) * 16);       /* reuses freed slots, raises the mark */
+        hh_handle h = hh_alloc(sd.heap, 48);
+        if (hh_is_null(h)) continue;
+        hh_free(sd.heap, h);
+        atomic_store_explicit(&sd.ring[r % SD_RING], h.id, memory_order_release);
+    }
+    for (unsigned k = 0; k < 32; k++) hh_free(sd.heap, live[k]);
+    atomic_store(&sd.stop, 1);
+    return NULL;
+}
+
+static void *sd_deref(void *arg) {
+    (void)arg;
+    for (unsigned j = 0; !atomic_load(&sd.stop); j++) {
+        hh_handle h = { atomic_load_explicit(&sd.ring[j % SD_RING], memory_order_acquire) };
+        if (hh_is_null(h)) continue;
+        atomic_fetch_add_explicit(&sd.derefs, 1, memory_order_relaxed);
+        if (hh_deref(sd.heap, h) != NULL) atomic_fetch_add_explicit(&sd.non_null, 1, memory_order_relaxed);
+    }
+    return NULL;
+}
+
+START_TEST(stale_deref_races_alloc_and_free) {
+    memset(&sd, 0, sizeof sd);
+    hh_set_error_handler(sd_quiet, NULL);
+    sd.rounds = hh_test_scaled(20000, 1000);
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 20, .flags = HH_HEAP_THREADSAFE }, &sd.heap),
+                     HH_OK);
+    pthread_t t[2];
+    ck_assert_int_eq(pthread_create(&t[0], NULL, sd_churn, NULL), 0);
+    ck_assert_int_eq(pthread_create(&t[1], NULL, sd_deref, NULL), 0);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    hh_test_capture_errors();
+    ck_assert_uint_eq(atomic_load(&sd.non_null), 0);     /* a freed handle never derefs to a block */
+    ck_assert_int_eq(hh_heap_check(sd.heap), HH_OK);
+    hh_heap_destroy(sd.heap);
+} END_TEST
+
 Suite *hh_test_reliability_suite(void) {
     Suite *s = suite_create("reliability");
     TCase *tc = tcase_create("faults");
@@ -847,6 +912,7 @@ Suite *hh_test_reliability_suite(void) {
     tcase_add_test(tc, threadsafe_heap_frames);
     tcase_add_test(tc, binned_thread_churn);
     tcase_add_test(tc, fork_while_threads_hold_every_lock);
+    tcase_add_test(tc, stale_deref_races_alloc_and_free);
     suite_add_tcase(s, tc);
     return s;
 }
