@@ -154,9 +154,34 @@ START_TEST(alignment_up_to_4096_and_beyond) {
     ck_assert_int_eq(hh_test_last_captured(), HH_E_INVALID_ARG);
     ck_assert_ptr_null(hh_bmemalign(0, 10));
     ck_assert_int_eq(hh_test_last_captured(), HH_E_INVALID_ARG);
-    ck_assert_ptr_null(hh_bmemalign((size_t)4 << 20, 10));
+    ck_assert_ptr_null(hh_bmemalign((size_t)HH_BINNED_MAX_ALIGN * 2, 10));
     ck_assert_int_eq(hh_test_last_captured(), HH_E_INVALID_ARG);
     ck_assert_uint_eq(hh_test_captured_count(), 3);
+}
+END_TEST
+
+START_TEST(alignment_above_2mib) {
+    /* The shim's posix_memalign/aligned_alloc/memalign pass these on (glibc
+       serves them): the header sits a chunk below the block. */
+    for (size_t align = (size_t)4 << 20; align <= ((size_t)32 << 20); align <<= 1) {
+        roundtrip(100, align, align);
+        roundtrip(5u << 20, align, align + 1);
+        void *p = hh_bmemalign(align, 1000);
+        REQUIRE(p != NULL && (uintptr_t)p % align == 0);
+        ck_assert_uint_eq(hhi_registry_get((uintptr_t)p), HHI_REG_LARGE_FAR);
+        ck_assert_int_eq(hh_binned_check(), HH_OK);
+        void *q = hh_brealloc(p, 2000);            /* still fits: kept, or moved with its bytes */
+        REQUIRE(q != NULL);
+        hh_bfree((char *)q + 16);                  /* interior: foreign */
+        ck_assert_int_eq(hh_test_last_captured(), HH_E_FOREIGN_POINTER);
+        hh_bfree(q);
+        hh_bfree(q);
+        ck_assert_int_eq(hh_test_last_captured(), HH_E_DOUBLE_FREE);
+    }
+    ck_assert_uint_eq(hh_test_captured_count(), 8);   /* two per alignment, 4..32 MiB */
+    hh_binned_stats s;
+    hh_binned_stats_get(&s);
+    ck_assert_uint_eq(s.large_live_blocks, 0);
 }
 END_TEST
 
@@ -985,6 +1010,7 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, every_class_boundary_size);
     tcase_add_test(tc, alignment_up_to_4096_and_beyond);
+    tcase_add_test(tc, alignment_above_2mib);
     tcase_add_test(tc, realloc_grows_and_shrinks_across_classes_and_to_large);
     tcase_add_test(tc, calloc_zeroes_and_overflow_fails_cleanly);
     suite_add_tcase(s, tc);

@@ -120,7 +120,8 @@ static hh_status classify(uintptr_t a, hhi_bpage **pg, uint32_t *i, bool *large)
         if (st == HH_E_FOREIGN_POINTER && hhi_registry_get(a) == HHI_REG_SPAN_FREED) st = HH_E_DOUBLE_FREE;
         return st;
     }
-    case HHI_REG_LARGE: *large = true; return HH_OK;
+    case HHI_REG_LARGE:
+    case HHI_REG_LARGE_FAR: *large = true; return HH_OK;
     case HHI_REG_LARGE_FREED:
     case HHI_REG_SPAN_FREED: return HH_E_DOUBLE_FREE;
     default: return HH_E_FOREIGN_POINTER;
@@ -198,7 +199,7 @@ void hhi_binned_free_claimed(void *p, hhi_bpage *pg) {
 void *hhi_binned_memalign(size_t align, size_t size, unsigned flags) {
     if (!hh_is_pow2(align) || align > HHI_MAX_ALIGN) {
         hhi_binned_fail(HH_E_INVALID_ARG, flags,
-                        "hh_bmemalign: alignment %p must be a power of two <= 2 MiB", (void *)(uintptr_t)align);
+                        "hh_bmemalign: alignment %p must be a power of two <= 1 GiB", (void *)(uintptr_t)align);
         return NULL;
     }
     if (align <= 16) return hhi_bmalloc_fast(size, flags);
@@ -468,8 +469,9 @@ hh_status hh_binned_check(void) {
     uint64_t nlarge = 0;
     for (hhi_blarge *h = hhi_bg.large; h != NULL; h = h->next) {
         CHECK(nlarge++ < hhi_bg.large_count, "binned check: large list longer than its count (6)");
-        CHECK(((uintptr_t)h & HHI_SPAN_MASK) == 0 && h->magic == HHI_LARGE_MAGIC && h->offset < HHI_SPAN_SIZE &&
-                  h->offset + h->size <= h->map_size && hhi_registry_get((uintptr_t)h) == HHI_REG_LARGE,
+        CHECK(((uintptr_t)h & HHI_SPAN_MASK) == 0 && h->magic == HHI_LARGE_MAGIC && h->offset <= HHI_SPAN_SIZE &&
+                  h->offset + h->size <= h->map_size && hhi_registry_get((uintptr_t)h) == HHI_REG_LARGE &&
+                  (h->offset < HHI_SPAN_SIZE || hhi_registry_get((uintptr_t)h + h->offset) == HHI_REG_LARGE_FAR),
               "binned check: large block %p bad (6)", (void *)h);
     }
     CHECK(nlarge == hhi_bg.large_count, "binned check: large count %llu != %llu (6)", (unsigned long long)nlarge,

@@ -35,7 +35,8 @@
  *     LIVE); sum over classes of g.cap[c] * size[c] <= g.cache_limit.
  *  6. A large block's mapping starts at a 4 MiB boundary with a hhi_blarge
  *     header (magic HHI_LARGE_MAGIC); the user pointer is base + offset,
- *     offset < 4 MiB; it is on g.large. A freed mapping kept for reuse has
+ *     offset < 4 MiB -- or, for an alignment above 2 MiB, offset == 4 MiB and
+ *     the user pointer's chunk is registered LARGE_FAR; it is on g.large. A freed mapping kept for reuse has
  *     magic HHI_LCACHE_MAGIC, registry LARGE_FREED, and is on g.lcache
  *     (at most HHI_LCACHE_MAX of them, HHI_LCACHE_BYTES in all).
  *  7. span->free_pages == number of its pages in the pool.
@@ -80,7 +81,8 @@
 #define HHI_ADDR_BITS       47u                 /* Linux x86-64/arm64 user space */
 #define HHI_REGISTRY_LEN    ((size_t)1 << (HHI_ADDR_BITS - HHI_SPAN_SHIFT))
 #define HHI_STATE_SLOT      960u                /* state bytes per page kept in the span header */
-#define HHI_MAX_ALIGN       (HHI_SPAN_SIZE / 2) /* largest alignment hh_bmemalign serves */
+#define HHI_MAX_ALIGN       ((size_t)HH_BINNED_MAX_ALIGN) /* largest alignment hh_bmemalign serves */
+#define HHI_FAR_ALIGN       (HHI_SPAN_SIZE / 2) /* larger alignments: the header sits a chunk below */
 #define HHI_LARGE_HDR       64u                 /* bytes before a large block's user pointer */
 #define HHI_LARGE_MAGIC     0x6868426c61726765ull
 #define HHI_LCACHE_MAGIC    0x6868426c63616368ull   /* a freed mapping in the large cache */
@@ -100,7 +102,12 @@ _Static_assert(HHI_CLASS_COUNT < HHI_NO_CLASS, "class index fits a byte");
 /* Registry values (one byte per 4 MiB chunk). */
 /* *_FREED: the range was ours and given back to the OS; a free there is
    reported as a double free until the address is reused. */
-enum { HHI_REG_NONE = 0, HHI_REG_SPAN = 1, HHI_REG_LARGE = 2, HHI_REG_LARGE_FREED = 3, HHI_REG_SPAN_FREED = 4 };
+/* LARGE_FAR: the chunk where a large block aligned to 4 MiB or more starts;
+   its header is the chunk below (registered LARGE), offset == 4 MiB. */
+enum {
+    HHI_REG_NONE = 0, HHI_REG_SPAN = 1, HHI_REG_LARGE = 2, HHI_REG_LARGE_FREED = 3, HHI_REG_SPAN_FREED = 4,
+    HHI_REG_LARGE_FAR = 5,
+};
 /* Block state values. */
 enum { HHI_ST_NEVER = 0, HHI_ST_LIVE = 1, HHI_ST_FREED = 2 };
 /* Page pool membership. */

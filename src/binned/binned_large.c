@@ -15,11 +15,69 @@
 
 #include "../common/hh_error.h"
 
+/* Links a fresh header at h (mapping of map_size bytes, user pointer h +
+   offset) into g.large and registers it. */
+static void large_register(hhi_blarge *h, size_t map_size, size_t offset, size_t size) {
+    h->magic = HHI_LARGE_MAGIC;
+    h->map_size = map_size;
+    h->offset = offset;
+    h->size = size;
+    hhi_lock_acquire(&hhi_bg.large_lock);
+    h->prev = NULL;
+    h->next = hhi_bg.large;
+    if (h->next) h->next->prev = h;
+    hhi_bg.large = h;
+    hhi_bg.large_count++;
+    hhi_bg.large_bytes += map_size - offset;
+    hhi_bg.large_mapped += map_size;
+    uintptr_t base = (uintptr_t)h;
+    if (offset >= HHI_SPAN_SIZE)
+        atomic_store_explicit(&hhi_bg.registry[(base + offset) >> HHI_SPAN_SHIFT], HHI_REG_LARGE_FAR,
+                              memory_order_release);
+    atomic_store_explicit(&hhi_bg.registry[base >> HHI_SPAN_SHIFT], HHI_REG_LARGE, memory_order_release);
+    hhi_lock_release(&hhi_bg.large_lock);
+}
+
+/* An alignment above 2 MiB: the user pointer p is a multiple of align (so of
+   4 MiB too) and the header sits at p - 4 MiB, the chunk below, which free
+   finds from p's LARGE_FAR registry byte. Over-maps by align and trims both
+   ends; the header chunk is address space only (one page touched). Never
+   cached for reuse. */
+static void *large_alloc_far(size_t size, size_t align, unsigned flags) {
+    size_t page = hhi_os_page_size();
+    if (size > SIZE_MAX / 4 - align - HHI_SPAN_SIZE - page) {
+        hhi_binned_fail(HH_E_NO_MEMORY, flags, "binned: request too large", NULL);
+        return NULL;
+    }
+    if (size == 0) size = 1;
+    size_t body = hh_align_up(size, page), map_size = HHI_SPAN_SIZE + body;
+    size_t len = map_size + align;
+    char *raw = hhi_os_map(len, HHI_SPAN_SIZE);
+    if (raw == NULL) {
+        hhi_binned_fail(HH_E_NO_MEMORY, flags, "binned: the OS refused a large block", NULL);
+        return NULL;
+    }
+    char *p = (char *)hh_align_up_ptr((uintptr_t)raw + HHI_SPAN_SIZE, align);
+    char *base = p - HHI_SPAN_SIZE;
+    size_t lead = (size_t)(base - raw), tail = len - lead - map_size;
+    if (lead) hhi_os_unmap(raw, lead);
+    if (tail) hhi_os_unmap(base + map_size, tail);
+    large_register((hhi_blarge *)(void *)base, map_size, HHI_SPAN_SIZE, size);
+    if (flags & HHI_ZERO) {
+        hh_track_alloc_defined(&hhi_bg, p, body);
+    } else {
+        hh_track_alloc(&hhi_bg, p, body);
+        if (HH_DEBUG >= 2) memset(p, HH_FILL_ALLOC, size);
+    }
+    return p;
+}
+
 void *hhi_large_alloc(size_t size, size_t align, unsigned flags) {
     if (!hhi_binned_init()) {
         hhi_binned_fail(HH_E_NO_MEMORY, flags, "binned: initialisation failed (OS refused memory)", NULL);
         return NULL;
     }
+    if (align > HHI_FAR_ALIGN) return large_alloc_far(size, align, flags);
     size_t page = hhi_os_page_size();
     size_t offset = align > HHI_LARGE_HDR ? align : HHI_LARGE_HDR;
     if (size > SIZE_MAX / 2 - offset - page) {
@@ -54,21 +112,7 @@ void *hhi_large_alloc(size_t size, size_t align, unsigned flags) {
         hhi_binned_fail(HH_E_NO_MEMORY, flags, "binned: the OS refused a large block", NULL);
         return NULL;
     }
-    hhi_blarge *h = (hhi_blarge *)(void *)base;
-    h->magic = HHI_LARGE_MAGIC;
-    h->map_size = map_size;
-    h->offset = offset;
-    h->size = size;
-    hhi_lock_acquire(&hhi_bg.large_lock);
-    h->prev = NULL;
-    h->next = hhi_bg.large;
-    if (h->next) h->next->prev = h;
-    hhi_bg.large = h;
-    hhi_bg.large_count++;
-    hhi_bg.large_bytes += map_size - offset;
-    hhi_bg.large_mapped += map_size;
-    atomic_store_explicit(&hhi_bg.registry[(uintptr_t)base >> HHI_SPAN_SHIFT], HHI_REG_LARGE, memory_order_release);
-    hhi_lock_release(&hhi_bg.large_lock);
+    large_register((hhi_blarge *)(void *)base, map_size, offset, size);
     void *p = base + offset;
     if (flags & HHI_ZERO) {
         hh_track_alloc_defined(&hhi_bg, p, map_size - offset);   /* fresh mappings read as zero */
@@ -89,16 +133,24 @@ static void large_unmap(hhi_blarge *h) {
     hhi_os_unmap(h, size);
 }
 
-/* The header of the live large block at a, or NULL. */
+/* The header of the live large block at a, or NULL (large lock held; a's
+   chunk registered LARGE or LARGE_FAR). */
 static hhi_blarge *large_header(uintptr_t a) {
-    hhi_blarge *h = (hhi_blarge *)(a & ~(uintptr_t)HHI_SPAN_MASK);
+    uintptr_t chunk = a & ~(uintptr_t)HHI_SPAN_MASK;
+    if (hhi_registry_get(a) == HHI_REG_LARGE_FAR) chunk -= HHI_SPAN_SIZE;
+    hhi_blarge *h = (hhi_blarge *)chunk;
     if (h->magic != HHI_LARGE_MAGIC || (uintptr_t)h + h->offset != a) return NULL;
     return h;
 }
 
+static bool large_registered(uintptr_t a) {
+    unsigned r = hhi_registry_get(a);
+    return r == HHI_REG_LARGE || r == HHI_REG_LARGE_FAR;
+}
+
 hh_status hhi_large_free(uintptr_t a, unsigned flags) {
     hhi_lock_acquire(&hhi_bg.large_lock);
-    if (hhi_registry_get(a) != HHI_REG_LARGE) {
+    if (!large_registered(a)) {
         hhi_lock_release(&hhi_bg.large_lock);
         return hhi_binned_fail(HH_E_DOUBLE_FREE, flags, "hh_bfree: large block %p already freed", (void *)a);
     }
@@ -115,12 +167,13 @@ hh_status hhi_large_free(uintptr_t a, unsigned flags) {
     hhi_bg.large_bytes -= h->map_size - h->offset;
     hhi_bg.large_mapped -= h->map_size;
     atomic_store_explicit(&hhi_bg.registry[a >> HHI_SPAN_SHIFT], HHI_REG_LARGE_FREED, memory_order_release);
+    atomic_store_explicit(&hhi_bg.registry[(uintptr_t)h >> HHI_SPAN_SHIFT], HHI_REG_LARGE_FREED, memory_order_release);
     size_t map_size = h->map_size, offset = h->offset;
     hh_track_free(&hhi_bg, (void *)a, map_size - offset);
     /* Keep it for reuse, evicting the oldest cached mappings to make room. */
     hhi_blarge *evict[HHI_LCACHE_MAX + 1];
     unsigned ne = 0;
-    if (map_size <= HHI_LCACHE_BLOCK) {
+    if (map_size <= HHI_LCACHE_BLOCK && offset < HHI_SPAN_SIZE) {
         while (hhi_bg.n_lcache > 0 &&
                (hhi_bg.n_lcache >= HHI_LCACHE_MAX || hhi_bg.lcache_bytes + map_size > HHI_LCACHE_BYTES)) {
             hhi_blarge *old = hhi_bg.lcache;
@@ -166,7 +219,7 @@ size_t hhi_large_trim(void) {
 size_t hhi_large_usable(uintptr_t a) {
     hhi_lock_acquire(&hhi_bg.large_lock);
     size_t n = 0;
-    if (hhi_registry_get(a) == HHI_REG_LARGE) {
+    if (large_registered(a)) {
         hhi_blarge *h = large_header(a);
         if (h != NULL) n = h->map_size - h->offset;
     }

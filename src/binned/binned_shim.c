@@ -9,6 +9,9 @@
  *  - pointers from another allocator reaching free(): the registry says they
  *    are not ours; free() ignores them silently, realloc() hands them to
  *    glibc's __libc_realloc when that exists (never touching their memory);
+ *  - aligned calls: glibc's rules (memalign/aligned_alloc round an alignment
+ *    up to a power of two, posix_memalign wants one; EINVAL only for a bad
+ *    alignment, ENOMEM for the rest);
  *  - out of memory: errno = ENOMEM and NULL, no message. A double free is
  *    reported through the hheap error handler (one line on stderr) and ignored.
  */
@@ -70,16 +73,37 @@ void *reallocarray(void *p, size_t count, size_t size) {
     return realloc(p, count * size);
 }
 
+/* memalign and aligned_alloc as glibc (2.36) serves them: an alignment below
+   16 is malloc's, one that is not a power of two is rounded up to the next
+   (memalign(24, n) is 32-aligned), one above SIZE_MAX / 2 + 1 is EINVAL; the
+   rest either succeeds or fails with ENOMEM. */
+static void *shim_memalign(size_t align, size_t size) {
+    if (align > SIZE_MAX / 2 + 1) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if (align < 16) align = 16;
+    if (!hh_is_pow2(align)) {
+        size_t a = 32;
+        while (a < align) a <<= 1;
+        align = a;
+    }
+    if (align > HHI_MAX_ALIGN) return set_errno(NULL);
+    return set_errno(hhi_binned_memalign(align, size, SHIM_FLAGS));
+}
+
 int posix_memalign(void **out, size_t align, size_t size) {
     if (!hh_is_pow2(align) || align % sizeof(void *) != 0) return EINVAL;
-    void *p = hhi_binned_memalign(align, size, SHIM_FLAGS);
-    if (p == NULL) return hh_last_error() == HH_E_INVALID_ARG ? EINVAL : ENOMEM;
+    int saved = errno;          /* posix_memalign reports through its result only */
+    void *p = shim_memalign(align, size);
+    errno = saved;
+    if (p == NULL) return ENOMEM;
     *out = p;
     return 0;
 }
 
-void *aligned_alloc(size_t align, size_t size) { return set_errno(hhi_binned_memalign(align, size, SHIM_FLAGS)); }
-void *memalign(size_t align, size_t size) { return set_errno(hhi_binned_memalign(align, size, SHIM_FLAGS)); }
+void *aligned_alloc(size_t align, size_t size) { return shim_memalign(align, size); }
+void *memalign(size_t align, size_t size) { return shim_memalign(align, size); }
 
 void *valloc(size_t size) { return set_errno(hhi_binned_memalign(hhi_os_page_size(), size, SHIM_FLAGS)); }
 
