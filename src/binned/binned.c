@@ -354,7 +354,8 @@ size_t hh_binned_trim(uint64_t max_ns) {
     if (!atomic_load_explicit(&hhi_bg.ready, memory_order_acquire)) return 0;
     uint64_t deadline = max_ns ? hhi_now_ns() + max_ns : 0;
     hhi_lock_acquire(&hhi_bg.trim_lock);
-    size_t n = hhi_large_trim() + hhi_pool_trim(deadline);
+    size_t n = hhi_large_trim(deadline);
+    n += hhi_pool_trim(deadline);
     hhi_lock_release(&hhi_bg.trim_lock);
     return n;
 }

@@ -370,7 +370,8 @@ HH_INTERNAL void     hhi_tcache_fork_child(void);   /* drops the caches of threa
 HH_INTERNAL void    *hhi_large_alloc(size_t size, size_t align, unsigned flags);
 HH_INTERNAL hh_status hhi_large_free(uintptr_t a, unsigned flags);
 HH_INTERNAL size_t   hhi_large_usable(uintptr_t a);   /* 0 if not a live large block */
-HH_INTERNAL size_t   hhi_large_trim(void);            /* unmaps the large cache; bytes */
+HH_INTERNAL size_t   hhi_large_trim(uint64_t deadline_ns);   /* unmaps the large cache until the deadline
+                                                                (0: none); bytes */
 
 /* ---------------------------------------------------------------------------
    Fast paths

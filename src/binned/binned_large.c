@@ -200,18 +200,25 @@ hh_status hhi_large_free(uintptr_t a, unsigned flags) {
     return HH_OK;
 }
 
-size_t hhi_large_trim(void) {
-    hhi_lock_acquire(&hhi_bg.large_lock);
-    hhi_blarge *list = hhi_bg.lcache;
-    size_t bytes = hhi_bg.lcache_bytes;
-    hhi_bg.lcache = NULL;
-    hhi_bg.n_lcache = 0;
-    hhi_bg.lcache_bytes = 0;
-    hhi_lock_release(&hhi_bg.large_lock);
-    while (list != NULL) {
-        hhi_blarge *next = list->next;
-        large_unmap(list);
-        list = next;
+size_t hhi_large_trim(uint64_t deadline_ns) {
+    size_t bytes = 0;
+    /* One mapping at a time, the oldest first, the deadline checked before
+       each: unmapping a populated 8 MiB mapping alone takes milliseconds. */
+    for (;;) {
+        if (deadline_ns && hhi_now_ns() >= deadline_ns) break;
+        hhi_lock_acquire(&hhi_bg.large_lock);
+        hhi_blarge *old = hhi_bg.lcache;
+        if (old != NULL) {
+            while (old->next) old = old->next;
+            if (old->prev) old->prev->next = NULL;
+            else hhi_bg.lcache = NULL;
+            hhi_bg.n_lcache--;
+            hhi_bg.lcache_bytes -= old->map_size;
+        }
+        hhi_lock_release(&hhi_bg.large_lock);
+        if (old == NULL) break;
+        bytes += old->map_size;
+        large_unmap(old);
     }
     return bytes;
 }

@@ -60,7 +60,19 @@ bool hhi_os_decommit(void *p, size_t size) {
     return madvise(p, size, MADV_DONTNEED) == 0;
 }
 
+#if HH_TESTING
+static _Atomic uint64_t test_clock_step, test_clock_now;
+void hhi_test_clock_step(uint64_t step_ns) {
+    atomic_store(&test_clock_now, 0);
+    atomic_store(&test_clock_step, step_ns);
+}
+#endif
+
 uint64_t hhi_now_ns(void) {
+#if HH_TESTING
+    uint64_t step = atomic_load_explicit(&test_clock_step, memory_order_relaxed);
+    if (step != 0) return atomic_fetch_add(&test_clock_now, step) + step;
+#endif
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;

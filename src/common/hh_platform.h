@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "hh_compiler.h"
+#include "hh_config.h"
 
 /* OS page size in bytes (cached after the first call). */
 HH_INTERNAL size_t hhi_os_page_size(void);
@@ -26,6 +27,12 @@ HH_INTERNAL bool  hhi_os_decommit(void *p, size_t size);
 
 /* Monotonic clock in nanoseconds. */
 HH_INTERNAL uint64_t hhi_now_ns(void);
+#if HH_TESTING
+/* Test hook: when nonzero, hhi_now_ns is a virtual clock that advances by
+   this many ns at every call, so a test can assert how much work a budgeted
+   call did without timing anything. 0: the real clock. */
+HH_INTERNAL void hhi_test_clock_step(uint64_t step_ns);
+#endif
 
 /* Resident set size of this process in bytes (from /proc/self/statm), 0 if unknown. */
 HH_INTERNAL size_t hhi_os_rss_bytes(void);
