@@ -33,7 +33,23 @@ void *hhi_os_map(size_t size, size_t align) {
         void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         return p == MAP_FAILED ? NULL : p;
     }
-    /* Over-map by align and trim both ends: the classic aligned-mmap trick. */
+    /* First exactly size bytes: where the kernel put them, or at the aligned
+       address just below or above (mappings grow downwards, so the range
+       below a fresh mapping is usually free). Only if that fails, over-map
+       by align and trim both ends -- which needs size + align of address
+       space for a moment: under a tight RLIMIT_AS (ulimit -v) a 4 MiB span
+       would need 8 MiB and fail while smaller mappings still succeed. */
+    void *first = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (first == MAP_FAILED) return NULL;
+    if (((uintptr_t)first & (align - 1)) == 0) return first;
+    munmap(first, size);
+    uintptr_t down = (uintptr_t)first & ~(uintptr_t)(align - 1);
+    uintptr_t hints[2] = { down, down + align };
+    for (int i = 0; i < 2; i++) {
+        void *q = mmap((void *)hints[i], size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (q == (void *)hints[i]) return q;
+        if (q != MAP_FAILED) munmap(q, size);
+    }
     if (size > SIZE_MAX - align) return NULL;
     size_t span = size + align;
     char *raw = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
