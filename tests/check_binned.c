@@ -742,6 +742,37 @@ START_TEST(trim_honours_its_time_budget) {
 }
 END_TEST
 
+START_TEST(decay_returns_memory_without_trim_calls) {
+    /* With a decay period, memory left unused for a period goes back from
+       the allocator's own slow paths. The virtual clock (0.1 ms per reading;
+       a pass may take 1 ms) stands in for time passing: nothing is timed. */
+    enum { N = 3000 };
+    hh_binned_trim(0);
+    hhi_test_clock_step(100000);
+    void **v = malloc(N * sizeof *v);
+    for (int i = 0; i < N; i++) v[i] = hh_bmalloc(1000);
+    for (int i = 0; i < N; i++) hh_bfree(v[i]);
+    free(v);
+    hh_binned_thread_flush();                       /* pages back to the pool, dirty */
+    hh_bfree(hh_bmalloc((size_t)1 << 20));          /* a cached 1 MiB mapping, never reused below */
+    hh_binned_stats before, after;
+    hh_binned_stats_get(&before);
+    ck_assert_uint_ge(before.large_cached_bytes, (size_t)1 << 20);
+    ck_assert_uint_gt(before.pages_free, before.pages_decommitted);   /* dirty pages wait in the pool */
+    ck_assert_int_eq(hh_binned_set_decay_ms(1), HH_OK);
+    /* Slow paths only: 2 MiB blocks (the 1 MiB mapping cannot serve them). */
+    for (int i = 0; i < 40; i++) hh_bfree(hh_bmalloc((size_t)2 << 20));
+    hh_binned_stats_get(&after);
+    ck_assert_int_eq(hh_binned_set_decay_ms(0), HH_OK);
+    hhi_test_clock_step(0);
+    ck_assert_uint_lt(after.large_cached_bytes, before.large_cached_bytes + ((size_t)2 << 20) + 4096);
+    ck_assert_uint_le(after.large_cached_bytes, ((size_t)2 << 20) + 4096);   /* only the 2 MiB one stays */
+    ck_assert_uint_eq(after.pages_free, after.pages_decommitted);      /* none left dirty */
+    ck_assert_int_eq(hh_binned_set_decay_ms(60001), HH_E_INVALID_ARG);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+}
+END_TEST
+
 START_TEST(stats_walker_and_leak_report) {
     hh_binned_stats s0, s1;
     hh_binned_stats_get(&s0);
@@ -1126,6 +1157,7 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, trim_returns_pages);
     tcase_add_test(tc, trim_honours_its_time_budget);
+    tcase_add_test(tc, decay_returns_memory_without_trim_calls);
     tcase_add_test(tc, new_span_under_a_tight_address_space_limit);
     tcase_add_test(tc, stats_walker_and_leak_report);
     tcase_add_test(tc, fault_injection_until_success);

@@ -134,12 +134,22 @@ HH_API void hh_binned_stats_get(hh_binned_stats *out);
 /* ---------------------------------------------------------------------------
    Maintenance
 --------------------------------------------------------------------------- */
-/* Gives empty pages back to the OS (decommit), unmaps spans that became
-   wholly free and the freed large mappings kept for reuse. Spends at most about max_ns nanoseconds (0: no limit), so a
+/* Gives empty pages back to the OS (decommit), retires spans that became
+   wholly free (decommitted, address range kept for the next span) and unmaps
+   the freed large mappings kept for reuse. Spends at most about max_ns nanoseconds (0: no limit), so a
    game can call it once a frame. Does not touch thread caches (call
    hh_binned_thread_flush first to include the caller's). Returns the bytes
    given back. */
 HH_API size_t hh_binned_trim(uint64_t max_ns);
+
+/* Time-based decay: with a period of ms > 0, freed memory that stayed unused
+   for one to two periods (empty pool pages, cached large mappings) goes back
+   to the OS without a call from the program -- the allocator's own slow
+   paths (refills, flushes, large blocks) notice the time and do a bounded
+   trim of what is old enough (at most about 1 ms each). 0 (the library's
+   default: a game calls hh_binned_trim itself) turns it off. The LD_PRELOAD
+   shim turns it on with 250 ms. HH_E_INVALID_ARG above 60000 ms. */
+HH_API hh_status hh_binned_set_decay_ms(uint32_t ms);
 
 /* Full walk of every invariant of the global structures (spans, pages, class
    lists, the page pool, large blocks) and of the calling thread's cache.

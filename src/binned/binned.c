@@ -46,6 +46,7 @@ static void *small_alloc_slow(unsigned c, unsigned flags) {
         if (bin->head == NULL && bin->cap > 0) {
             hhi_bblock *list = NULL;
             uint32_t want = (bin->cap + 1) / 2;
+            hhi_decay_maybe();
             uint32_t got = hhi_class_take(c, &list, want);
             if (got > 0) {
                 hhi_stat_inc(&bin->misses);
@@ -181,7 +182,10 @@ void hhi_binned_free_claimed(void *p, hhi_bpage *pg) {
         bin->cap = atomic_load_explicit(&hhi_bg.cap[c], memory_order_relaxed);
         if (bin->cap > 0) {
             /* Full bin: keep the newer half, return the older half in one batch. */
-            if (hhi_bin_count(bin) >= bin->cap) hhi_tcache_flush_bin(tc, c, bin->cap / 2);
+            if (hhi_bin_count(bin) >= bin->cap) {
+                hhi_tcache_flush_bin(tc, c, bin->cap / 2);
+                hhi_decay_maybe();
+            }
             hhi_block_set_next((hhi_bblock *)p, bin->head);
             bin->head = (hhi_bblock *)p;
             hhi_bin_count_set(bin, hhi_bin_count(bin) + 1);
@@ -358,6 +362,14 @@ size_t hh_binned_trim(uint64_t max_ns) {
     n += hhi_pool_trim(deadline);
     hhi_lock_release(&hhi_bg.trim_lock);
     return n;
+}
+
+hh_status hh_binned_set_decay_ms(uint32_t ms) {
+    if (ms > 60000) return hhi_error(HH_E_INVALID_ARG, "hh_binned_set_decay_ms: %u ms is above 60000", ms);
+    uint64_t ns = (uint64_t)ms * 1000000u;
+    if (ns != 0) atomic_store_explicit(&hhi_bg.decay_next_ns, hhi_now_ns() + ns, memory_order_relaxed);
+    atomic_store_explicit(&hhi_bg.decay_ns, ns, memory_order_relaxed);
+    return HH_OK;
 }
 
 /* ---------------------------------------------------------------------------

@@ -87,8 +87,9 @@
 #define HHI_LARGE_MAGIC     0x6868426c61726765ull
 #define HHI_LCACHE_MAGIC    0x6868426c63616368ull   /* a freed mapping in the large cache */
 #define HHI_LCACHE_MAX      32u                 /* mappings kept for reuse */
-#define HHI_LCACHE_BYTES    ((size_t)32 << 20)  /* bytes kept for reuse */
-#define HHI_LCACHE_BLOCK    ((size_t)8 << 20)   /* larger mappings are never kept */
+#define HHI_LCACHE_BYTES    ((size_t)256 << 20) /* bytes kept for reuse (decay or trim give them back) */
+#define HHI_LCACHE_BLOCK    ((size_t)64 << 20)  /* larger mappings are never kept */
+#define HHI_DECAY_BUDGET_NS ((uint64_t)1000000) /* one decay pass: about 1 ms at most */
 #define HHI_KEEP_EMPTY      1u                  /* empty pages a class keeps as spare */
 #define HHI_NO_CLASS        0xFFu
 #define HHI_DEFAULT_CACHE_LIMIT ((size_t)1 << 20)
@@ -143,7 +144,8 @@ typedef struct hhi_bpage {
     uint32_t lost_capacity;         /* decommitted pool page whose tail states went with it: the
                                        block count of its last class (block_size/recip kept), so
                                        a late free at a block start is still a double free; else 0 */
-    uint32_t pad;                   /* 64 bytes: one cache line, meta = span + 32 + index << 6 */
+    uint32_t dirty_tick;            /* dirty pool page: g.decay_tick when it joined the pool;
+                                       64 bytes in all: one cache line, meta = span + 32 + index << 6 */
 } hhi_bpage;
 _Static_assert(sizeof(hhi_bpage) == 64, "page meta is 64 bytes");
 
@@ -168,6 +170,7 @@ typedef struct hhi_blarge {
     size_t   offset;            /* user pointer - base */
     size_t   size;              /* bytes asked for */
     struct hhi_blarge *next, *prev;
+    uint64_t freed_ns;          /* in the large cache: when it was freed (decay) */
 } hhi_blarge;
 _Static_assert(sizeof(hhi_blarge) <= HHI_LARGE_HDR, "large header size");
 
@@ -234,6 +237,10 @@ typedef struct hhi_bglobal {
     uint32_t n_tcaches;
     _Atomic uint64_t retired_hits[HHI_CLASS_COUNT], retired_misses[HHI_CLASS_COUNT];
     hhi_lock trim_lock;
+    /* decay (hh_binned_set_decay_ms) */
+    _Atomic uint64_t decay_ns;      /* period, 0: off */
+    _Atomic uint64_t decay_next_ns; /* when the next pass is due */
+    _Atomic uint32_t decay_tick;    /* passes so far: dirty pages older than one pass are purged */
 } hhi_bglobal;
 
 HH_INTERNAL hhi_bglobal hhi_bg;
@@ -359,6 +366,11 @@ HH_INTERNAL void     hhi_class_put(unsigned c, hhi_bblock *head, uint32_t n);
 HH_INTERNAL void     hhi_lock_all(void);     /* classes, pool, large (fork, check) */
 HH_INTERNAL void     hhi_unlock_all(void);
 HH_INTERNAL size_t   hhi_pool_trim(uint64_t deadline_ns);
+/* Decommits dirty pool pages that joined the pool before tick `older_than`
+   (and retires wholly free spans), until the deadline. */
+HH_INTERNAL size_t   hhi_pool_decay(uint32_t older_than, uint64_t deadline_ns);
+/* Decay: a pass if one is due (cheap check otherwise). Holds no lock on entry. */
+HH_INTERNAL void     hhi_decay_maybe(void);
 
 /* binned_tcache.c */
 HH_INTERNAL hhi_tcache *hhi_tcache_get(void);      /* NULL: use the cacheless path */
@@ -372,6 +384,8 @@ HH_INTERNAL hh_status hhi_large_free(uintptr_t a, unsigned flags);
 HH_INTERNAL size_t   hhi_large_usable(uintptr_t a);   /* 0 if not a live large block */
 HH_INTERNAL size_t   hhi_large_trim(uint64_t deadline_ns);   /* unmaps the large cache until the deadline
                                                                 (0: none); bytes */
+/* Unmaps cached mappings freed before freed_before_ns, until the deadline. */
+HH_INTERNAL size_t   hhi_large_decay(uint64_t freed_before_ns, uint64_t deadline_ns);
 
 /* ---------------------------------------------------------------------------
    Fast paths

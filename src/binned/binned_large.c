@@ -7,13 +7,27 @@
  * pointer by masking, and a pointer whose chunk says LARGE_FREED is a double
  * free (until the OS reuses the address range for something of ours).
  *
- * Freed mappings up to 8 MiB are kept in a small cache (32 mappings, 32 MiB
- * at most) and reused for a request that fits them with at most a quarter to
- * spare: mapping, trimming and faulting in fresh pages cost far more than the
- * block's use in frame-style code. hh_binned_trim empties the cache. */
+ * Freed mappings up to 64 MiB are kept in a cache (32 mappings, 256 MiB at
+ * most) and reused for any request they hold: the smallest that fits is
+ * taken, and a tail it has beyond a quarter to spare is unmapped first, so
+ * the reused block keeps its faulted-in head and the rest goes back. Mapping
+ * and faulting in fresh pages cost far more than the block's use in
+ * frame-style code (and blocks of 5-25 MiB churned by a program cost one
+ * mmap, one munmap and thousands of page faults each without the cache).
+ * hh_binned_trim empties the cache; decay (hh_binned_set_decay_ms) unmaps
+ * the mappings that stayed unused for a period. */
 #include "binned_internal.h"
 
 #include "../common/hh_error.h"
+
+/* Unmaps [p, p + size) of a mapping no longer listed anywhere. The range is
+   made accessible first: ASan keeps poison across munmap, and the range may
+   come back as one of our spans. */
+static void large_unmap_range(void *p, size_t size) {
+    hh_track_undefined(p, size);
+    hhi_os_unmap(p, size);
+}
+static void large_unmap(hhi_blarge *h) { large_unmap_range(h, h->map_size); }
 
 /* Links a fresh header at h (mapping of map_size bytes, user pointer h +
    offset) into g.large and registers it. */
@@ -86,27 +100,33 @@ void *hhi_large_alloc(size_t size, size_t align, unsigned flags) {
     }
     if (size == 0) size = 1;   /* hh_bmemalign(big, 0): still a real, unique block */
     size_t map_size = hh_align_up(offset + size, page);
-    char *base = NULL;
+    char *base = NULL, *trim_from = NULL;
+    size_t trim_bytes = 0;
     bool reused = false;
+    hhi_decay_maybe();
     {
         hhi_lock_acquire(&hhi_bg.large_lock);
         hhi_blarge *best = NULL;
         for (hhi_blarge *c = hhi_bg.lcache; c != NULL; c = c->next)
-            if (c->map_size >= map_size && c->map_size - map_size <= map_size / 4 &&
-                (best == NULL || c->map_size < best->map_size))
-                best = c;
+            if (c->map_size >= map_size && (best == NULL || c->map_size < best->map_size)) best = c;
         if (best != NULL) {
             if (best->prev) best->prev->next = best->next;
             else hhi_bg.lcache = best->next;
             if (best->next) best->next->prev = best->prev;
             hhi_bg.n_lcache--;
             hhi_bg.lcache_bytes -= best->map_size;
-            map_size = best->map_size;
             base = (char *)best;
             reused = true;
+            if (best->map_size - map_size > map_size / 4) {
+                trim_from = base + map_size;   /* unmapped below, outside the lock */
+                trim_bytes = best->map_size - map_size;
+            } else {
+                map_size = best->map_size;
+            }
         }
         hhi_lock_release(&hhi_bg.large_lock);
     }
+    if (trim_bytes) large_unmap_range(trim_from, trim_bytes);
     if (base == NULL) base = hhi_os_map(map_size, HHI_SPAN_SIZE);
     if (base == NULL) {
         hhi_binned_fail(HH_E_NO_MEMORY, flags, "binned: the OS refused a large block", NULL);
@@ -124,14 +144,7 @@ void *hhi_large_alloc(size_t size, size_t align, unsigned flags) {
     return p;
 }
 
-/* Unmaps a mapping no longer listed anywhere. The address range is made
-   accessible first: ASan keeps poison across munmap, and the range may come
-   back as one of our spans. */
-static void large_unmap(hhi_blarge *h) {
-    size_t size = h->map_size;
-    hh_track_undefined(h, size);
-    hhi_os_unmap(h, size);
-}
+
 
 /* The header of the live large block at a, or NULL (large lock held; a's
    chunk registered LARGE or LARGE_FAR). */
@@ -185,6 +198,7 @@ hh_status hhi_large_free(uintptr_t a, unsigned flags) {
             evict[ne++] = old;
         }
         h->magic = HHI_LCACHE_MAGIC;
+        h->freed_ns = hhi_now_ns();
         h->prev = NULL;
         h->next = hhi_bg.lcache;
         if (h->next) h->next->prev = h;
@@ -197,23 +211,30 @@ hh_status hhi_large_free(uintptr_t a, unsigned flags) {
     }
     hhi_lock_release(&hhi_bg.large_lock);
     for (unsigned i = 0; i < ne; i++) large_unmap(evict[i]);
+    hhi_decay_maybe();
     return HH_OK;
 }
 
-size_t hhi_large_trim(uint64_t deadline_ns) {
+/* Unmaps cached mappings, the oldest first, while the oldest was freed
+   before freed_before_ns (UINT64_MAX: all), checking the deadline (0: none)
+   before each: unmapping a populated 64 MiB mapping alone takes
+   milliseconds. */
+static size_t lcache_release(uint64_t freed_before_ns, uint64_t deadline_ns) {
     size_t bytes = 0;
-    /* One mapping at a time, the oldest first, the deadline checked before
-       each: unmapping a populated 8 MiB mapping alone takes milliseconds. */
     for (;;) {
         if (deadline_ns && hhi_now_ns() >= deadline_ns) break;
         hhi_lock_acquire(&hhi_bg.large_lock);
         hhi_blarge *old = hhi_bg.lcache;
         if (old != NULL) {
             while (old->next) old = old->next;
-            if (old->prev) old->prev->next = NULL;
-            else hhi_bg.lcache = NULL;
-            hhi_bg.n_lcache--;
-            hhi_bg.lcache_bytes -= old->map_size;
+            if (old->freed_ns >= freed_before_ns) {
+                old = NULL;
+            } else {
+                if (old->prev) old->prev->next = NULL;
+                else hhi_bg.lcache = NULL;
+                hhi_bg.n_lcache--;
+                hhi_bg.lcache_bytes -= old->map_size;
+            }
         }
         hhi_lock_release(&hhi_bg.large_lock);
         if (old == NULL) break;
@@ -221,6 +242,12 @@ size_t hhi_large_trim(uint64_t deadline_ns) {
         large_unmap(old);
     }
     return bytes;
+}
+
+size_t hhi_large_trim(uint64_t deadline_ns) { return lcache_release(UINT64_MAX, deadline_ns); }
+
+size_t hhi_large_decay(uint64_t freed_before_ns, uint64_t deadline_ns) {
+    return lcache_release(freed_before_ns, deadline_ns);
 }
 
 size_t hhi_large_usable(uintptr_t a) {
