@@ -120,6 +120,15 @@ int main(void) {
   return 0; }
 EOF_ALIGNED
 same "posix_memalign/aligned_alloc/memalign as glibc (alignments to 64 MiB, 24, errno)" sh -c "$$CC -O1 -w -o aligned aligned.c && ./aligned"
+printf '#include <stdlib.h>\nint main(void) { int x; void *p = malloc(10); free(p); free(p); free(&x); return malloc(77) == NULL; }\n' >"$$tmp/misuse.c"
+$$CC -O0 -w -o "$$tmp/misuse" "$$tmp/misuse.c"
+diag=$$(cd "$$tmp" && HHEAP_VERBOSE=1 HHEAP_SHOW_STATS=1 HHEAP_LEAK_REPORT=1 LD_PRELOAD=$$shim ./misuse 2>&1 >/dev/null)
+quiet=$$(cd "$$tmp" && LD_PRELOAD=$$shim ./misuse 2>&1 >/dev/null)
+if echo "$$diag" | grep -q "libhheap_malloc.so active in pid" && echo "$$diag" | grep -q "double free" && \
+   echo "$$diag" | grep -q "foreign pointer" && echo "$$diag" | grep -q "binned statistics at exit" && \
+   echo "$$diag" | grep -q "leak report: 1 blocks, 80 bytes" && [ "$$(echo "$$quiet" | wc -l)" = 1 ]; then
+  echo "  shim options: HHEAP_VERBOSE, HHEAP_SHOW_STATS, HHEAP_LEAK_REPORT report; without them one line (the double free)"
+else echo "  SHIM OPTIONS WRONG:"; echo "$$diag" | head -8; echo "quiet: $$quiet"; fails=$$((fails+1)); fi
 same "git --version" git --version
 git init -q "$$tmp/repo" && for i in 1 2 3 4 5; do echo "line $$i" >>"$$tmp/repo/f.txt"; git -C "$$tmp/repo" add f.txt;   GIT_AUTHOR_DATE="2020-01-0$$i 10:00:00 +0000" GIT_COMMITTER_DATE="2020-01-0$$i 10:00:00 +0000"   git -C "$$tmp/repo" -c user.name=t -c user.email=t@t commit -q -m "commit $$i"; done
 same "git log -p in a temp repo" git -C repo log -p --stat
