@@ -106,28 +106,50 @@ void *hhi_large_alloc(size_t size, size_t align, unsigned flags) {
     hhi_decay_maybe();
     {
         hhi_lock_acquire(&hhi_bg.large_lock);
-        hhi_blarge *best = NULL;
-        for (hhi_blarge *c = hhi_bg.lcache; c != NULL; c = c->next)
-            if (c->map_size >= map_size && (best == NULL || c->map_size < best->map_size)) best = c;
-        if (best != NULL) {
-            if (best->prev) best->prev->next = best->next;
-            else hhi_bg.lcache = best->next;
-            if (best->next) best->next->prev = best->prev;
+        /* The smallest mapping that holds the request, else the largest
+           one (its pages move into a fresh, larger mapping below). */
+        hhi_blarge *best = NULL, *grow = NULL;
+        for (hhi_blarge *c = hhi_bg.lcache; c != NULL; c = c->next) {
+            if (c->map_size >= map_size) {
+                if (best == NULL || c->map_size < best->map_size) best = c;
+            } else if (grow == NULL || c->map_size > grow->map_size) {
+                grow = c;
+            }
+        }
+        hhi_blarge *take = best ? best : grow;
+        if (take != NULL) {
+            if (take->prev) take->prev->next = take->next;
+            else hhi_bg.lcache = take->next;
+            if (take->next) take->next->prev = take->prev;
             hhi_bg.n_lcache--;
-            hhi_bg.lcache_bytes -= best->map_size;
+            hhi_bg.lcache_bytes -= take->map_size;
+        }
+        if (best != NULL) {
             base = (char *)best;
             reused = true;
-            if (best->map_size - map_size > map_size / 4) {
+            if (best->map_size - map_size > map_size / 2) {
                 trim_from = base + map_size;   /* unmapped below, outside the lock */
                 trim_bytes = best->map_size - map_size;
             } else {
                 map_size = best->map_size;
             }
+        } else if (grow != NULL) {
+            trim_from = (char *)grow;          /* moved (or unmapped) below */
+            trim_bytes = grow->map_size;
         }
         hhi_lock_release(&hhi_bg.large_lock);
     }
-    if (trim_bytes) large_unmap_range(trim_from, trim_bytes);
-    if (base == NULL) base = hhi_os_map(map_size, HHI_SPAN_SIZE);
+    if (base != NULL) {
+        if (trim_bytes) large_unmap_range(trim_from, trim_bytes);
+    } else {
+        base = hhi_os_map(map_size, HHI_SPAN_SIZE);
+        /* A cached mapping too small: move its faulted-in pages to the head
+           of the new one (mremap), so only the extra part faults. */
+        if (trim_bytes) {
+            if (base != NULL && hhi_os_move(trim_from, trim_bytes, base)) reused = true;
+            else large_unmap_range(trim_from, trim_bytes);
+        }
+    }
     if (base == NULL) {
         hhi_binned_fail(HH_E_NO_MEMORY, flags, "binned: the OS refused a large block", NULL);
         return NULL;

@@ -1,6 +1,6 @@
 /* hh_platform.c -- Linux implementation of the OS seam (see hh_platform.h). */
-#if !defined(_GNU_SOURCE) && !defined(_DEFAULT_SOURCE)
-#  define _DEFAULT_SOURCE 1   /* MAP_ANONYMOUS, madvise */
+#if !defined(_GNU_SOURCE)
+#  define _GNU_SOURCE 1       /* MAP_ANONYMOUS, madvise, mremap */
 #endif
 #include "hh_platform.h"
 
@@ -68,6 +68,11 @@ void hhi_os_unmap(void *p, size_t size) {
        mapping at this address would be reported as use-after-poison. */
     hh_track_undefined(p, size);
     munmap(p, size);
+}
+
+bool hhi_os_move(void *from, size_t size, void *to) {
+    if (hhi_fault()) return false;
+    return mremap(from, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, to) == to;
 }
 
 bool hhi_os_decommit(void *p, size_t size) {

@@ -21,6 +21,11 @@ HH_INTERNAL size_t hhi_os_page_size(void);
 HH_INTERNAL void *hhi_os_map(size_t size, size_t align);
 /* Unmaps what hhi_os_map returned; size as passed to hhi_os_map. */
 HH_INTERNAL void  hhi_os_unmap(void *p, size_t size);
+/* Moves the pages of the mapping [from, from+size) to [to, to+size), which
+   must be part of another mapping (replaced): page tables move, no byte is
+   copied and no page faults again. from is unmapped after. false if the OS
+   refused (nothing changed). */
+HH_INTERNAL bool  hhi_os_move(void *from, size_t size, void *to);
 /* Gives [p, p+size) back to the OS (MADV_DONTNEED: it reads as zero later).
    p and size must be page-aligned. false if the call failed (nothing lost). */
 HH_INTERNAL bool  hhi_os_decommit(void *p, size_t size);
