@@ -72,6 +72,10 @@ void hhi_os_unmap(void *p, size_t size) {
 
 bool hhi_os_move(void *from, size_t size, void *to) {
     if (hhi_fault()) return false;
+    /* As for munmap: ASan would keep the poison of the old range (and not
+       move it with the pages). */
+    hh_track_undefined(from, size);
+    hh_track_undefined(to, size);
     return mremap(from, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, to) == to;
 }
 
