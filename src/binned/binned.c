@@ -123,7 +123,7 @@ static hh_status classify(uintptr_t a, hhi_bpage **pg, uint32_t *i, bool *large)
     }
     case HHI_REG_LARGE:
     case HHI_REG_LARGE_FAR: *large = true; return HH_OK;
-    case HHI_REG_LARGE_FREED:
+    case HHI_REG_LARGE_FREED: return hhi_large_freed_status(a);
     case HHI_REG_SPAN_FREED: return HH_E_DOUBLE_FREE;
     default: return HH_E_FOREIGN_POINTER;
     }

@@ -5,7 +5,8 @@
  * pointer is base + offset (64, or the alignment). The registry byte of the
  * first 4 MiB chunk says LARGE, so free finds the header in O(1) from the
  * pointer by masking, and a pointer whose chunk says LARGE_FREED is a double
- * free (until the OS reuses the address range for something of ours).
+ * free -- while the freed mapping is cached; once it goes back to the OS its
+ * chunk reads NONE again (anyone may map the range next: foreign).
  *
  * Freed mappings up to 64 MiB are kept in a cache (32 mappings, 256 MiB at
  * most) and reused for any request they hold: the smallest that fits is
@@ -27,6 +28,20 @@ static void large_unmap_range(void *p, size_t size) {
     hh_track_undefined(p, size);
     hhi_os_unmap(p, size);
 }
+/* A mapping leaves the large cache (or, freed, is not kept) to go back to
+   the OS: its registry bytes go from LARGE_FREED back to NONE, under
+   g.large_lock, before it is unmapped. Once unmapped anyone may map the
+   range, so a pointer there must read as foreign; and a free that finds
+   LARGE_FREED under the lock knows the mapping is still there to look at. */
+static void large_forget(hhi_blarge *h) {
+    uintptr_t base = (uintptr_t)h;
+    if (h->offset >= HHI_SPAN_SIZE)
+        atomic_store_explicit(&hhi_bg.registry[(base + h->offset) >> HHI_SPAN_SHIFT], HHI_REG_NONE,
+                              memory_order_release);
+    atomic_store_explicit(&hhi_bg.registry[base >> HHI_SPAN_SHIFT], HHI_REG_NONE, memory_order_release);
+}
+
+/* Unmaps a whole mapping already forgotten (large_forget). */
 static void large_unmap(hhi_blarge *h) { large_unmap_range(h, h->map_size); }
 
 /* Links a fresh header at h (mapping of map_size bytes, user pointer h +
@@ -117,6 +132,7 @@ void *hhi_large_alloc(size_t size, size_t align, unsigned flags) {
             }
         }
         hhi_blarge *take = best ? best : grow;
+        if (grow != NULL && best == NULL) large_forget(grow);   /* moved or unmapped below */
         if (take != NULL) {
             if (take->prev) take->prev->next = take->next;
             else hhi_bg.lcache = take->next;
@@ -146,8 +162,13 @@ void *hhi_large_alloc(size_t size, size_t align, unsigned flags) {
         /* A cached mapping too small: move its faulted-in pages to the head
            of the new one (mremap), so only the extra part faults. */
         if (trim_bytes) {
-            if (base != NULL && hhi_os_move(trim_from, trim_bytes, base)) reused = true;
-            else large_unmap_range(trim_from, trim_bytes);
+            hhi_blarge *old = (hhi_blarge *)(void *)trim_from;
+            if (base != NULL) {
+                if (hhi_os_move(old, trim_bytes, base)) reused = true;
+                else large_unmap_range(old, trim_bytes);
+            } else {
+                large_unmap(old);
+            }
         }
     }
     if (base == NULL) {
@@ -217,6 +238,7 @@ hh_status hhi_large_free(uintptr_t a, unsigned flags) {
             else hhi_bg.lcache = NULL;
             hhi_bg.n_lcache--;
             hhi_bg.lcache_bytes -= old->map_size;
+            large_forget(old);
             evict[ne++] = old;
         }
         h->magic = HHI_LCACHE_MAGIC;
@@ -228,6 +250,7 @@ hh_status hhi_large_free(uintptr_t a, unsigned flags) {
         hhi_bg.n_lcache++;
         hhi_bg.lcache_bytes += map_size;
     } else {
+        large_forget(h);
         h->magic = 0;
         evict[ne++] = h;
     }
@@ -256,6 +279,7 @@ static size_t lcache_release(uint64_t freed_before_ns, uint64_t deadline_ns) {
                 else hhi_bg.lcache = NULL;
                 hhi_bg.n_lcache--;
                 hhi_bg.lcache_bytes -= old->map_size;
+                large_forget(old);
             }
         }
         hhi_lock_release(&hhi_bg.large_lock);
@@ -270,6 +294,20 @@ size_t hhi_large_trim(uint64_t deadline_ns) { return lcache_release(UINT64_MAX, 
 
 size_t hhi_large_decay(uint64_t freed_before_ns, uint64_t deadline_ns) {
     return lcache_release(freed_before_ns, deadline_ns);
+}
+
+hh_status hhi_large_freed_status(uintptr_t a) {
+    hh_status st = HH_E_FOREIGN_POINTER;
+    hhi_lock_acquire(&hhi_bg.large_lock);
+    /* Still LARGE_FREED under the lock: the mapping is cached, so mapped. A
+       mapping may be far smaller than its 4 MiB chunk, whose rest is anyone's. */
+    if (hhi_registry_get(a) == HHI_REG_LARGE_FREED) {
+        hhi_blarge *h = (hhi_blarge *)(a & ~(uintptr_t)HHI_SPAN_MASK);
+        if (h->magic == HHI_LCACHE_MAGIC && a >= (uintptr_t)h + HHI_LARGE_HDR && a < (uintptr_t)h + h->map_size)
+            st = HH_E_DOUBLE_FREE;
+    }
+    hhi_lock_release(&hhi_bg.large_lock);
+    return st;
 }
 
 size_t hhi_large_usable(uintptr_t a) {
