@@ -1,4 +1,5 @@
 /* check_binned.c -- binned small-block allocator (include/hheap/binned.h). */
+#define _DEFAULT_SOURCE 1   /* MAP_ANONYMOUS: a mapping of "another allocator" beside ours */
 #include "hheap/binned.h"
 
 #include <pthread.h>
@@ -7,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -358,6 +360,29 @@ START_TEST(double_free_after_trim_decommitted_a_tail_state_page) {
     hh_bfree((char *)p + 8);
     ck_assert_int_eq(hh_test_last_captured(), HH_E_FOREIGN_POINTER);
     hh_bfree(anchor);
+}
+END_TEST
+
+START_TEST(foreign_block_beside_a_freed_large_mapping) {
+    /* A small large mapping does not own its 4 MiB registry chunk: another
+       allocator's block in the rest of the chunk is foreign, while a second
+       free of the cached block itself is a double free. */
+    char *p = hh_bmalloc(40000);
+    REQUIRE(p != NULL);
+    uintptr_t chunk = (uintptr_t)p & ~(uintptr_t)HHI_SPAN_MASK;
+    hh_bfree(p);
+    ck_assert_uint_eq(hhi_registry_get(chunk), HHI_REG_LARGE_FREED);
+    void *hint = (void *)(chunk + ((size_t)1 << 20));
+    char *other = mmap(hint, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (other == (char *)MAP_FAILED) return;
+    if (other == hint) {
+        hh_test_reset_captured();
+        hh_bfree(other + 64);
+        ck_assert_int_eq(hh_test_last_captured(), HH_E_FOREIGN_POINTER);
+    }
+    munmap(other, 4096);
+    hh_bfree(p);
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_DOUBLE_FREE);
 }
 END_TEST
 
@@ -1140,6 +1165,7 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, check_finds_broken_metadata);
     tcase_add_test(tc, double_free_after_the_page_left_its_class);
     tcase_add_test(tc, double_free_after_trim_decommitted_a_tail_state_page);
+    tcase_add_test(tc, foreign_block_beside_a_freed_large_mapping);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("threads");
