@@ -46,7 +46,7 @@ static void *small_alloc_slow(unsigned c, unsigned flags) {
         if (bin->head == NULL && bin->cap > 0) {
             hhi_bblock *list = NULL;
             uint32_t want = (bin->cap + 1) / 2;
-            hhi_decay_maybe();
+            hhi_decay_maybe(true);
             uint32_t got = hhi_class_take(c, &list, want);
             if (got > 0) {
                 hhi_stat_inc(&bin->misses);
@@ -184,7 +184,7 @@ void hhi_binned_free_claimed(void *p, hhi_bpage *pg) {
             /* Full bin: keep the newer half, return the older half in one batch. */
             if (hhi_bin_count(bin) >= bin->cap) {
                 hhi_tcache_flush_bin(tc, c, bin->cap / 2);
-                hhi_decay_maybe();
+                hhi_decay_maybe(true);
             }
             hhi_block_set_next((hhi_bblock *)p, bin->head);
             bin->head = (hhi_bblock *)p;

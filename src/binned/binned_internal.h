@@ -369,8 +369,10 @@ HH_INTERNAL size_t   hhi_pool_trim(uint64_t deadline_ns);
 /* Decommits dirty pool pages that joined the pool before tick `older_than`
    (and retires wholly free spans), until the deadline. */
 HH_INTERNAL size_t   hhi_pool_decay(uint32_t older_than, uint64_t deadline_ns);
-/* Decay: a pass if one is due (cheap check otherwise). Holds no lock on entry. */
-HH_INTERNAL void     hhi_decay_maybe(void);
+/* Decay: a pass if one is due (cheap check otherwise; sampled: the clock is
+   read on every 32nd call only -- small-block refills and flushes). Holds
+   no lock on entry. */
+HH_INTERNAL void     hhi_decay_maybe(bool sampled);
 
 /* binned_tcache.c */
 HH_INTERNAL hhi_tcache *hhi_tcache_get(void);      /* NULL: use the cacheless path */

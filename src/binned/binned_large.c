@@ -118,7 +118,7 @@ void *hhi_large_alloc(size_t size, size_t align, unsigned flags) {
     char *base = NULL, *trim_from = NULL;
     size_t trim_bytes = 0;
     bool reused = false;
-    hhi_decay_maybe();
+    hhi_decay_maybe(false);
     {
         hhi_lock_acquire(&hhi_bg.large_lock);
         /* The smallest mapping that holds the request, else the largest
@@ -256,7 +256,7 @@ hh_status hhi_large_free(uintptr_t a, unsigned flags) {
     }
     hhi_lock_release(&hhi_bg.large_lock);
     for (unsigned i = 0; i < ne; i++) large_unmap(evict[i]);
-    hhi_decay_maybe();
+    hhi_decay_maybe(false);
     return HH_OK;
 }
 

@@ -394,9 +394,13 @@ static size_t spans_retire(uint64_t deadline_ns) {
    large mappings cached for at least a period and decommits pool pages that
    were dirty at the previous pass already (so one to two periods old).
 --------------------------------------------------------------------------- */
-void hhi_decay_maybe(void) {
+void hhi_decay_maybe(bool sampled) {
     uint64_t period = atomic_load_explicit(&hhi_bg.decay_ns, memory_order_relaxed);
     if (hh_likely(period == 0)) return;
+    /* Refills and flushes look at the clock only every 32nd time: a clock
+       read costs as much as the rest of a refill of a small class. */
+    static _Thread_local uint32_t calls HHI_TLS_MODEL;
+    if (sampled && (++calls & 31u) != 0) return;
     uint64_t now = hhi_now_ns(), due = atomic_load_explicit(&hhi_bg.decay_next_ns, memory_order_relaxed);
     if (now < due) return;
     if (!atomic_compare_exchange_strong(&hhi_bg.decay_next_ns, &due, now + period)) return;   /* another thread */
