@@ -10,6 +10,9 @@
  *   mixed     a "game frame" loop: 150000 long-lived nodes (~17 MB), short
  *             strings, growing arrays (realloc), a few 64 KiB..1 MiB buffers
  *             per frame
+ *   large     malloc-large-like: 8 slots of 5..25 MiB blocks replaced at
+ *             random, every page of each new block written once (so mapping,
+ *             unmapping and page faults count)
  *
  * Part 1, in process: hh_b* against glibc malloc, interleaved (A B A B ...),
  * medians of bench_reps() runs: BENCH binned <workload> ns/op hh ... glibc ...
@@ -234,10 +237,31 @@ static double scale = 1.0;     /* QUICK=1: a third of the work */
         return ns;                                                                                        \
     }
 
+#define DEFINE_LARGE(NAME, MALLOC, FREE)                                                                  \
+    static double large_##NAME(void) {                                                                    \
+        enum { SLOTS = 8 };                                                                               \
+        char *slot[SLOTS] = { 0 };                                                                        \
+        uint64_t s = 11;                                                                                  \
+        long n = (long)(240 * scale);                                                                     \
+        uint64_t t0 = bench_now_ns();                                                                     \
+        for (long i = 0; i < n; i++) {                                                                    \
+            unsigned k = (unsigned)(rng_next(&s) % SLOTS);                                                \
+            FREE(slot[k]);                                                                                \
+            size_t size = ((size_t)5 << 20) + (size_t)(rng_next(&s) % ((size_t)20 << 20));               \
+            slot[k] = MALLOC(size);                                                                       \
+            for (size_t off = 0; off < size; off += 4096) slot[k][off] = (char)i;                         \
+        }                                                                                                 \
+        double ns = (double)(bench_now_ns() - t0) / (double)n;                                            \
+        for (int k = 0; k < SLOTS; k++) FREE(slot[k]);                                                    \
+        return ns;                                                                                        \
+    }
+
 enum { CHURN_MAX = 16, PC_BATCH = 256 };
 
 DEFINE_WORKLOADS(hh, hh_bmalloc, hh_bfree, hh_brealloc)
 DEFINE_WORKLOADS(libc, malloc, free, realloc)
+DEFINE_LARGE(hh, hh_bmalloc, hh_bfree)
+DEFINE_LARGE(libc, malloc, free)
 
 typedef struct workload {
     const char *name;
@@ -250,6 +274,7 @@ static const workload workloads[] = {
     { "churn", churn_hh, churn_libc },
     { "prodcons", prodcons_hh, prodcons_libc },
     { "mixed", mixed_hh, mixed_libc },
+    { "large", large_hh, large_libc },
 };
 enum { NW = sizeof workloads / sizeof workloads[0] };
 

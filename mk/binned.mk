@@ -91,6 +91,45 @@ int main(void) {
   free(a); free(b); free(v); return 0; }
 EOF_EDGE
 same "foreign pointers, fork under threads, aligned calls" sh -c "$$CC -O1 -w -o edge edge.c -pthread && ./edge"
+cat >"$$tmp/aligned.c" <<'EOF_ALIGNED'
+#include <errno.h>
+#include <malloc.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+static const char *en(int e) { return e == 0 ? "0" : e == EINVAL ? "EINVAL" : e == ENOMEM ? "ENOMEM" : "other"; }
+int main(void) {
+  static const size_t al[] = { 0, 1, 8, 24, 48, 4096, (size_t)2 << 20, (size_t)4 << 20, (size_t)8 << 20, (size_t)64 << 20, (size_t)3 << 62 };
+  for (unsigned i = 0; i < sizeof al / sizeof al[0]; i++) {
+    size_t a = al[i], eff = 1;
+    while (eff < a && eff < ((size_t)1 << 62)) eff <<= 1;
+    void *p = NULL; int e = posix_memalign(&p, a, 100);
+    printf("posix_memalign(%zu) %s %d\n", a, en(e), e == 0 && (uintptr_t)p % eff == 0);
+    if (e == 0) free(p);
+    errno = 0; p = aligned_alloc(a, 100);
+    printf("aligned_alloc(%zu) %s %s\n", a, p ? "ok" : "NULL", p ? ((uintptr_t)p % eff == 0 ? "aligned" : "MISALIGNED") : en(errno));
+    if (p) { memset(p, 1, 100); free(p); }
+    errno = 0; p = memalign(a, 100);
+    printf("memalign(%zu) %s %s\n", a, p ? "ok" : "NULL", p ? ((uintptr_t)p % eff == 0 ? "aligned" : "MISALIGNED") : en(errno));
+    if (p) { memset(p, 1, 100); free(p); }
+  }
+  void *p = NULL;
+  printf("posix_memalign(4096, huge) %s\n", en(posix_memalign(&p, 4096, SIZE_MAX - 100)));
+  errno = 0; p = memalign(64, SIZE_MAX - 10); printf("memalign(64, huge) %s %s\n", p ? "ok" : "NULL", en(errno));
+  errno = 0; p = aligned_alloc(64, SIZE_MAX - 10); printf("aligned_alloc(64, huge) %s %s\n", p ? "ok" : "NULL", en(errno));
+  return 0; }
+EOF_ALIGNED
+same "posix_memalign/aligned_alloc/memalign as glibc (alignments to 64 MiB, 24, errno)" sh -c "$$CC -O1 -w -o aligned aligned.c && ./aligned"
+printf '#include <stdlib.h>\nint main(void) { int x; void *p = malloc(10); free(p); free(p); free(&x); return malloc(77) == NULL; }\n' >"$$tmp/misuse.c"
+$$CC -O0 -w -o "$$tmp/misuse" "$$tmp/misuse.c"
+diag=$$(cd "$$tmp" && HHEAP_VERBOSE=1 HHEAP_SHOW_STATS=1 HHEAP_LEAK_REPORT=1 LD_PRELOAD=$$shim ./misuse 2>&1 >/dev/null)
+quiet=$$(cd "$$tmp" && LD_PRELOAD=$$shim ./misuse 2>&1 >/dev/null)
+if echo "$$diag" | grep -q "libhheap_malloc.so active in pid" && echo "$$diag" | grep -q "double free" && \
+   echo "$$diag" | grep -q "foreign pointer" && echo "$$diag" | grep -q "binned statistics at exit" && \
+   echo "$$diag" | grep -q "leak report: 1 blocks, 80 bytes" && [ "$$(echo "$$quiet" | wc -l)" = 1 ]; then
+  echo "  shim options: HHEAP_VERBOSE, HHEAP_SHOW_STATS, HHEAP_LEAK_REPORT report; without them one line (the double free)"
+else echo "  SHIM OPTIONS WRONG:"; echo "$$diag" | head -8; echo "quiet: $$quiet"; fails=$$((fails+1)); fi
 same "git --version" git --version
 git init -q "$$tmp/repo" && for i in 1 2 3 4 5; do echo "line $$i" >>"$$tmp/repo/f.txt"; git -C "$$tmp/repo" add f.txt;   GIT_AUTHOR_DATE="2020-01-0$$i 10:00:00 +0000" GIT_COMMITTER_DATE="2020-01-0$$i 10:00:00 +0000"   git -C "$$tmp/repo" -c user.name=t -c user.email=t@t commit -q -m "commit $$i"; done
 same "git log -p in a temp repo" git -C repo log -p --stat

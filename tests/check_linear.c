@@ -926,6 +926,18 @@ START_TEST(pool_index16_variant) {
     hh_pool_destroy(p);
     ck_assert_int_eq(hh_pool_create(&(hh_pool_desc){ .elem_size = 16, .capacity = 70000, .flags = HH_POOL_INDEX16 }, &p),
                      HH_E_INVALID_ARG);
+    /* Small elements above the 16-bit limit: refused, not silently linked by
+       pointer at 4x the memory (issue 13); 8-byte elements have no limit. */
+    hh_test_capture_errors();
+    ck_assert_int_eq(hh_pool_create(&(hh_pool_desc){ .elem_size = 2, .capacity = CAP + 1 }, &p), HH_E_INVALID_ARG);
+    ck_assert_ptr_null(p);
+    ck_assert_uint_eq(hh_test_captured_count(), 1);
+    ck_assert_int_eq(hh_pool_create(&(hh_pool_desc){ .elem_size = 7, .capacity = 100000 }, &p), HH_E_INVALID_ARG);
+    ck_assert_int_eq(hh_pool_create(&(hh_pool_desc){ .elem_size = 8, .capacity = 100000 }, &p), HH_OK);
+    ck_assert_int_eq(hh_pool_info_get(p, &info), HH_OK);
+    ck_assert(!info.index16);
+    ck_assert_uint_eq(info.elem_stride, 8);
+    hh_pool_destroy(p);
     ck_assert_int_eq(hh_pool_create(&(hh_pool_desc){ .elem_size = 16, .capacity = 3, .flags = HH_POOL_INDEX16 }, &p),
                      HH_OK);
     ck_assert_int_eq(hh_pool_info_get(p, &info), HH_OK);

@@ -28,6 +28,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "hheap.h"
@@ -739,6 +742,158 @@ START_TEST(binned_thread_churn) {
     pthread_mutex_destroy(&x.lock);
 } END_TEST
 
+/* ---------------------------------------------------------------------------
+   fork while other threads hold the library's locks (issue 13 bug 3): the
+   binned locks, the page pool lock and the error-handler flag are each taken
+   in a loop by a thread of their own; every fork child must find all of them
+   free (an alarm kills a child that blocks, and the test then fails).
+--------------------------------------------------------------------------- */
+static atomic_int fk_stop;
+
+static void fk_quiet(hh_status s, const char *message, void *user) {
+    (void)s;
+    (void)message;
+    (void)user;
+}
+
+static void *fk_pagepool(void *arg) {
+    (void)arg;
+    while (!atomic_load(&fk_stop)) {
+        hh_memstack *ms = NULL;
+        if (hh_memstack_create(NULL, &ms) != HH_OK) continue;
+        for (int i = 0; i < 8; i++) (void)hh_memstack_alloc(ms, 40000, 16);
+        hh_memstack_destroy(ms);
+        hh_pagepool_trim(0);
+    }
+    return NULL;
+}
+
+static void *fk_binned(void *arg) {
+    (void)arg;
+    while (!atomic_load(&fk_stop)) {
+        void *v[16];
+        for (int i = 0; i < 16; i++) v[i] = hh_bmalloc(i == 0 ? 200000 : (size_t)(16 << (i % 11)));
+        for (int i = 0; i < 16; i++) hh_bfree(v[i]);
+        hh_binned_thread_flush();
+        hh_binned_trim(0);
+    }
+    return NULL;
+}
+
+static void *fk_handler(void *arg) {
+    (void)arg;
+    int local = 0;
+    while (!atomic_load(&fk_stop)) {
+        hh_set_error_handler(fk_quiet, NULL);
+        hh_bfree(&local);                       /* a report: reads the handler under its flag */
+    }
+    return NULL;
+}
+
+START_TEST(fork_while_threads_hold_every_lock) {
+    atomic_store(&fk_stop, 0);
+    hh_set_error_handler(fk_quiet, NULL);
+    void *(*fns[3])(void *) = { fk_pagepool, fk_binned, fk_handler };
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++) ck_assert_int_eq(pthread_create(&t[i], NULL, fns[i], NULL), 0);
+    nanosleep(&(struct timespec){ .tv_nsec = 2000000 }, NULL);   /* let the threads get going */
+    unsigned forks = hh_test_scaled(40, 4), bad = 0;
+    for (unsigned k = 0; k < forks; k++) {
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            alarm(20);                           /* a child blocked on an inherited lock dies */
+            int ok = 1;
+            hh_set_error_handler(fk_quiet, NULL);
+            hh_memstack *ms = NULL;
+            if (hh_memstack_create(NULL, &ms) != HH_OK || hh_memstack_alloc(ms, 100000, 16) == NULL) ok = 0;
+            hh_memstack_destroy(ms);
+            hh_pagepool_trim(0);
+            void *p = hh_bmalloc(100), *q = hh_bmalloc(300000);
+            if (p == NULL || q == NULL) ok = 0;
+            hh_bfree(p);
+            hh_bfree(q);
+            hh_binned_trim(0);
+            if (hh_binned_check() != HH_OK) ok = 0;
+            /* exec, not exit: see fork_in_a_threaded_program in check_binned.c */
+            execl("/bin/sh", "sh", "-c", ok ? "exit 0" : "exit 3", (char *)NULL);
+            _exit(ok ? 0 : 3);
+        }
+        int status = 0;
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) bad++;
+    }
+    atomic_store(&fk_stop, 1);
+    for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
+    hh_test_capture_errors();
+    ck_assert_msg(bad == 0, "%u of %u fork children blocked or failed", bad, forks);
+} END_TEST
+
+/* ---------------------------------------------------------------------------
+   hh_deref of stale handles, lock-free, while another thread allocates and
+   frees on an HH_HEAP_THREADSAFE heap (issue 13 bug 7): every such deref
+   returns NULL, and under TSan (`make check-tsan`) the slot and high-water
+   mark loads are race-free.
+--------------------------------------------------------------------------- */
+enum { SD_RING = 64 };
+static struct {
+    hh_heap *heap;
+    _Atomic uint64_t ring[SD_RING];   /* ids of handles freed before they were published */
+    atomic_int stop;
+    atomic_ulong derefs, non_null;
+    unsigned rounds;
+} sd;
+
+static void sd_quiet(hh_status s, const char *message, void *user) {
+    (void)s;
+    (void)message;
+    (void)user;
+}
+
+static void *sd_churn(void *arg) {
+    (void)arg;
+    hh_handle live[32] = { { 0 } };
+    for (unsigned r = 0; r < sd.rounds; r++) {
+        unsigned k = r % 32;
+        if (!hh_is_null(live[k])) hh_free(sd.heap, live[k]);
+        live[k] = hh_alloc(sd.heap, 32 + (r % 7) * 16);       /* reuses freed slots, raises the mark */
+        hh_handle h = hh_alloc(sd.heap, 48);
+        if (hh_is_null(h)) continue;
+        hh_free(sd.heap, h);
+        atomic_store_explicit(&sd.ring[r % SD_RING], h.id, memory_order_release);
+    }
+    for (unsigned k = 0; k < 32; k++) hh_free(sd.heap, live[k]);
+    atomic_store(&sd.stop, 1);
+    return NULL;
+}
+
+static void *sd_deref(void *arg) {
+    (void)arg;
+    for (unsigned j = 0; !atomic_load(&sd.stop); j++) {
+        hh_handle h = { atomic_load_explicit(&sd.ring[j % SD_RING], memory_order_acquire) };
+        if (hh_is_null(h)) continue;
+        atomic_fetch_add_explicit(&sd.derefs, 1, memory_order_relaxed);
+        if (hh_deref(sd.heap, h) != NULL) atomic_fetch_add_explicit(&sd.non_null, 1, memory_order_relaxed);
+    }
+    return NULL;
+}
+
+START_TEST(stale_deref_races_alloc_and_free) {
+    memset(&sd, 0, sizeof sd);
+    hh_set_error_handler(sd_quiet, NULL);
+    sd.rounds = hh_test_scaled(20000, 1000);
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 20, .flags = HH_HEAP_THREADSAFE }, &sd.heap),
+                     HH_OK);
+    pthread_t t[2];
+    ck_assert_int_eq(pthread_create(&t[0], NULL, sd_churn, NULL), 0);
+    ck_assert_int_eq(pthread_create(&t[1], NULL, sd_deref, NULL), 0);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    hh_test_capture_errors();
+    ck_assert_uint_eq(atomic_load(&sd.non_null), 0);     /* a freed handle never derefs to a block */
+    ck_assert_int_eq(hh_heap_check(sd.heap), HH_OK);
+    hh_heap_destroy(sd.heap);
+} END_TEST
+
 Suite *hh_test_reliability_suite(void) {
     Suite *s = suite_create("reliability");
     TCase *tc = tcase_create("faults");
@@ -756,6 +911,8 @@ Suite *hh_test_reliability_suite(void) {
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, threadsafe_heap_frames);
     tcase_add_test(tc, binned_thread_churn);
+    tcase_add_test(tc, fork_while_threads_hold_every_lock);
+    tcase_add_test(tc, stale_deref_races_alloc_and_free);
     suite_add_tcase(s, tc);
     return s;
 }

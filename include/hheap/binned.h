@@ -18,15 +18,16 @@
  *
  * Alignment: every block is 16-byte aligned. hh_bmemalign serves alignments up
  * to 32 KiB from the bins (it picks the smallest class whose size is a multiple
- * of the alignment; pages are 64 KiB aligned), larger ones up to 2 MiB from
- * the OS.
+ * of the alignment; pages are 64 KiB aligned), larger ones -- any power of
+ * two up to HH_BINNED_MAX_ALIGN (1 GiB) -- from the OS (an alignment of 4 MiB
+ * or more reserves, untouched, about the alignment in address space).
  *
  * Error contract (hheap/common.h): a failing call returns NULL (or 0), sets
  * hh_last_error() and sends exactly one message to the error handler:
  *   HH_E_NO_MEMORY       the OS refused memory, or the size cannot be served
  *                        (sizes near SIZE_MAX fail this way, cleanly);
  *   HH_E_INVALID_ARG     calloc count*size overflows; alignment not a power of
- *                        two or above 2 MiB; NULL out-pointer;
+ *                        two or above HH_BINNED_MAX_ALIGN; NULL out-pointer;
  *   HH_E_DOUBLE_FREE     hh_bfree/hh_brealloc of a block already freed;
  *   HH_E_FOREIGN_POINTER hh_bfree/hh_brealloc/hh_busable of a pointer this
  *                        allocator never handed out (or an interior pointer).
@@ -54,6 +55,7 @@ enum {
     HH_BINNED_CLASS_COUNT = 40,        /* size classes */
     HH_BINNED_SMALL_MAX   = 32768,     /* largest size served from the bins */
     HH_BINNED_PAGE_SIZE   = 65536,     /* one page holds blocks of one class */
+    HH_BINNED_MAX_ALIGN   = 1 << 30,   /* largest alignment hh_bmemalign serves */
 };
 
 /* ---------------------------------------------------------------------------
@@ -68,7 +70,7 @@ HH_API void  *hh_bcalloc(size_t count, size_t size);
    frees p and returns NULL. On failure (or a bad p) returns NULL and leaves p
    allocated and unchanged. The result may be p itself. */
 HH_API void  *hh_brealloc(void *p, size_t size);
-/* A block of at least `size` bytes aligned to `align` (a power of two <= 2 MiB). */
+/* A block of at least `size` bytes aligned to `align` (a power of two <= HH_BINNED_MAX_ALIGN). */
 HH_API void  *hh_bmemalign(size_t align, size_t size);
 /* Frees p. NULL is a no-op. A bad p is reported and ignored (never fatal). */
 HH_API void   hh_bfree(void *p);
@@ -132,12 +134,22 @@ HH_API void hh_binned_stats_get(hh_binned_stats *out);
 /* ---------------------------------------------------------------------------
    Maintenance
 --------------------------------------------------------------------------- */
-/* Gives empty pages back to the OS (decommit), unmaps spans that became
-   wholly free and the freed large mappings kept for reuse. Spends at most about max_ns nanoseconds (0: no limit), so a
+/* Gives empty pages back to the OS (decommit), retires spans that became
+   wholly free (decommitted, address range kept for the next span) and unmaps
+   the freed large mappings kept for reuse. Spends at most about max_ns nanoseconds (0: no limit), so a
    game can call it once a frame. Does not touch thread caches (call
    hh_binned_thread_flush first to include the caller's). Returns the bytes
    given back. */
 HH_API size_t hh_binned_trim(uint64_t max_ns);
+
+/* Time-based decay: with a period of ms > 0, freed memory that stayed unused
+   for one to two periods (empty pool pages, cached large mappings) goes back
+   to the OS without a call from the program -- the allocator's own slow
+   paths (refills, flushes, large blocks) notice the time and do a bounded
+   trim of what is old enough (at most about 1 ms each). 0 (the library's
+   default: a game calls hh_binned_trim itself) turns it off. The LD_PRELOAD
+   shim turns it on with 250 ms. HH_E_INVALID_ARG above 60000 ms. */
+HH_API hh_status hh_binned_set_decay_ms(uint32_t ms);
 
 /* Full walk of every invariant of the global structures (spans, pages, class
    lists, the page pool, large blocks) and of the calling thread's cache.

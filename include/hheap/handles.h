@@ -28,9 +28,10 @@
  * tag was taken 256 more times.
  *
  * The table is not thread-safe; the heap serialises it under its own lock.
- * Lookups (hh_handle_get) only read, and the slot array never moves (it is
- * reserved once, at create time, for `capacity` slots), so lookups may run
- * concurrently with mutations of *other* handles.
+ * Lookups (hh_handle_get) only read, with atomic loads, and the slot array
+ * never moves (it is reserved once, at create time, for `capacity` slots), so
+ * lookups may run concurrently with mutations of other handles, and a lookup
+ * of a handle freed before it started returns NULL.
  *
  * Growable tables (HH_HANDLE_TABLE_GROWABLE): the reservation is read-only
  * zero pages (no commit charge; a lookup there finds key 0 and fails, as for
@@ -66,6 +67,26 @@ enum {
                                                (fewer TLB misses when lookups are scattered over many slots) */
 };
 HH_STATIC_ASSERT(HH_HANDLE_INDEX_BITS + HH_HANDLE_TAG_BITS + HH_HANDLE_GEN_BITS == 64, "handle layout");
+
+/* Slot fields are read without the lock (hh_deref, hh_handle_get) while the
+   owner mutates other slots -- or, for a stale handle, that very slot. Every
+   write of a slot's key or ptr, and of hwm, is therefore an atomic store and
+   every lock-free read an atomic load (GCC/Clang builtins, which compile as C
+   and C++ and are plain moves on x86-64 and ARM64 for these orders). The key
+   is written with release after ptr on issue and before ptr on release, and
+   read with acquire before ptr: a handle freed before the reader learnt of it
+   never matches, and the reader never sees a torn slot. */
+#if defined(__GNUC__) || defined(__clang__)
+#  define HH_SLOT_LOAD_ACQ(p)     __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#  define HH_SLOT_LOAD(p)         __atomic_load_n((p), __ATOMIC_RELAXED)
+#  define HH_SLOT_STORE_REL(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#  define HH_SLOT_STORE(p, v)     __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#else
+#  define HH_SLOT_LOAD_ACQ(p)     (*(p))
+#  define HH_SLOT_LOAD(p)         (*(p))
+#  define HH_SLOT_STORE_REL(p, v) (*(p) = (v))
+#  define HH_SLOT_STORE(p, v)     (*(p) = (v))
+#endif
 
 #define HH_HANDLE_INDEX_MASK ((uint64_t)0xFFFFFF)
 #define HH_HANDLE_KEY_FREE   ((uint64_t)1 << 63)   /* set in the key of every non-live slot */
@@ -147,7 +168,8 @@ static inline void *hh_handle_lookup(const hh_handle_table *t, hh_handle h) {
     uint32_t idx = (uint32_t)(h.id & HH_HANDLE_INDEX_MASK);
     idx = idx < t->capacity ? idx : 0;                /* out of range -> sentinel slot 0 */
     const hh_handle_slot *s = &t->slots[idx];
-    return s->key == (h.id >> HH_HANDLE_INDEX_BITS) ? s->ptr : NULL;
+    uint64_t key = HH_SLOT_LOAD_ACQ(&s->key);
+    return key == (h.id >> HH_HANDLE_INDEX_BITS) ? HH_SLOT_LOAD(&s->ptr) : NULL;
 }
 
 #define HH_HANDLE_GEN_MAX UINT32_MAX   /* a slot issued with this generation retires on release */
@@ -181,8 +203,9 @@ static inline uint32_t hh_handle_slot_take(hh_handle_table *t) {
     if (t->free_count > t->min_free) return hh_handle_fifo_take(t);
     if (HH_UNLIKELY(t->hwm >= t->committed) && !hh_handle_table_commit_more(t))
         return t->free_count > 0 ? hh_handle_fifo_take(t) : 0;
-    uint32_t idx = t->hwm++;
-    t->slots[idx].key = HH_HANDLE_KEY_FREE | hh_handle_key_make(t->first_gen, t->tag);   /* first generation */
+    uint32_t idx = t->hwm;
+    HH_SLOT_STORE(&t->slots[idx].key, HH_HANDLE_KEY_FREE | hh_handle_key_make(t->first_gen, t->tag));   /* first generation */
+    HH_SLOT_STORE(&t->hwm, idx + 1);   /* read lock-free by hh_handle_check */
     return idx;
 }
 
@@ -192,8 +215,8 @@ static inline hh_handle hh_handle_issue_fast(hh_handle_table *t, void *ptr) {
     if (HH_UNLIKELY(idx == 0)) return HH_NULL;
     hh_handle_slot *s = &t->slots[idx];
     uint64_t key = s->key & ~HH_HANDLE_KEY_FREE;
-    s->ptr = ptr;
-    s->key = key;
+    HH_SLOT_STORE(&s->ptr, ptr);
+    HH_SLOT_STORE_REL(&s->key, key);   /* publishes ptr */
     t->live_count++;
     return hh_handle_from_key(idx, key);
 }
@@ -205,7 +228,9 @@ static inline hh_handle hh_handle_at(const hh_handle_table *t, uint32_t idx) {
     return hh_handle_from_key(idx, t->slots[idx].key);
 }
 static inline void *hh_handle_ptr_at(const hh_handle_table *t, uint32_t idx) { return t->slots[idx].ptr; }
-static inline void hh_handle_repoint_fast(hh_handle_table *t, uint32_t idx, void *ptr) { t->slots[idx].ptr = ptr; }
+static inline void hh_handle_repoint_fast(hh_handle_table *t, uint32_t idx, void *ptr) {
+    HH_SLOT_STORE(&t->slots[idx].ptr, ptr);
+}
 
 /* Releases live slot s (index idx): bumps its generation and queues it at the
    FIFO's tail, or retires it when the next generation would wrap. */
@@ -213,14 +238,14 @@ static inline void hh_handle_drop_fast(hh_handle_table *t, hh_handle_slot *s, ui
     uint32_t gen = hh_handle_key_gen(s->key);
     t->live_count--;
     if (HH_UNLIKELY(gen == HH_HANDLE_GEN_MAX)) {   /* the next generation would wrap: retire the slot for good */
-        s->ptr = NULL;
-        s->key = HH_HANDLE_KEY_FREE | hh_handle_key_make(gen, t->tag);
+        HH_SLOT_STORE_REL(&s->key, HH_HANDLE_KEY_FREE | hh_handle_key_make(gen, t->tag));
+        HH_SLOT_STORE(&s->ptr, (void *)NULL);
         t->retired_count++;
         return;
     }
-    s->key = HH_HANDLE_KEY_FREE | hh_handle_key_make(gen + 1u, t->tag);
-    s->ptr = NULL;                        /* end of the FIFO */
-    if (t->free_tail) t->slots[t->free_tail].ptr = (void *)(uintptr_t)idx;
+    HH_SLOT_STORE_REL(&s->key, HH_HANDLE_KEY_FREE | hh_handle_key_make(gen + 1u, t->tag));   /* dead first */
+    HH_SLOT_STORE(&s->ptr, (void *)NULL);                         /* end of the FIFO */
+    if (t->free_tail) HH_SLOT_STORE(&t->slots[t->free_tail].ptr, (void *)(uintptr_t)idx);
     else t->free_head = idx;
     t->free_tail = idx;
     t->free_count++;

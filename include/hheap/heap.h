@@ -191,8 +191,9 @@ static inline void *hh_deref_inline(const hh_heap *heap, hh_handle h) {
     uint32_t idx = (uint32_t)(h.id & HH_HANDLE_INDEX_MASK);
     idx = idx < t->capacity ? idx : 0;
     const hh_handle_slot *s = &t->slots[idx];
-    void *p = s->ptr;                  /* NULL only in the sentinel slot 0: null or forged handles */
-    if (HH_LIKELY(s->key == (h.id >> HH_HANDLE_INDEX_BITS) && p != NULL)) return p;
+    uint64_t key = HH_SLOT_LOAD_ACQ(&s->key);   /* atomic: other threads free (handles.h) */
+    void *p = HH_SLOT_LOAD(&s->ptr);            /* NULL only in the sentinel slot 0: null or forged handles */
+    if (HH_LIKELY(key == (h.id >> HH_HANDLE_INDEX_BITS) && p != NULL)) return p;
     return hh_deref_fail(heap, h);
 }
 #ifndef HH_NO_INLINE_DEREF

@@ -335,7 +335,11 @@ HH_API uint64_t  hh_dframe_frame(const hh_dframe *df);
 /* ---------------------------------------------------------------------------
    Pool allocator: fixed-size elements, free list kept inside free elements.
    Elements smaller than a pointer (or with HH_POOL_INDEX16) link by 16-bit
-   index, which limits the pool to 65535 elements of at least 2 bytes.
+   index, which limits the pool to 65535 elements of at least 2 bytes (a
+   1-byte element takes 2): a larger capacity is refused (HH_E_INVALID_ARG),
+   never served with pointer links behind the caller's back. Elements of a
+   pointer or more take their size rounded up to the alignment, any capacity;
+   hh_pool_info.elem_stride reports what each element really costs.
    hh_pool_free detects double frees and foreign pointers in O(1) (one bit per
    element of side metadata).
 --------------------------------------------------------------------------- */

@@ -46,6 +46,7 @@ static void *small_alloc_slow(unsigned c, unsigned flags) {
         if (bin->head == NULL && bin->cap > 0) {
             hhi_bblock *list = NULL;
             uint32_t want = (bin->cap + 1) / 2;
+            hhi_decay_maybe(true);
             uint32_t got = hhi_class_take(c, &list, want);
             if (got > 0) {
                 hhi_stat_inc(&bin->misses);
@@ -81,8 +82,15 @@ void *hhi_binned_malloc_slow(size_t size, unsigned flags) {
 static hh_status small_lookup(uintptr_t a, hhi_bpage **out_pg, uint32_t *out_i) {
     hhi_bpage *pg = hhi_page_of(a);
     uint32_t i = hhi_block_index(pg, a);
-    if (pg->capacity == 0 || i >= pg->capacity || i * pg->block_size != (a & HHI_PAGE_MASK))
+    if (pg->capacity == 0) {
+        /* A block start of a decommitted page's last class: it was handed
+           out and came back before the page left the class (invariant 2). */
+        uint32_t lost = pg->lost_capacity;
+        if (lost != 0 && pg->block_size != 0 && i < lost && i * pg->block_size == (a & HHI_PAGE_MASK))
+            return HH_E_DOUBLE_FREE;
         return HH_E_FOREIGN_POINTER;
+    }
+    if (i >= pg->capacity || i * pg->block_size != (a & HHI_PAGE_MASK)) return HH_E_FOREIGN_POINTER;
     unsigned st = hhi_state_get(pg, i);
     if (st == HHI_ST_FREED) return HH_E_DOUBLE_FREE;   /* also in a pooled page (invariant 2) */
     if (st != HHI_ST_LIVE || pg->cls == HHI_NO_CLASS) return HH_E_FOREIGN_POINTER;
@@ -91,16 +99,31 @@ static hh_status small_lookup(uintptr_t a, hhi_bpage **out_pg, uint32_t *out_i) 
     return HH_OK;
 }
 
+#if HH_TESTING
+void (*hhi_binned_test_lookup_hook)(void) = NULL;
+#endif
+
 /* Classifies p: HH_OK for a live small block (page/index out), HH_E_NONE-like
    codes otherwise; *large set for a pointer into a large chunk. */
 static hh_status classify(uintptr_t a, hhi_bpage **pg, uint32_t *i, bool *large) {
     *large = false;
     if (!atomic_load_explicit(&hhi_bg.ready, memory_order_acquire) || (a >> HHI_ADDR_BITS) != 0)
         return HH_E_FOREIGN_POINTER;
-    switch (hhi_registry_get(a)) {
-    case HHI_REG_SPAN: return small_lookup(a, pg, i);
-    case HHI_REG_LARGE: *large = true; return HH_OK;
-    case HHI_REG_LARGE_FREED:
+    unsigned reg = hhi_registry_get(a);
+#if HH_TESTING
+    if (hhi_binned_test_lookup_hook != NULL) hhi_binned_test_lookup_hook();
+#endif
+    switch (reg) {
+    case HHI_REG_SPAN: {
+        hh_status st = small_lookup(a, pg, i);
+        /* A trim retired the span since the registry read: its metadata now
+           reads as zero (no block), and the pointer was ours -- freed. */
+        if (st == HH_E_FOREIGN_POINTER && hhi_registry_get(a) == HHI_REG_SPAN_FREED) st = HH_E_DOUBLE_FREE;
+        return st;
+    }
+    case HHI_REG_LARGE:
+    case HHI_REG_LARGE_FAR: *large = true; return HH_OK;
+    case HHI_REG_LARGE_FREED: return hhi_large_freed_status(a);
     case HHI_REG_SPAN_FREED: return HH_E_DOUBLE_FREE;
     default: return HH_E_FOREIGN_POINTER;
     }
@@ -124,8 +147,34 @@ void hhi_binned_free_slow(void *p, unsigned flags) {
         hhi_large_free(a, flags);
         return;
     }
+    unsigned seen = hhi_state_claim(pg, i);
+    if (seen != HHI_ST_LIVE) {
+        hhi_binned_free_unclaimed(p, seen, flags);   /* another thread freed it since the lookup */
+        return;
+    }
+    hhi_binned_free_claimed(p, pg);
+}
+
+void hhi_binned_free_unclaimed(void *p, unsigned seen, unsigned flags) {
+    if (seen == HHI_ST_FREED) {
+        hhi_binned_fail(HH_E_DOUBLE_FREE, flags, "hh_bfree: %p was already freed", p);
+        return;
+    }
+    /* NEVER: not a block handed out, or a pooled page's: classify only (it
+       cannot claim anything), for the right message. */
+    hhi_bpage *pg = NULL;
+    uint32_t i = 0;
+    bool large;
+    hh_status st = classify((uintptr_t)p, &pg, &i, &large);
+    if (st == HH_OK) st = HH_E_FOREIGN_POINTER;
+    hhi_binned_fail(st, flags,
+                    st == HH_E_DOUBLE_FREE ? "hh_bfree: %p was already freed"
+                                           : "hh_bfree: %p is not a block of the binned allocator",
+                    p);
+}
+
+void hhi_binned_free_claimed(void *p, hhi_bpage *pg) {
     unsigned c = pg->cls;
-    hhi_state_set(pg, i, HHI_ST_FREED);
     hhi_on_free(p, pg->block_size);
     hhi_tcache *tc = hhi_tcache_get();
     if (tc != NULL) {
@@ -133,7 +182,10 @@ void hhi_binned_free_slow(void *p, unsigned flags) {
         bin->cap = atomic_load_explicit(&hhi_bg.cap[c], memory_order_relaxed);
         if (bin->cap > 0) {
             /* Full bin: keep the newer half, return the older half in one batch. */
-            if (hhi_bin_count(bin) >= bin->cap) hhi_tcache_flush_bin(tc, c, bin->cap / 2);
+            if (hhi_bin_count(bin) >= bin->cap) {
+                hhi_tcache_flush_bin(tc, c, bin->cap / 2);
+                hhi_decay_maybe(true);
+            }
             hhi_block_set_next((hhi_bblock *)p, bin->head);
             bin->head = (hhi_bblock *)p;
             hhi_bin_count_set(bin, hhi_bin_count(bin) + 1);
@@ -151,7 +203,7 @@ void hhi_binned_free_slow(void *p, unsigned flags) {
 void *hhi_binned_memalign(size_t align, size_t size, unsigned flags) {
     if (!hh_is_pow2(align) || align > HHI_MAX_ALIGN) {
         hhi_binned_fail(HH_E_INVALID_ARG, flags,
-                        "hh_bmemalign: alignment %p must be a power of two <= 2 MiB", (void *)(uintptr_t)align);
+                        "hh_bmemalign: alignment %p must be a power of two <= 1 GiB", (void *)(uintptr_t)align);
         return NULL;
     }
     if (align <= 16) return hhi_bmalloc_fast(size, flags);
@@ -306,9 +358,18 @@ size_t hh_binned_trim(uint64_t max_ns) {
     if (!atomic_load_explicit(&hhi_bg.ready, memory_order_acquire)) return 0;
     uint64_t deadline = max_ns ? hhi_now_ns() + max_ns : 0;
     hhi_lock_acquire(&hhi_bg.trim_lock);
-    size_t n = hhi_large_trim() + hhi_pool_trim(deadline);
+    size_t n = hhi_large_trim(deadline);
+    n += hhi_pool_trim(deadline);
     hhi_lock_release(&hhi_bg.trim_lock);
     return n;
+}
+
+hh_status hh_binned_set_decay_ms(uint32_t ms) {
+    if (ms > 60000) return hhi_error(HH_E_INVALID_ARG, "hh_binned_set_decay_ms: %u ms is above 60000", ms);
+    uint64_t ns = (uint64_t)ms * 1000000u;
+    if (ns != 0) atomic_store_explicit(&hhi_bg.decay_next_ns, hhi_now_ns() + ns, memory_order_relaxed);
+    atomic_store_explicit(&hhi_bg.decay_ns, ns, memory_order_relaxed);
+    return HH_OK;
 }
 
 /* ---------------------------------------------------------------------------
@@ -421,8 +482,9 @@ hh_status hh_binned_check(void) {
     uint64_t nlarge = 0;
     for (hhi_blarge *h = hhi_bg.large; h != NULL; h = h->next) {
         CHECK(nlarge++ < hhi_bg.large_count, "binned check: large list longer than its count (6)");
-        CHECK(((uintptr_t)h & HHI_SPAN_MASK) == 0 && h->magic == HHI_LARGE_MAGIC && h->offset < HHI_SPAN_SIZE &&
-                  h->offset + h->size <= h->map_size && hhi_registry_get((uintptr_t)h) == HHI_REG_LARGE,
+        CHECK(((uintptr_t)h & HHI_SPAN_MASK) == 0 && h->magic == HHI_LARGE_MAGIC && h->offset <= HHI_SPAN_SIZE &&
+                  h->offset + h->size <= h->map_size && hhi_registry_get((uintptr_t)h) == HHI_REG_LARGE &&
+                  (h->offset < HHI_SPAN_SIZE || hhi_registry_get((uintptr_t)h + h->offset) == HHI_REG_LARGE_FAR),
               "binned check: large block %p bad (6)", (void *)h);
     }
     CHECK(nlarge == hhi_bg.large_count, "binned check: large count %llu != %llu (6)", (unsigned long long)nlarge,

@@ -19,7 +19,10 @@
  *     clean pool list) or owned by exactly one class. A pooled page keeps the
  *     geometry and block states of its last class (no block LIVE), so a late
  *     second free of one of its blocks is still reported as a double free;
- *     capacity 0 when it never served a class or its states were lost.
+ *     capacity 0 when it never served a class or its states were lost (a
+ *     decommitted page of a class below 80 B: lost_capacity then keeps the
+ *     old block count, and a free at one of those block starts is reported
+ *     as a double free).
  *  3. Every block of a class page is exactly one of: uncarved (index >=
  *     carved, state NEVER); on the page free list (state != LIVE); held by a
  *     thread cache (state != LIVE); live with the user (state LIVE).
@@ -32,10 +35,17 @@
  *     LIVE); sum over classes of g.cap[c] * size[c] <= g.cache_limit.
  *  6. A large block's mapping starts at a 4 MiB boundary with a hhi_blarge
  *     header (magic HHI_LARGE_MAGIC); the user pointer is base + offset,
- *     offset < 4 MiB; it is on g.large. A freed mapping kept for reuse has
+ *     offset < 4 MiB -- or, for an alignment above 2 MiB, offset == 4 MiB and
+ *     the user pointer's chunk is registered LARGE_FAR; it is on g.large. A freed mapping kept for reuse has
  *     magic HHI_LCACHE_MAGIC, registry LARGE_FREED, and is on g.lcache
  *     (at most HHI_LCACHE_MAX of them, HHI_LCACHE_BYTES in all).
  *  7. span->free_pages == number of its pages in the pool.
+ *     A retired span (trim found it wholly free) is never unmapped: it is
+ *     decommitted whole, header included, its registry byte says SPAN_FREED,
+ *     and it sits on g.retired until span_new reuses the range. A free that
+ *     read the registry just before the trim thus reads zeroed metadata
+ *     (capacity 0: no block), never an unmapped page. The address space of
+ *     spans stays at its peak; the memory goes back.
  *  8. Lock order: g.trim_lock -> g.tc_lock -> class locks (ascending) ->
  *     g.pool_lock -> g.large_lock. No lock is held while user code runs.
  */
@@ -71,13 +81,15 @@
 #define HHI_ADDR_BITS       47u                 /* Linux x86-64/arm64 user space */
 #define HHI_REGISTRY_LEN    ((size_t)1 << (HHI_ADDR_BITS - HHI_SPAN_SHIFT))
 #define HHI_STATE_SLOT      960u                /* state bytes per page kept in the span header */
-#define HHI_MAX_ALIGN       (HHI_SPAN_SIZE / 2) /* largest alignment hh_bmemalign serves */
+#define HHI_MAX_ALIGN       ((size_t)HH_BINNED_MAX_ALIGN) /* largest alignment hh_bmemalign serves */
+#define HHI_FAR_ALIGN       (HHI_SPAN_SIZE / 2) /* larger alignments: the header sits a chunk below */
 #define HHI_LARGE_HDR       64u                 /* bytes before a large block's user pointer */
 #define HHI_LARGE_MAGIC     0x6868426c61726765ull
 #define HHI_LCACHE_MAGIC    0x6868426c63616368ull   /* a freed mapping in the large cache */
 #define HHI_LCACHE_MAX      32u                 /* mappings kept for reuse */
-#define HHI_LCACHE_BYTES    ((size_t)32 << 20)  /* bytes kept for reuse */
-#define HHI_LCACHE_BLOCK    ((size_t)8 << 20)   /* larger mappings are never kept */
+#define HHI_LCACHE_BYTES    ((size_t)256 << 20) /* bytes kept for reuse (decay or trim give them back) */
+#define HHI_LCACHE_BLOCK    ((size_t)64 << 20)  /* larger mappings are never kept */
+#define HHI_DECAY_BUDGET_NS ((uint64_t)1000000) /* one decay pass: about 1 ms at most */
 #define HHI_KEEP_EMPTY      1u                  /* empty pages a class keeps as spare */
 #define HHI_NO_CLASS        0xFFu
 #define HHI_DEFAULT_CACHE_LIMIT ((size_t)1 << 20)
@@ -91,7 +103,12 @@ _Static_assert(HHI_CLASS_COUNT < HHI_NO_CLASS, "class index fits a byte");
 /* Registry values (one byte per 4 MiB chunk). */
 /* *_FREED: the range was ours and given back to the OS; a free there is
    reported as a double free until the address is reused. */
-enum { HHI_REG_NONE = 0, HHI_REG_SPAN = 1, HHI_REG_LARGE = 2, HHI_REG_LARGE_FREED = 3, HHI_REG_SPAN_FREED = 4 };
+/* LARGE_FAR: the chunk where a large block aligned to 4 MiB or more starts;
+   its header is the chunk below (registered LARGE), offset == 4 MiB. */
+enum {
+    HHI_REG_NONE = 0, HHI_REG_SPAN = 1, HHI_REG_LARGE = 2, HHI_REG_LARGE_FREED = 3, HHI_REG_SPAN_FREED = 4,
+    HHI_REG_LARGE_FAR = 5,
+};
 /* Block state values. */
 enum { HHI_ST_NEVER = 0, HHI_ST_LIVE = 1, HHI_ST_FREED = 2 };
 /* Page pool membership. */
@@ -124,7 +141,11 @@ typedef struct hhi_bpage {
     uint32_t used;              /* blocks held by caches or users (class lock) */
     uint32_t carved;            /* blocks [0, carved) were ever handed out */
     struct hhi_bpage *next, *prev;  /* class partial list or pool list */
-    uint64_t pad;                   /* 64 bytes: one cache line, meta = span + 32 + index << 6 */
+    uint32_t lost_capacity;         /* decommitted pool page whose tail states went with it: the
+                                       block count of its last class (block_size/recip kept), so
+                                       a late free at a block start is still a double free; else 0 */
+    uint32_t dirty_tick;            /* dirty pool page: g.decay_tick when it joined the pool;
+                                       64 bytes in all: one cache line, meta = span + 32 + index << 6 */
 } hhi_bpage;
 _Static_assert(sizeof(hhi_bpage) == 64, "page meta is 64 bytes");
 
@@ -149,6 +170,7 @@ typedef struct hhi_blarge {
     size_t   offset;            /* user pointer - base */
     size_t   size;              /* bytes asked for */
     struct hhi_blarge *next, *prev;
+    uint64_t freed_ns;          /* in the large cache: when it was freed (decay) */
 } hhi_blarge;
 _Static_assert(sizeof(hhi_blarge) <= HHI_LARGE_HDR, "large header size");
 
@@ -197,6 +219,8 @@ typedef struct hhi_bglobal {
     uint32_t n_dirty, n_clean, n_decommitted;
     hhi_bspan *spans;
     uint32_t n_spans;
+    hhi_bspan *retired;             /* decommitted spans kept for reuse, linked through next */
+    uint32_t n_retired;
     /* large blocks */
     hhi_lock large_lock;
     hhi_blarge *large;
@@ -213,6 +237,10 @@ typedef struct hhi_bglobal {
     uint32_t n_tcaches;
     _Atomic uint64_t retired_hits[HHI_CLASS_COUNT], retired_misses[HHI_CLASS_COUNT];
     hhi_lock trim_lock;
+    /* decay (hh_binned_set_decay_ms) */
+    _Atomic uint64_t decay_ns;      /* period, 0: off */
+    _Atomic uint64_t decay_next_ns; /* when the next pass is due */
+    _Atomic uint32_t decay_tick;    /* passes so far: dirty pages older than one pass are purged */
 } hhi_bglobal;
 
 HH_INTERNAL hhi_bglobal hhi_bg;
@@ -257,6 +285,17 @@ HH_INLINE unsigned hhi_state_get(const hhi_bpage *pg, uint32_t i) {
 HH_INLINE void hhi_state_set(hhi_bpage *pg, uint32_t i, unsigned v) {
     atomic_store_explicit(&pg->state[i], (uint8_t)v, memory_order_relaxed);
 }
+/* The one transition a free makes: LIVE -> FREED, atomically, so that of two
+   threads freeing one block at once exactly one wins and the other sees a
+   double free (a load then a store let both pass). Relaxed: the block's
+   bytes are published by the locks and caches it moves through, not by the
+   state byte. Returns the state seen: HHI_ST_LIVE if this call claimed it. */
+HH_INLINE unsigned hhi_state_claim(hhi_bpage *pg, uint32_t i) {
+    uint8_t seen = HHI_ST_LIVE;
+    atomic_compare_exchange_strong_explicit(&pg->state[i], &seen, (uint8_t)HHI_ST_FREED, memory_order_relaxed,
+                                            memory_order_relaxed);
+    return seen;
+}
 
 /* Free-list links live in the first word of a free block, which memcheck sees
    as no-access: open it for the one access. */
@@ -297,6 +336,10 @@ HH_INLINE void hhi_on_free(void *p, size_t usable) {
 /* binned.c */
 HH_INTERNAL HH_NOINLINE void *hhi_binned_malloc_slow(size_t size, unsigned flags);
 HH_INTERNAL HH_NOINLINE void  hhi_binned_free_slow(void *p, unsigned flags);
+/* A free of a block of a class page whose claim saw state `seen` (not LIVE). */
+HH_INTERNAL HH_NOINLINE void  hhi_binned_free_unclaimed(void *p, unsigned seen, unsigned flags);
+/* The rest of a free whose LIVE -> FREED claim succeeded (pg: its page). */
+HH_INTERNAL HH_NOINLINE void  hhi_binned_free_claimed(void *p, hhi_bpage *pg);
 HH_INTERNAL void  *hhi_binned_memalign(size_t align, size_t size, unsigned flags);
 HH_INTERNAL void  *hhi_binned_realloc(void *p, size_t size, unsigned flags);
 HH_INTERNAL void  *hhi_binned_calloc(size_t count, size_t size, unsigned flags);
@@ -304,6 +347,13 @@ HH_INTERNAL void  *hhi_binned_calloc(size_t count, size_t size, unsigned flags);
 HH_INTERNAL size_t hhi_binned_usable(const void *p, hh_status *st);
 /* Reports s (message unless quiet per flags) and returns s. */
 HH_INTERNAL hh_status hhi_binned_fail(hh_status s, unsigned flags, const char *msg, const void *p);
+
+#if HH_TESTING
+/* Test hook: a free calls it between reading the registry and reading the
+   page metadata (the window in which a trim on another thread may retire
+   the span). NULL: none. */
+HH_INTERNAL void (*hhi_binned_test_lookup_hook)(void);
+#endif
 
 /* binned_page.c (class and pool layer) */
 HH_INTERNAL bool     hhi_binned_init(void);        /* idempotent; false if the OS refused */
@@ -316,17 +366,31 @@ HH_INTERNAL void     hhi_class_put(unsigned c, hhi_bblock *head, uint32_t n);
 HH_INTERNAL void     hhi_lock_all(void);     /* classes, pool, large (fork, check) */
 HH_INTERNAL void     hhi_unlock_all(void);
 HH_INTERNAL size_t   hhi_pool_trim(uint64_t deadline_ns);
+/* Decommits dirty pool pages that joined the pool before tick `older_than`
+   (and retires wholly free spans), until the deadline. */
+HH_INTERNAL size_t   hhi_pool_decay(uint32_t older_than, uint64_t deadline_ns);
+/* Decay: a pass if one is due (cheap check otherwise; sampled: the clock is
+   read on every 32nd call only -- small-block refills and flushes). Holds
+   no lock on entry. */
+HH_INTERNAL void     hhi_decay_maybe(bool sampled);
 
 /* binned_tcache.c */
 HH_INTERNAL hhi_tcache *hhi_tcache_get(void);      /* NULL: use the cacheless path */
 HH_INTERNAL void     hhi_tcache_flush_bin(hhi_tcache *tc, unsigned c, uint32_t keep);
 HH_INTERNAL void     hhi_tcache_compute_caps(size_t limit);
+HH_INTERNAL void     hhi_tcache_fork_child(void);   /* drops the caches of threads the child lacks */
 
 /* binned_large.c */
 HH_INTERNAL void    *hhi_large_alloc(size_t size, size_t align, unsigned flags);
 HH_INTERNAL hh_status hhi_large_free(uintptr_t a, unsigned flags);
 HH_INTERNAL size_t   hhi_large_usable(uintptr_t a);   /* 0 if not a live large block */
-HH_INTERNAL size_t   hhi_large_trim(void);            /* unmaps the large cache; bytes */
+/* A pointer whose chunk reads LARGE_FREED: HH_E_DOUBLE_FREE if it lies in
+   the cached mapping there, else HH_E_FOREIGN_POINTER. */
+HH_INTERNAL hh_status hhi_large_freed_status(uintptr_t a);
+HH_INTERNAL size_t   hhi_large_trim(uint64_t deadline_ns);   /* unmaps the large cache until the deadline
+                                                                (0: none); bytes */
+/* Unmaps cached mappings freed before freed_before_ns, until the deadline. */
+HH_INTERNAL size_t   hhi_large_decay(uint64_t freed_before_ns, uint64_t deadline_ns);
 
 /* ---------------------------------------------------------------------------
    Fast paths
@@ -362,18 +426,25 @@ HH_INLINE void hhi_bfree_fast(void *p, unsigned flags) {
                   atomic_load_explicit(&tc->registry[a >> HHI_SPAN_SHIFT], memory_order_relaxed) == HHI_REG_SPAN)) {
         hhi_bpage *pg = hhi_page_of(a);
         uint32_t i = hhi_block_index(pg, a);
-        if (hh_likely(i < pg->capacity && i * pg->block_size == (a & HHI_PAGE_MASK) &&
-                      hhi_state_get(pg, i) == HHI_ST_LIVE)) {
+        if (hh_likely(i < pg->capacity && i * pg->block_size == (a & HHI_PAGE_MASK))) {
+            unsigned seen = hhi_state_claim(pg, i);
+            if (hh_unlikely(seen != HHI_ST_LIVE)) {
+                /* Report what the claim saw: looking again could find the
+                   block handed out anew in between and free it. */
+                hhi_binned_free_unclaimed(p, seen, flags);
+                return;
+            }
             hhi_tbin *bin = &tc->bins[pg->cls];
             uint32_t n = hhi_bin_count(bin);
             if (hh_likely(n < bin->cap)) {
-                hhi_state_set(pg, i, HHI_ST_FREED);
                 hhi_on_free(p, pg->block_size);
                 hhi_block_set_next((hhi_bblock *)p, bin->head);
                 bin->head = (hhi_bblock *)p;
                 hhi_bin_count_set(bin, n + 1);
                 return;
             }
+            hhi_binned_free_claimed(p, pg);
+            return;
         }
     }
     hhi_binned_free_slow(p, flags);

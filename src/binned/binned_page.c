@@ -31,7 +31,10 @@ static void fork_parent(void) {
     hhi_lock_release(&hhi_bg.trim_lock);
     pthread_mutex_unlock(&init_lock);
 }
-static void fork_child(void) { fork_parent(); }
+static void fork_child(void) {
+    fork_parent();
+    if (atomic_load_explicit(&hhi_bg.ready, memory_order_acquire)) hhi_tcache_fork_child();
+}
 
 /* Registers the fork handlers before main runs, so no thread can take an
    allocator lock before they exist (registering lazily in hhi_binned_init
@@ -103,6 +106,7 @@ static void list_remove(hhi_bpage **head, hhi_bpage **tail, hhi_bpage *pg) {
 static void pool_insert(hhi_bpage *pg, unsigned which) {
     pg->pool = (uint8_t)which;
     if (which == HHI_POOL_DIRTY) {
+        pg->dirty_tick = atomic_load_explicit(&hhi_bg.decay_tick, memory_order_relaxed);
         list_push_front(&hhi_bg.dirty, NULL, pg);
         hhi_bg.n_dirty++;
     } else {
@@ -126,10 +130,19 @@ static void pool_remove(hhi_bpage *pg) {
     hhi_span_of((uintptr_t)pg)->free_pages--;
 }
 
-/* Maps and registers a new span; its pages join the clean list. */
+/* Maps (or takes back a retired range) and registers a new span; its pages
+   join the clean list. */
 static bool span_new(void) {
-    hhi_bspan *s = hhi_os_map(HHI_SPAN_SIZE, HHI_SPAN_SIZE);
-    if (s == NULL) return false;
+    hhi_bspan *s = hhi_bg.retired;
+    if (s != NULL) {
+        /* Decommitted whole: reads as zero except the link written at retire. */
+        hhi_bg.retired = s->next;
+        hhi_bg.n_retired--;
+        memset(s, 0, offsetof(hhi_bspan, state));
+    } else {
+        s = hhi_os_map(HHI_SPAN_SIZE, HHI_SPAN_SIZE);
+        if (s == NULL) return false;
+    }
     s->magic = HHI_SPAN_MAGIC;
     for (unsigned i = 0; i < HHI_PAGES_PER_SPAN; i++) {
         hhi_bpage *pg = &s->pages[i];
@@ -174,6 +187,7 @@ void hhi_page_setup_class(hhi_bpage *pg, unsigned c) {
     hh_track_undefined((void *)base, HHI_PAGE_SIZE);
     pg->block_size = size;
     pg->capacity = cap;
+    pg->lost_capacity = 0;
     pg->recip = (uint32_t)((((uint64_t)1) << 32) / size + 1);
     pg->cls = (uint8_t)c;
     pg->free = NULL;
@@ -288,24 +302,61 @@ static void classes_release_empty(void) {
 /* Decommits dirty pool pages and unmaps wholly free spans until the deadline
    (0: none). Returns bytes given back (pages never touched count as given
    back when their span is unmapped: an upper bound of the RSS returned). */
+/* Decommits one dirty page (pool lock held); false if the OS refused. */
+static bool page_decommit(hhi_bpage *pg) {
+    void *base = (void *)hhi_page_base(pg);
+    if (!hhi_os_decommit(base, HHI_PAGE_SIZE)) return false;
+    hh_track_undefined(base, HHI_PAGE_SIZE);
+    /* States in the page's own tail are gone with it (they read as zero
+       now): remember how many blocks it had. Span-header states survive. */
+    if ((uintptr_t)pg->state >= (uintptr_t)base && (uintptr_t)pg->state < (uintptr_t)base + HHI_PAGE_SIZE) {
+        pg->lost_capacity = pg->capacity;   /* block_size and recip stay (invariant 2) */
+        pg->capacity = 0;
+    }
+    pool_remove(pg);
+    pool_insert(pg, HHI_POOL_DECOMMITTED);
+    return true;
+}
+
+static size_t spans_retire(uint64_t deadline_ns);
+
+size_t hhi_pool_decay(uint32_t older_than, uint64_t deadline_ns) {
+    size_t given = 0;
+    hhi_lock_acquire(&hhi_bg.pool_lock);
+    /* The dirty list is newest first: walk it, decommitting the old pages
+       (the young ones are the likeliest to be reused soon). */
+    hhi_bpage *pg = hhi_bg.dirty;
+    for (unsigned n = 0; pg != NULL; n++) {
+        if ((n & 15) == 0 && deadline_ns && hhi_now_ns() >= deadline_ns) break;
+        hhi_bpage *next = pg->next;
+        if ((int32_t)(pg->dirty_tick - older_than) < 0) {
+            if (!page_decommit(pg)) break;
+            given += HHI_PAGE_SIZE;
+        }
+        pg = next;
+    }
+    given += spans_retire(deadline_ns);
+    hhi_lock_release(&hhi_bg.pool_lock);
+    return given;
+}
+
 size_t hhi_pool_trim(uint64_t deadline_ns) {
     size_t given = 0;
     classes_release_empty();
     hhi_lock_acquire(&hhi_bg.pool_lock);
     while (hhi_bg.dirty != NULL) {
         if (deadline_ns && hhi_now_ns() >= deadline_ns) break;
-        hhi_bpage *pg = hhi_bg.dirty;
-        void *base = (void *)hhi_page_base(pg);
-        if (!hhi_os_decommit(base, HHI_PAGE_SIZE)) break;
-        hh_track_undefined(base, HHI_PAGE_SIZE);
-        /* States in the page's own tail are gone with it (they read as
-           zero now): forget the geometry. Span-header states survive. */
-        if ((uintptr_t)pg->state >= (uintptr_t)base && (uintptr_t)pg->state < (uintptr_t)base + HHI_PAGE_SIZE)
-            pg->capacity = pg->block_size = pg->recip = 0;
-        pool_remove(pg);
-        pool_insert(pg, HHI_POOL_DECOMMITTED);
+        if (!page_decommit(hhi_bg.dirty)) break;
         given += HHI_PAGE_SIZE;
     }
+    given += spans_retire(deadline_ns);
+    hhi_lock_release(&hhi_bg.pool_lock);
+    return given;
+}
+
+/* Retires every wholly free span until the deadline (pool lock held). */
+static size_t spans_retire(uint64_t deadline_ns) {
+    size_t given = 0;
     hhi_bspan *s = hhi_bg.spans;
     while (s != NULL) {
         hhi_bspan *next = s->next;
@@ -322,14 +373,44 @@ size_t hhi_pool_trim(uint64_t deadline_ns) {
             hhi_bg.n_spans--;
             atomic_store_explicit(&hhi_bg.registry[(uintptr_t)s >> HHI_SPAN_SHIFT], HHI_REG_SPAN_FREED,
                                   memory_order_release);
+            /* Retire, never unmap (invariant 7): a free racing this trim may
+               still read the header. If the decommit fails the range is
+               kept all the same; only the memory stays. */
             hh_track_undefined(s, HHI_SPAN_SIZE);
-            hhi_os_unmap(s, HHI_SPAN_SIZE);
-            given += HHI_PAGE_SIZE;   /* the metadata page */
+            if (hhi_os_decommit(s, HHI_SPAN_SIZE)) given += HHI_PAGE_SIZE;   /* the metadata page */
+            hh_track_defined(s, HHI_SPAN_SIZE);   /* such a racing free reads zeros: legal */
+            s->next = hhi_bg.retired;
+            hhi_bg.retired = s;
+            hhi_bg.n_retired++;
         }
         s = next;
     }
-    hhi_lock_release(&hhi_bg.pool_lock);
     return given;
+}
+
+/* ---------------------------------------------------------------------------
+   Decay: one bounded pass per period, run by whichever thread's slow path
+   notices it is due (the CAS on decay_next_ns elects one). A pass unmaps
+   large mappings cached for at least a period and decommits pool pages that
+   were dirty at the previous pass already (so one to two periods old).
+--------------------------------------------------------------------------- */
+void hhi_decay_maybe(bool sampled) {
+    uint64_t period = atomic_load_explicit(&hhi_bg.decay_ns, memory_order_relaxed);
+    if (hh_likely(period == 0)) return;
+    /* Refills and flushes look at the clock only every 32nd time: a clock
+       read costs as much as the rest of a refill of a small class. */
+    static _Thread_local uint32_t calls HHI_TLS_MODEL;
+    if (sampled && (++calls & 31u) != 0) return;
+    uint64_t now = hhi_now_ns(), due = atomic_load_explicit(&hhi_bg.decay_next_ns, memory_order_relaxed);
+    if (now < due) return;
+    if (!atomic_compare_exchange_strong(&hhi_bg.decay_next_ns, &due, now + period)) return;   /* another thread */
+    if (pthread_mutex_trylock(&hhi_bg.trim_lock.m) != 0) return;   /* a trim is running: it does the work */
+    uint32_t tick = atomic_fetch_add(&hhi_bg.decay_tick, 1);       /* pages of this tick or later stay */
+    uint64_t deadline = now + HHI_DECAY_BUDGET_NS;
+    hhi_large_decay(now - period, deadline);
+    classes_release_empty();
+    hhi_pool_decay(tick, deadline);
+    hhi_lock_release(&hhi_bg.trim_lock);
 }
 
 /* ---------------------------------------------------------------------------

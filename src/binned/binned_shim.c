@@ -9,15 +9,47 @@
  *  - pointers from another allocator reaching free(): the registry says they
  *    are not ours; free() ignores them silently, realloc() hands them to
  *    glibc's __libc_realloc when that exists (never touching their memory);
+ *  - aligned calls: glibc's rules (memalign/aligned_alloc round an alignment
+ *    up to a power of two, posix_memalign wants one; EINVAL only for a bad
+ *    alignment, ENOMEM for the rest);
  *  - out of memory: errno = ENOMEM and NULL, no message. A double free is
  *    reported through the hheap error handler (one line on stderr) and ignored.
  */
 #include "binned_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "../common/hh_error.h"
 
 #define SHIM_API __attribute__((visibility("default")))
-#define SHIM_FLAGS (HHI_QUIET_FOREIGN | HHI_QUIET_OOM)
+
+/* ---------------------------------------------------------------------------
+   Options, read once at load from the environment (diagnostics only):
+     HHEAP_VERBOSE=1      one line when the shim becomes active, and every
+                          misuse reported (foreign pointers too, which are
+                          otherwise ignored silently)
+     HHEAP_SHOW_STATS=1   a table of the allocator's statistics at exit
+     HHEAP_LEAK_REPORT=1  blocks still live at exit: count, bytes, the first few
+     HHEAP_DECAY_MS=n     decay period (default 250; 0: memory goes back only
+                          when the program calls hh_binned_trim)
+--------------------------------------------------------------------------- */
+enum { SHIM_DECAY_MS_DEFAULT = 250, SHIM_LEAKS_LISTED = 10 };
+
+static struct {
+    bool verbose, show_stats, leak_report;
+    int fd;                    /* a copy of stderr taken at load: programs may close 2 before exit */
+} shim_opt = { .fd = 2 };
+
+/* Flags of every shim call: quiet about foreign pointers (another
+   allocator's, before the shim was active) and out of memory (errno says it),
+   unless HHEAP_VERBOSE. Set once, before main. */
+static unsigned shim_flags = HHI_QUIET_FOREIGN | HHI_QUIET_OOM;
+#define SHIM_FLAGS shim_flags
 
 /* glibc's own realloc, for pointers glibc handed out before we could. */
 extern void *__libc_realloc(void *p, size_t size) __attribute__((weak));
@@ -70,16 +102,37 @@ void *reallocarray(void *p, size_t count, size_t size) {
     return realloc(p, count * size);
 }
 
+/* memalign and aligned_alloc as glibc (2.36) serves them: an alignment below
+   16 is malloc's, one that is not a power of two is rounded up to the next
+   (memalign(24, n) is 32-aligned), one above SIZE_MAX / 2 + 1 is EINVAL; the
+   rest either succeeds or fails with ENOMEM. */
+static void *shim_memalign(size_t align, size_t size) {
+    if (align > SIZE_MAX / 2 + 1) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if (align < 16) align = 16;
+    if (!hh_is_pow2(align)) {
+        size_t a = 32;
+        while (a < align) a <<= 1;
+        align = a;
+    }
+    if (align > HHI_MAX_ALIGN) return set_errno(NULL);
+    return set_errno(hhi_binned_memalign(align, size, SHIM_FLAGS));
+}
+
 int posix_memalign(void **out, size_t align, size_t size) {
     if (!hh_is_pow2(align) || align % sizeof(void *) != 0) return EINVAL;
-    void *p = hhi_binned_memalign(align, size, SHIM_FLAGS);
-    if (p == NULL) return hh_last_error() == HH_E_INVALID_ARG ? EINVAL : ENOMEM;
+    int saved = errno;          /* posix_memalign reports through its result only */
+    void *p = shim_memalign(align, size);
+    errno = saved;
+    if (p == NULL) return ENOMEM;
     *out = p;
     return 0;
 }
 
-void *aligned_alloc(size_t align, size_t size) { return set_errno(hhi_binned_memalign(align, size, SHIM_FLAGS)); }
-void *memalign(size_t align, size_t size) { return set_errno(hhi_binned_memalign(align, size, SHIM_FLAGS)); }
+void *aligned_alloc(size_t align, size_t size) { return shim_memalign(align, size); }
+void *memalign(size_t align, size_t size) { return shim_memalign(align, size); }
 
 void *valloc(size_t size) { return set_errno(hhi_binned_memalign(hhi_os_page_size(), size, SHIM_FLAGS)); }
 
@@ -93,4 +146,85 @@ size_t malloc_usable_size(void *p) {
     if (p == NULL) return 0;
     hh_status st;
     return hhi_binned_usable(p, &st);
+}
+
+/* ---------------------------------------------------------------------------
+   Load-time options and exit reports. Output goes to stderr with write(2)
+   from stack buffers: nothing here allocates (we are malloc).
+--------------------------------------------------------------------------- */
+static bool env_on(const char *name) {
+    const char *v = getenv(name);
+    return v != NULL && v[0] == '1' && v[1] == 0;
+}
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...) {
+    char line[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n > (int)sizeof line - 1) n = (int)sizeof line - 1;
+    if (n > 0) (void)!write(shim_opt.fd, line, (size_t)n);
+}
+
+static void shim_show_stats(void) {
+    hh_binned_stats st;
+    hh_binned_stats_get(&st);
+    say("hheap: binned statistics at exit (pid %d)\n", (int)getpid());
+    say("hheap:  class   block     allocs  hit%%     live     live KiB  pages\n");
+    for (int c = 0; c < HH_BINNED_CLASS_COUNT; c++) {
+        const hh_binned_class_stats *k = &st.classes[c];
+        if (k->allocs == 0 && k->pages == 0) continue;
+        say("hheap:  %5d %7zu %10llu %5.1f %8llu %11llu %6u\n", c, k->block_size, (unsigned long long)k->allocs,
+            100.0 * k->cache_hit_rate, (unsigned long long)k->live_blocks,
+            (unsigned long long)(k->live_bytes >> 10), k->pages);
+    }
+    say("hheap:  small live %llu blocks, %llu KiB; large live %llu blocks, %llu KiB (cached %zu KiB)\n",
+        (unsigned long long)st.small_live_blocks, (unsigned long long)(st.small_live_bytes >> 10),
+        (unsigned long long)st.large_live_blocks, (unsigned long long)(st.large_live_bytes >> 10),
+        st.large_cached_bytes >> 10);
+    say("hheap:  spans %u, pages in classes %u, free %u (decommitted %u), thread caches %u, mapped %zu KiB\n",
+        st.spans, st.pages_in_classes, st.pages_free, st.pages_decommitted, st.thread_caches, st.mapped_bytes >> 10);
+}
+
+typedef struct leak_acc { unsigned listed; } leak_acc;
+static void shim_leak_one(const void *block, size_t size, void *user) {
+    leak_acc *a = user;
+    if (a->listed++ < SHIM_LEAKS_LISTED) say("hheap:  live at exit: %p, %zu bytes\n", block, size);
+}
+
+static void shim_at_exit(void) {
+    if (shim_opt.show_stats) shim_show_stats();
+    if (shim_opt.leak_report) {
+        leak_acc a = { 0 };
+        size_t bytes = 0;
+        size_t n = hh_binned_leak_report(shim_leak_one, &a, &bytes);
+        say("hheap: leak report: %zu blocks, %zu bytes live at exit%s\n", n, bytes,
+            n > SHIM_LEAKS_LISTED ? " (first ones listed above)" : "");
+    }
+}
+
+__attribute__((constructor)) static void shim_load(void) {
+    shim_opt.verbose = env_on("HHEAP_VERBOSE");
+    shim_opt.show_stats = env_on("HHEAP_SHOW_STATS");
+    shim_opt.leak_report = env_on("HHEAP_LEAK_REPORT");
+    if (shim_opt.verbose) shim_flags = HHI_QUIET_OOM;
+    uint32_t decay = SHIM_DECAY_MS_DEFAULT;
+    const char *d = getenv("HHEAP_DECAY_MS");
+    if (d != NULL && *d != 0) {
+        char *end = NULL;
+        unsigned long v = strtoul(d, &end, 10);
+        if (*end == 0 && v <= 60000) decay = (uint32_t)v;
+        else if (shim_opt.verbose) say("hheap: HHEAP_DECAY_MS=%s ignored (0..60000)\n", d);
+    }
+    hh_binned_set_decay_ms(decay);
+    if (shim_opt.show_stats || shim_opt.leak_report) {
+        int fd = fcntl(2, F_DUPFD_CLOEXEC, 10);
+        if (fd >= 0) shim_opt.fd = fd;
+        atexit(shim_at_exit);
+    }
+    if (shim_opt.verbose)
+        say("hheap: libhheap_malloc.so active in pid %d (decay %u ms%s%s)\n", (int)getpid(), (unsigned)decay,
+            shim_opt.show_stats ? ", stats at exit" : "", shim_opt.leak_report ? ", leak report at exit" : "");
 }

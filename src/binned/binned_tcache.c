@@ -87,6 +87,41 @@ static void tcache_destructor(void *arg) {
     hhi_lock_release(&hhi_bg.tc_lock);
 }
 
+/* Fork child, locks released, one thread: every cache but the caller's
+   belongs to a thread that does not exist here. Their blocks go back to
+   their pages and their counters to the retired totals, so the child neither
+   strands the memory nor reports caches that can never run. A block a dead
+   thread was moving at the instant of the fork (between its bin and a
+   class) is lost to the child: nothing records where it was. */
+void hhi_tcache_fork_child(void) {
+    hhi_tcache *self = hhi_tc_self, *dead = NULL;
+    hhi_lock_acquire(&hhi_bg.tc_lock);
+    for (hhi_tcache *tc = hhi_bg.tcaches, *next; tc != NULL; tc = next) {
+        next = tc->next;
+        if (tc == self) continue;
+        if (tc->prev) tc->prev->next = tc->next;
+        else hhi_bg.tcaches = tc->next;
+        if (tc->next) tc->next->prev = tc->prev;
+        hhi_bg.n_tcaches--;
+        tc->next = dead;
+        dead = tc;
+    }
+    hhi_lock_release(&hhi_bg.tc_lock);
+    while (dead != NULL) {
+        hhi_tcache *tc = dead;
+        dead = tc->next;
+        tcache_flush_all(tc);
+        hhi_lock_acquire(&hhi_bg.tc_lock);
+        for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
+            atomic_fetch_add(&hhi_bg.retired_hits[c], atomic_load(&tc->bins[c].hits));
+            atomic_fetch_add(&hhi_bg.retired_misses[c], atomic_load(&tc->bins[c].misses));
+        }
+        tc->next = hhi_bg.tc_free;
+        hhi_bg.tc_free = tc;
+        hhi_lock_release(&hhi_bg.tc_lock);
+    }
+}
+
 static bool key_ready(void) {
     int st = atomic_load_explicit(&tc_key_state, memory_order_acquire);
     if (hh_likely(st == 2)) return true;

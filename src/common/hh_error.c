@@ -10,6 +10,8 @@
 
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,8 +69,32 @@ static struct {
     void       *user;
 } handler = { ATOMIC_FLAG_INIT, NULL, NULL };
 
+/* Takes the flag: held for a few instructions, or across a fork in progress;
+   yields now and then so a preempted holder (or memcheck's one-at-a-time
+   threads) can finish. */
+static void handler_acquire(void) {
+    for (unsigned spins = 0; atomic_flag_test_and_set_explicit(&handler.lock, memory_order_acquire); spins++)
+        if ((spins & 255) == 255) sched_yield();
+}
+
+/* fork: the handler flag is held across fork(), so a child never inherits it
+   set by a thread that does not exist there (hh_set_error_handler and
+   hhi_error would spin forever). */
+static void handler_fork_prepare(void) { handler_acquire(); }
+static void handler_fork_release(void) { atomic_flag_clear_explicit(&handler.lock, memory_order_release); }
+
+/* Registered before every other module's handlers (lowest constructor
+   priority runs first), so its prepare runs last: the flag is held only for
+   the fork itself, not while the other prepare handlers wait for their locks
+   (a report meanwhile would wait for them all). */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((constructor(101))) static void handler_register_atfork(void) {
+    pthread_atfork(handler_fork_prepare, handler_fork_release, handler_fork_release);
+}
+#endif
+
 void hh_set_error_handler(hh_error_fn fn, void *user) {
-    while (atomic_flag_test_and_set_explicit(&handler.lock, memory_order_acquire)) { }
+    handler_acquire();
     handler.fn = fn;
     handler.user = user;
     atomic_flag_clear_explicit(&handler.lock, memory_order_release);
@@ -82,19 +108,12 @@ hh_status hhi_error(hh_status s, const char *fmt, ...) {
     va_end(ap);
     last_error = s;
 
-    /* Bounded spin: a fork child can inherit the flag set by a thread that no
-       longer exists there; it then reports through the default handler
-       instead of spinning forever. */
-    hh_error_fn fn = NULL;
-    void *user = NULL;
-    for (unsigned spins = 0; spins < (1u << 20); spins++) {
-        if (!atomic_flag_test_and_set_explicit(&handler.lock, memory_order_acquire)) {
-            fn = handler.fn;
-            user = handler.user;
-            atomic_flag_clear_explicit(&handler.lock, memory_order_release);
-            break;
-        }
-    }
+    /* A fork child never inherits the flag set (fork handlers above), so
+       waiting for it cannot hang. */
+    handler_acquire();
+    hh_error_fn fn = handler.fn;
+    void *user = handler.user;
+    atomic_flag_clear_explicit(&handler.lock, memory_order_release);
     if (fn == NULL) {
         fn = default_handler;
         user = NULL;

@@ -1,6 +1,6 @@
 /* hh_platform.c -- Linux implementation of the OS seam (see hh_platform.h). */
-#if !defined(_GNU_SOURCE) && !defined(_DEFAULT_SOURCE)
-#  define _DEFAULT_SOURCE 1   /* MAP_ANONYMOUS, madvise */
+#if !defined(_GNU_SOURCE)
+#  define _GNU_SOURCE 1       /* MAP_ANONYMOUS, madvise, mremap */
 #endif
 #include "hh_platform.h"
 
@@ -34,7 +34,23 @@ static void *map_aligned(size_t size, size_t align, int prot, int flags) {
         void *p = mmap(NULL, size, prot, flags, -1, 0);
         return p == MAP_FAILED ? NULL : p;
     }
-    /* Over-map by align and trim both ends: the classic aligned-mmap trick. */
+    /* First exactly size bytes: where the kernel put them, or at the aligned
+       address just below or above (mappings grow downwards, so the range
+       below a fresh mapping is usually free). Only if that fails, over-map
+       by align and trim both ends -- which needs size + align of address
+       space for a moment: under a tight RLIMIT_AS (ulimit -v) a 4 MiB span
+       would need 8 MiB and fail while smaller mappings still succeed. */
+    void *first = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (first == MAP_FAILED) return NULL;
+    if (((uintptr_t)first & (align - 1)) == 0) return first;
+    munmap(first, size);
+    uintptr_t down = (uintptr_t)first & ~(uintptr_t)(align - 1);
+    uintptr_t hints[2] = { down, down + align };
+    for (int i = 0; i < 2; i++) {
+        void *q = mmap((void *)hints[i], size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (q == (void *)hints[i]) return q;
+        if (q != MAP_FAILED) munmap(q, size);
+    }
     if (size > SIZE_MAX - align) return NULL;
     size_t span = size + align;
     char *raw = mmap(NULL, span, prot, flags, -1, 0);
@@ -78,13 +94,34 @@ void hhi_os_unmap(void *p, size_t size) {
     munmap(p, size);
 }
 
+bool hhi_os_move(void *from, size_t size, void *to) {
+    if (hhi_fault()) return false;
+    /* As for munmap: ASan would keep the poison of the old range (and not
+       move it with the pages). */
+    hh_track_undefined(from, size);
+    hh_track_undefined(to, size);
+    return mremap(from, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, to) == to;
+}
+
 bool hhi_os_decommit(void *p, size_t size) {
     if (size == 0) return true;
     if (hhi_fault()) return false;
     return madvise(p, size, MADV_DONTNEED) == 0;
 }
 
+#if HH_TESTING
+static _Atomic uint64_t test_clock_step, test_clock_now;
+void hhi_test_clock_step(uint64_t step_ns) {
+    atomic_store(&test_clock_now, 0);
+    atomic_store(&test_clock_step, step_ns);
+}
+#endif
+
 uint64_t hhi_now_ns(void) {
+#if HH_TESTING
+    uint64_t step = atomic_load_explicit(&test_clock_step, memory_order_relaxed);
+    if (step != 0) return atomic_fetch_add(&test_clock_now, step) + step;
+#endif
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;

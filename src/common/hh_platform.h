@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "hh_compiler.h"
+#include "hh_config.h"
 
 /* OS page size in bytes (cached after the first call). */
 HH_INTERNAL size_t hhi_os_page_size(void);
@@ -30,12 +31,23 @@ HH_INTERNAL bool  hhi_os_commit(void *p, size_t size);
 HH_INTERNAL void  hhi_os_hugepages(void *p, size_t size);
 /* Unmaps what hhi_os_map returned; size as passed to hhi_os_map. */
 HH_INTERNAL void  hhi_os_unmap(void *p, size_t size);
+/* Moves the pages of the mapping [from, from+size) to [to, to+size), which
+   must be part of another mapping (replaced): page tables move, no byte is
+   copied and no page faults again. from is unmapped after. false if the OS
+   refused (nothing changed). */
+HH_INTERNAL bool  hhi_os_move(void *from, size_t size, void *to);
 /* Gives [p, p+size) back to the OS (MADV_DONTNEED: it reads as zero later).
    p and size must be page-aligned. false if the call failed (nothing lost). */
 HH_INTERNAL bool  hhi_os_decommit(void *p, size_t size);
 
 /* Monotonic clock in nanoseconds. */
 HH_INTERNAL uint64_t hhi_now_ns(void);
+#if HH_TESTING
+/* Test hook: when nonzero, hhi_now_ns is a virtual clock that advances by
+   this many ns at every call, so a test can assert how much work a budgeted
+   call did without timing anything. 0: the real clock. */
+HH_INTERNAL void hhi_test_clock_step(uint64_t step_ns);
+#endif
 
 /* Resident set size of this process in bytes (from /proc/self/statm), 0 if unknown. */
 HH_INTERNAL size_t hhi_os_rss_bytes(void);

@@ -171,7 +171,7 @@ static hh_handle_slot *slot_live(const hh_handle_table *t, hh_handle h) {
        key part is 0 (generation 0) was never issued by anyone. */
     if (idx == 0 || idx >= t->capacity || (h.id >> HH_HANDLE_INDEX_BITS) == 0) return NULL;
     hh_handle_slot *s = &t->slots[idx];
-    return s->key == (h.id >> HH_HANDLE_INDEX_BITS) ? s : NULL;
+    return HH_SLOT_LOAD_ACQ(&s->key) == (h.id >> HH_HANDLE_INDEX_BITS) ? s : NULL;   /* lock-free callers */
 }
 
 hh_status hh_handle_release(hh_handle_table *t, hh_handle h) {
@@ -187,7 +187,7 @@ hh_status hh_handle_set(hh_handle_table *t, hh_handle h, void *ptr) {
     if (t == NULL || t->slots == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_handle_set: NULL table");
     hh_handle_slot *s = slot_live(t, h);
     if (s == NULL) return hh_handle_check(t, h, "hh_handle_set");
-    s->ptr = ptr;
+    HH_SLOT_STORE(&s->ptr, ptr);
     return HH_OK;
 }
 
@@ -205,10 +205,10 @@ hh_status hh_handle_check(const hh_handle_table *t, hh_handle h, const char *who
     if (tag != t->tag)
         return hhi_error(HH_E_STALE_HANDLE, "%s: handle %#llx belongs to another table (tag %u, this table %u)", who,
                          (unsigned long long)h.id, tag, (unsigned)t->tag);
-    if (idx >= t->hwm)
+    if (idx >= HH_SLOT_LOAD(&t->hwm))   /* hh_deref's slow path reads it without the lock */
         return hhi_error(HH_E_STALE_HANDLE, "%s: handle %#llx was never issued", who, (unsigned long long)h.id);
     return hhi_error(HH_E_STALE_HANDLE, "%s: handle %#llx is stale (freed; slot generation now %u)", who,
-                     (unsigned long long)h.id, hh_handle_key_gen(t->slots[idx].key));
+                     (unsigned long long)h.id, hh_handle_key_gen(HH_SLOT_LOAD(&t->slots[idx].key)));
 }
 
 void hh_handle_table_stats_get(const hh_handle_table *t, hh_handle_table_stats *out) {
@@ -229,5 +229,5 @@ void hhi_handles_set_next_gen(hh_handle_table *t, uint32_t idx, uint32_t gen) {
     if (idx == 0 || idx >= t->hwm) return;
     hh_handle_slot *s = &t->slots[idx];
     if (!(s->key & HH_HANDLE_KEY_FREE)) return;
-    s->key = HH_HANDLE_KEY_FREE | hh_handle_key_make(gen, t->tag);
+    HH_SLOT_STORE(&s->key, HH_HANDLE_KEY_FREE | hh_handle_key_make(gen, t->tag));
 }

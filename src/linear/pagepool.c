@@ -45,6 +45,22 @@ static struct {
 };
 
 /* ---------------------------------------------------------------------------
+   fork: the pool lock is held across fork(), so a child never inherits it
+   taken by a thread that does not exist there (it would block forever on
+   its first page). Registered before main, like the binned allocator's.
+--------------------------------------------------------------------------- */
+static void pool_fork_prepare(void) { pthread_mutex_lock(&pool.lock); }
+static void pool_fork_release(void) { pthread_mutex_unlock(&pool.lock); }
+
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((constructor)) static void pool_register_atfork(void) {
+    pthread_atfork(pool_fork_prepare, pool_fork_release, pool_fork_release);
+}
+#else
+#  error "the page pool registers its fork handlers from a constructor (GCC or Clang)"
+#endif
+
+/* ---------------------------------------------------------------------------
    Helpers (caller holds pool.lock)
 --------------------------------------------------------------------------- */
 static size_t kind_size(int kind) {

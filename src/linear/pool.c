@@ -108,11 +108,16 @@ hh_status hh_pool_create(const hh_pool_desc *desc, hh_pool **out) {
     size_t align = desc->elem_align != 0 ? desc->elem_align : natural_align(desc->elem_size);
     if (!hh_is_pow2(align) || align > 4096)
         return hhi_error(HH_E_INVALID_ARG, "hh_pool_create: elem_align %zu is not a power of two <= 4096", align);
+    /* Elements smaller than a pointer link by 16-bit index: the limit is the
+       header's 65535. Above it they are refused rather than silently given
+       pointer links (a 2-byte element would take 8: 4x the memory asked for). */
     bool forced16 = (desc->flags & HH_POOL_INDEX16) != 0;
-    bool index16 = forced16 || (desc->elem_size < sizeof(void *) && desc->capacity <= POOL_MAX16);
+    bool index16 = forced16 || desc->elem_size < sizeof(void *);
     if (index16 && desc->capacity > POOL_MAX16)
-        return hhi_error(HH_E_INVALID_ARG, "hh_pool_create: 16-bit index pool holds at most %u elements, not %zu",
-                         (unsigned)POOL_MAX16, desc->capacity);
+        return hhi_error(HH_E_INVALID_ARG,
+                         "hh_pool_create: %zu elements of %zu bytes: elements below %zu bytes (or HH_POOL_INDEX16) "
+                         "link by 16-bit index, at most %u of them; use elem_size %zu for more",
+                         desc->capacity, desc->elem_size, sizeof(void *), (unsigned)POOL_MAX16, sizeof(void *));
     size_t link = index16 ? sizeof(uint16_t) : sizeof(void *);
     size_t stride = hh_align_up(HH_MAX(desc->elem_size, link), align);
     if (desc->elem_size > SIZE_MAX / 4 || desc->capacity > SIZE_MAX / 4 / stride)
