@@ -123,7 +123,7 @@ static uint64_t glibc_replay(const hh_trace_log *log, glibc_slot *map, size_t ca
     for (size_t i = 0; i < log->event_count; i++) {
         const hh_heap_event *e = &log->events[i].ev;
         size_t idx = (size_t)(e->handle.id & HH_HANDLE_INDEX_MASK);
-        if (e->kind != HH_EV_DEFRAG_STEP && idx >= cap) return 0;
+        if (e->kind != HH_EV_DEFRAG_STEP && e->kind != HH_EV_DEFRAG_FULL && idx >= cap) return 0;
         switch (e->kind) {
         case HH_EV_ALLOC: {
             void *p = NULL;

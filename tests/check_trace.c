@@ -275,6 +275,32 @@ START_TEST(replay_time_budgeted_steps) {
     record_and_replay(hh_test_scaled(8000, 600), hh_test_seed(11), true);
 } END_TEST
 
+/* hh_defrag_full is recorded as itself and replays as itself (it was recorded
+   as an unlimited step, replayed as one -- a different algorithm -- and the
+   replay reported HH_E_CORRUPT for the library's own trace). */
+START_TEST(full_compaction_replays_as_itself) {
+    hh_trace *tr = NULL;
+    ck_assert_int_eq(hh_trace_open(heap, path, &tr), HH_OK);
+    hh_handle h[600];
+    for (int i = 0; i < 600; i++) h[i] = hh_alloc(heap, 40 + (size_t)(i % 7) * 56);
+    for (int i = 0; i < 600; i += 3) hh_free(heap, h[i]);
+    hh_defrag_step(heap, 3);
+    hh_defrag_report full = hh_defrag_full(heap);
+    ck_assert_uint_gt(full.moves, 0);
+    ck_assert_int_eq(hh_trace_close(tr), HH_OK);
+    hh_trace_log *log = NULL;
+    ck_assert_int_eq(hh_trace_load(path, &log), HH_OK);
+    ck_assert_int_eq(log->events[log->event_count - 1].ev.kind, HH_EV_DEFRAG_FULL);
+    ck_assert_uint_eq(log->events[log->event_count - 1].ev.moves, full.moves);
+    hh_heap_desc d;
+    hh_trace_desc(&log->info, &d);
+    hh_heap *fresh = NULL;
+    ck_assert_int_eq(hh_heap_create(&d, &fresh), HH_OK);
+    ck_assert_int_eq(hh_trace_replay(log, fresh, NULL, NULL), HH_OK);
+    hh_heap_destroy(fresh);
+    hh_trace_log_free(log);
+} END_TEST
+
 START_TEST(empty_trace_round_trip) {
     hh_trace *tr = NULL;
     ck_assert_int_eq(hh_trace_open(heap, path, &tr), HH_OK);
@@ -506,6 +532,7 @@ Suite *hh_test_trace_suite(void) {
     tcase_add_test(tc, replay_random_workload);
     tcase_add_test(tc, replay_time_budgeted_steps);
     tcase_add_test(tc, empty_trace_round_trip);
+    tcase_add_test(tc, full_compaction_replays_as_itself);
     tcase_add_test(tc, reopened_heap_counts_moves_from_open);
     tcase_add_test(tc, replay_callback_sees_every_event);
     suite_add_tcase(s, tc);

@@ -251,6 +251,7 @@ typedef enum hh_heap_event_kind {
     HH_EV_PIN,             /* handle */
     HH_EV_UNPIN,           /* handle */
     HH_EV_DEFRAG_STEP,     /* max_moves, max_bytes, max_ns of the budget; moves made in `moves` */
+    HH_EV_DEFRAG_FULL,     /* hh_defrag_full; moves made in `moves` */
 } hh_heap_event_kind;
 typedef struct hh_heap_event {
     hh_heap_event_kind kind;

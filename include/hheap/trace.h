@@ -45,6 +45,7 @@
  *              FREE / PIN / UNPIN  v handle
  *              RESIZE v handle, v size
  *              DEFRAG_STEP  v policy, v max_moves, v moves, v max_bytes, v max_ns
+ *              DEFRAG_FULL  v policy, v moves   (hh_defrag_full, replayed as itself)
  *              POLICY v policy
  *   end      u8 0xFF, v event count, v blocks, u64 walk hash, v used_bytes,
  *            v free_bytes, v largest_free, v live, v free, v pinned blocks,

@@ -869,7 +869,7 @@ static hh_defrag_report defrag_run(hh_heap *h, const hh_defrag_budget *budget, b
             d->have_stepped = true;
         }
     }
-    heap_event(h, &(hh_heap_event){ .kind = HH_EV_DEFRAG_STEP, .max_moves = budget->max_moves, .moves = c.r.moves,
+    heap_event(h, &(hh_heap_event){ .kind = full ? HH_EV_DEFRAG_FULL : HH_EV_DEFRAG_STEP, .max_moves = budget->max_moves, .moves = c.r.moves,
                                    .max_bytes = budget->max_bytes, .max_ns = budget->max_ns });
     hh_assert_expensive(hhi_heap_is_valid(h));
     heap_unlock(h);
@@ -992,15 +992,15 @@ void hh_defrag_set_policy(hh_heap *heap, hh_defrag_policy policy) {
     if (d == NULL) hhi_error(HH_E_NO_MEMORY, "hh_defrag_set_policy: cannot allocate the defrag state; policy unchanged");
 }
 
+/* No lock: one word read, as the trace recorder does from inside the event
+   hook, where the heap lock is already held. */
 hh_defrag_policy hh_defrag_get_policy(const hh_heap *heap) {
     if (heap == NULL) {
         hhi_error(HH_E_INVALID_ARG, "hh_defrag_get_policy: heap is NULL");
         return HH_DEFRAG_AUTO;
     }
-    heap_lock(heap);
-    hh_defrag_policy p = heap->defrag ? heap->defrag->policy : HH_DEFRAG_AUTO;
-    heap_unlock(heap);
-    return p;
+    const struct hhi_defrag *d = heap->defrag;
+    return d ? d->policy : HH_DEFRAG_AUTO;
 }
 
 const char *hh_defrag_policy_str(hh_defrag_policy policy) {

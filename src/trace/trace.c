@@ -136,6 +136,10 @@ static void trace_hook(const hh_heap_event *e, void *user) {
         p = hhi_put_varint(p, e->max_bytes);
         p = hhi_put_varint(p, e->max_ns);
         break;
+    case HH_EV_DEFRAG_FULL:
+        p = hhi_put_varint(p, (uint64_t)pol);
+        p = hhi_put_varint(p, e->moves);
+        break;
     default:
         p--;                       /* an event kind this version does not know: dropped */
         t->len = (size_t)(p - t->buf);
@@ -193,6 +197,7 @@ static long long decode_events(cursor *c, hh_trace_event *out, size_t cap, const
             ev.ev.handle.id = hhi_get_varint(c);
             break;
         case HH_TRACE_EV_POLICY:
+        case HH_EV_DEFRAG_FULL:
         case HH_EV_DEFRAG_STEP: {
             uint64_t pol = hhi_get_varint(c);
             if (pol > HH_DEFRAG_FILL) {
@@ -201,6 +206,10 @@ static long long decode_events(cursor *c, hh_trace_event *out, size_t cap, const
             }
             ev.policy = (hh_defrag_policy)pol;
             if (kind == HH_TRACE_EV_POLICY) break;
+            if (kind == HH_EV_DEFRAG_FULL) {
+                ev.ev.moves = (uint32_t)hhi_get_varint(c);
+                break;
+            }
             ev.ev.max_moves = (uint32_t)hhi_get_varint(c);
             ev.ev.moves = (uint32_t)hhi_get_varint(c);
             ev.ev.max_bytes = (size_t)hhi_get_varint(c);
@@ -215,7 +224,7 @@ static long long decode_events(cursor *c, hh_trace_event *out, size_t cap, const
             *why = "record cut short";
             return -1;
         }
-        if (kind != HH_EV_DEFRAG_STEP && kind != HH_TRACE_EV_POLICY && ev.ev.handle.id == 0) {
+        if (kind != HH_EV_DEFRAG_STEP && kind != HH_EV_DEFRAG_FULL && kind != HH_TRACE_EV_POLICY && ev.ev.handle.id == 0) {
             *why = "null handle in a record";
             return -1;
         }
@@ -396,6 +405,14 @@ static hh_status replay_one(hh_heap *heap, const hh_trace_event *te, size_t i, b
     }
     if (e->kind == (hh_heap_event_kind)HH_TRACE_EV_POLICY) {
         hh_defrag_set_policy(heap, te->policy);
+        return HH_OK;
+    }
+    if (e->kind == HH_EV_DEFRAG_FULL) {                /* replayed as itself: a full compaction */
+        if (hh_defrag_get_policy(heap) != te->policy) hh_defrag_set_policy(heap, te->policy);
+        hh_defrag_report r = hh_defrag_full(heap);
+        if (r.moves != e->moves)
+            return hhi_error(HH_E_CORRUPT, "hh_trace_replay: event %zu: full compaction made %u moves, the recording %u",
+                             i, r.moves, e->moves);
         return HH_OK;
     }
     if (e->kind == HH_EV_DEFRAG_STEP) {
