@@ -11,7 +11,11 @@
  * over a live, reserved or just-moved range shows up as wrong bytes. */
 #include "hheap/vheap.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
+
+#include "hheap/mapdump.h"
 #include <string.h>
 
 #include "../src/vheap/vheap_internal.h"
@@ -688,6 +692,92 @@ START_TEST(size_classes) {
 }
 END_TEST
 
+
+/* ---------------------------------------------------------------------------
+   Heap maps: a virtual heap's frames read back as the walk and the last pass said
+--------------------------------------------------------------------------- */
+typedef struct blist { hh_block_info b[256]; size_t n; } blist;
+static void collect(const hh_block_info *b, void *user) {
+    blist *l = user;
+    if (l->n < 256) l->b[l->n++] = *b;
+}
+
+START_TEST(mapdump_roundtrip) {
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/hh-vheap-XXXXXX");
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    hh_vheap *h;
+    ck_assert_int_eq(hh_vheap_create(&(hh_vheap_desc){ .size = 64u << 10 }, &h), HH_OK);
+    hh_handle v[12];
+    for (int i = 0; i < 12; i++) v[i] = hh_valloc(h, 1024 + 512 * (uint64_t)(i % 3), 256, (uint32_t)i % 4);
+    for (int i = 2; i < 12; i += 3) ck_assert_int_eq(hh_vfree(h, v[i]), HH_OK);   /* 2048-byte holes */
+    ck_assert_int_eq(hh_vpin(h, v[1]), HH_OK);
+    hh_mapdump_writer *w;
+    ck_assert_int_eq(hh_mapdump_create(path, &(hh_mapdump_desc){ .heap = (const hh_heap *)(const void *)h, .vheap = h },
+                                       &w), HH_E_INVALID_ARG);
+    ck_assert_int_eq(hh_mapdump_create(path, &(hh_mapdump_desc){ .flags = HH_MAPDUMP_VIRTUAL, .vheap = h }, &w),
+                     HH_E_INVALID_ARG);
+    ck_assert_int_eq(hh_mapdump_create(path, &(hh_mapdump_desc){ .vheap = h, .label = "vheap" }, &w), HH_OK);
+    ck_assert_int_eq(hh_mapdump_write_frame(w, 0, NULL), HH_OK);
+    hh_vdefrag_pass p;
+    ck_assert_int_eq(hh_vdefrag_begin(h, &(hh_vdefrag_budget){ .max_moves = 3 }, &p), HH_OK);
+    ck_assert_uint_gt(p.move_count, 0);
+    ck_assert_int_eq(hh_mapdump_write_frame(w, 1, NULL), HH_OK);   /* mid-pass: reservations are live blocks */
+    ck_assert_int_eq(hh_vdefrag_end(h, NULL, NULL), HH_OK);
+    blist want = {0};
+    hh_vheap_walk(h, collect, &want);
+    const hh_vmove *jr;
+    size_t nj = hh_vdefrag_journal(h, &jr);
+    ck_assert_uint_eq(nj, p.move_count);
+    ck_assert_int_eq(hh_mapdump_write_frame(w, 2, NULL), HH_OK);
+    ck_assert_int_eq(hh_vheap_grow(h, 96u << 10), HH_OK);
+    ck_assert_int_eq(hh_mapdump_write_frame(w, 3, NULL), HH_OK);
+    ck_assert_int_eq(hh_mapdump_close(w), HH_OK);
+
+    hh_mapdump_reader *r;
+    ck_assert_int_eq(hh_mapdump_open(path, &r), HH_OK);
+    hh_mapdump_file_info info;
+    ck_assert_int_eq(hh_mapdump_info(r, &info), HH_OK);
+    ck_assert_uint_eq(info.flags & HH_MAPDUMP_VIRTUAL, HH_MAPDUMP_VIRTUAL);
+    ck_assert_uint_eq(info.version_minor, HH_MAPDUMP_VERSION_MINOR);
+    ck_assert_uint_eq(info.managed_bytes, 64u << 10);
+    const hh_mapdump_frame *f;
+    for (int k = 0; k < 4; k++) {
+        ck_assert_int_eq(hh_mapdump_next(r, &f), HH_OK);
+        ck_assert_ptr_nonnull(f);
+        ck_assert_uint_eq(f->frame, (uint64_t)k);
+        ck_assert(!f->has_service);
+        if (k == 2) {
+            ck_assert_uint_eq(f->managed_bytes, 64u << 10);
+            ck_assert_uint_eq(f->block_count, want.n);
+            size_t moved = 0;
+            for (size_t i = 0; i < want.n; i++) {
+                ck_assert_uint_eq(f->blocks[i].offset, want.b[i].offset);
+                ck_assert_uint_eq(f->blocks[i].size, want.b[i].size);
+                ck_assert_uint_eq(f->blocks[i].state, (uint8_t)want.b[i].state);
+                moved += f->blocks[i].moved;
+            }
+            ck_assert_uint_eq(moved, nj);
+            ck_assert_uint_eq(f->move_count, nj);
+            for (size_t i = 0; i < nj; i++) {
+                ck_assert_uint_eq(f->moves[i].src_offset, jr[i].src_offset);
+                ck_assert_uint_eq(f->moves[i].dst_offset, jr[i].dst_offset);
+            }
+            ck_assert_uint_eq(f->metrics.pinned_blocks, 1);
+            ck_assert_uint_eq(f->metrics.total_moves, nj);
+        }
+        if (k == 3) ck_assert_uint_eq(f->managed_bytes, 96u << 10);
+    }
+    ck_assert_int_eq(hh_mapdump_next(r, &f), HH_OK);
+    ck_assert_ptr_null(f);
+    hh_mapdump_reader_close(r);
+    hh_vheap_destroy(h);
+    unlink(path);
+}
+END_TEST
+
 Suite *hh_test_vheap_suite(void) {
     Suite *s = suite_create("vheap");
     TCase *tc = tcase_create("contract");
@@ -708,6 +798,7 @@ Suite *hh_test_vheap_suite(void) {
     tcase_add_test(tc, lower_bound_uniform);
     tcase_add_test(tc, shadow_stress);
     tcase_add_test(tc, fault_injection);
+    tcase_add_test(tc, mapdump_roundtrip);
     suite_add_tcase(s, tc);
     return s;
 }
