@@ -57,6 +57,7 @@ static uint32_t rec_take(hh_vheap *h, uint64_t off, uint64_t size, unsigned stat
 
 static void rec_put(hh_vheap *h, uint32_t r) {
     hhi_vblk *b = &h->rec[r];
+    if (h->cursor == r) h->cursor = 0;       /* the sweep restarts from the top */
     unsigned s = vb_state(b);
     h->bytes[s] -= vb_size(b);
     h->count[s]--;
@@ -659,5 +660,7 @@ hh_status hh_vheap_check(const hh_vheap *heap) {
     if (unused != h->rec_unused_count || unused + seen != h->rec_cap - 1u)
         FAIL("V7 %u unused + %u used records, capacity %u", unused, seen, h->rec_cap);
     if (h->journal_count > h->pass_cap) FAIL("V8 journal of %u moves, capacity %u", h->journal_count, h->pass_cap);
+    if (h->cursor && (h->cursor >= h->rec_cap || vb_state(&h->rec[h->cursor]) >= VB_UNUSED))
+        FAIL("V8 sweep cursor %u is not a block", h->cursor);
     return HH_OK;
 }

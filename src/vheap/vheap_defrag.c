@@ -14,7 +14,13 @@
  *
  * Cost: each examined block costs one O(log n) tree search; the walk stops
  * after 4 * max_moves + 64 examined blocks (or the budget's moves/bytes), so a
- * pass costs what its budget allows, not what the heap holds.
+ * pass costs what its budget allows, not what the heap holds. The walk is a
+ * sweep that spans passes: a pass cut short leaves a cursor at the next block
+ * to examine and the next pass goes on from there, so blocks that fit no hole
+ * are passed over once per sweep, not once per pass. A sweep ends at the
+ * lowest hole; the next one starts at the top again. `compact` is reported
+ * when a whole sweep planned nothing. The cursor names a record; a record
+ * that is released back to the pool resets it (rec_put), so it never dangles.
  */
 #include "vheap_internal.h"
 
@@ -72,16 +78,26 @@ hh_status hh_vdefrag_begin(hh_vheap *heap, const hh_vdefrag_budget *budget, hh_v
 
     uint64_t bytes = 0, examined = 0;
     bool stopped = false;
-    for (uint32_t x = heap->tail; x;) {
+    uint32_t x = heap->cursor;
+    if (x == 0) {                              /* a new sweep from the top */
+        x = heap->tail;
+        heap->sweep_moves = 0;
+        heap->sweep_partial = false;
+    }
+    while (x) {
         uint32_t lowest = hhi_vtree_min(heap);
-        if (lowest == 0 || heap->rec[lowest].off > heap->rec[x].off) break;   /* no hole below x: done */
-        uint32_t below = heap->rec[x].prev;
-        hhi_vblk *b = &heap->rec[x];
+        if (lowest == 0 || heap->rec[lowest].off > heap->rec[x].off) break;   /* no hole below x: sweep done */
         if (examined++ >= max_examined) { stopped = true; break; }
+        hhi_vblk *b = &heap->rec[x];
         if (vb_state(b) == VB_LIVE && vb_pins(b) == 0) {
             uint64_t size = vb_size(b);
             if (heap->move_count >= max_moves) { stopped = true; break; }
-            if (size > max_bytes - bytes) { stopped = true; x = below; continue; }   /* a smaller block may fit */
+            if (size > max_bytes - bytes) {
+                if (heap->move_count) { stopped = true; break; }   /* the next pass starts with it */
+                heap->sweep_partial = true;
+                x = b->prev;                   /* larger than a whole pass may move: never under this budget */
+                continue;
+            }
             if (!pass_reserve(heap, heap->move_count + 1u) || !hhi_vreserve_records(heap, 2)) {
                 stopped = true;                /* out of metadata: plan what we have */
                 break;
@@ -100,13 +116,16 @@ hh_status hh_vdefrag_begin(hh_vheap *heap, const hh_vdefrag_budget *budget, hh_v
                 bytes += size;
             }
         }
-        x = below;
+        x = heap->rec[x].prev;
     }
+    heap->cursor = stopped ? x : 0;
+    heap->sweep_moves += heap->move_count;
     heap->pass_open = true;
     out->move_count = heap->move_count;
     out->moves = heap->moves;
     out->bytes = bytes;
-    out->compact = !stopped && heap->move_count == 0;
+    /* a whole sweep found nothing to move, and passed over nothing for the budget */
+    out->compact = !stopped && heap->sweep_moves == 0 && !heap->sweep_partial;
     return HH_OK;
 }
 

@@ -46,7 +46,8 @@
  *       destination below the source, the move's handle the source's.
  *   V7  the pool's unused records are chained, in state VB_UNUSED, and used +
  *       unused = capacity - 1.
- *   V8  the journal (done moves of the last pass) fits its capacity.
+ *   V8  the journal (done moves of the last pass) fits its capacity; the
+ *       sweep cursor is 0 or a block in the address list.
  */
 #ifndef HH_VHEAP_INTERNAL_H
 #define HH_VHEAP_INTERNAL_H
@@ -104,6 +105,9 @@ struct hh_vheap {
     uint32_t *mv_src, *mv_dst;
     uint32_t  move_count, journal_count;
     bool      pass_open;
+    uint32_t  cursor;            /* the sweep goes on from this block (0: from the top) */
+    uint64_t  sweep_moves;       /* moves planned since the sweep began at the top */
+    bool      sweep_partial;     /* the sweep passed over a block too large for the budget */
     hh_vheap_desc desc;          /* resolved */
 };
 
