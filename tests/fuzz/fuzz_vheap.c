@@ -73,7 +73,10 @@ static void expect_fail(hh_status got, hh_status want, const char *what) {
              hh_status_str(fz_err.last));
 }
 
-static void verify_all(void) {
+/* bytes: check every byte too (after every pass's end and every 8th
+   operation: a misplaced block stays wrong until then, so nothing escapes;
+   checking bytes after every operation would cost most of the run). */
+static void verify_all(bool bytes) {
     FZ_CHECK(hh_vheap_check(V.heap) == HH_OK, "S1 check: %s", hh_status_str(hh_last_error()));
     unsigned pinned = 0;
     for (size_t i = 0; i < V.n; i++) {
@@ -82,7 +85,7 @@ static void verify_all(void) {
         FZ_CHECK(off != HH_VOFFSET_NONE && off + o->size <= V.size, "S2 offset %llu", (unsigned long long)off);
         FZ_CHECK(off % o->align == 0, "S2 alignment");
         FZ_CHECK(hh_vsize(V.heap, o->h) >= o->size, "S2 size");
-        FZ_CHECK(fz_verify(V.buf + off, (size_t)o->size, o->key) == -1, "S2 bytes of block at %llu",
+        FZ_CHECK(!bytes || fz_verify(V.buf + off, (size_t)o->size, o->key) == -1, "S2 bytes of block at %llu",
                  (unsigned long long)off);
         if (o->pins) {
             FZ_CHECK(off == o->pinned_at, "S3 pinned block moved");
@@ -236,6 +239,7 @@ static void op_grow_shrink(fz_in *in) {
         hh_status s = hh_vheap_grow(V.heap, ns);
         hh_test_fail_after(-1);
         if (s != HH_OK) { expect_fail(s, HH_E_NO_MEMORY, "grow"); return; }
+        scribble(V.size, ns - V.size);
         V.size = ns;
     } else {
         uint64_t ns;
@@ -280,9 +284,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     V.next_key = 1;
     hh_vheap_desc d = { .size = V.size, .max_handles = (cfg & 4) ? 8u + (cfg >> 4) : 0 };
     FZ_CHECK(hh_vheap_create(&d, &V.heap) == HH_OK, "create");
-    V.buf = malloc(MAX_SIZE);
+    V.buf = malloc(MAX_SIZE);                      /* bytes past the heap's size are never read */
     FZ_CHECK(V.buf != NULL, "buffer");
-    memset(V.buf, 0xDD, MAX_SIZE);
+    memset(V.buf, 0xDD, (size_t)V.size);
     hh_vheap *other;
     FZ_CHECK(hh_vheap_create(&(hh_vheap_desc){ .size = 4096 }, &other) == HH_OK, "second heap");
     hh_handle foreign = hh_valloc(other, 32, 16, 0);
@@ -300,9 +304,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         case 10:                op_grow_shrink(&in); break;
         default:                op_bad(&in, other, foreign); break;
         }
-        verify_all();
+        verify_all(code % 12 == 9 || op % 8 == 7);
     }
-    if (V.pass) { op_end(); verify_all(); }
+    if (V.pass) op_end();
+    verify_all(true);
     hh_vheap_destroy(V.heap);
     hh_vheap_destroy(other);
     free(V.buf);
