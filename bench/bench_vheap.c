@@ -53,10 +53,9 @@ typedef struct result {
     double bytes, lower_bound, slide_bytes, high_water, slide_high_water, passes, ns_per_move, used;
 } result;
 
-static result compact_case(int mix, uint64_t seed) {
+static result compact_case(int mix, uint64_t seed, hh_vdefrag_policy policy, uint64_t size) {
     result res = {0};
     bench_rng r = { seed * 0x9E3779B97F4A7C15ULL + 1 };
-    const uint64_t size = 256u << 20;
     hh_vheap *h;
     if (hh_vheap_create(&(hh_vheap_desc){ .size = size }, &h) != HH_OK) exit(1);
     static hh_handle hs[8192];
@@ -84,7 +83,8 @@ static result compact_case(int mix, uint64_t seed) {
     uint64_t moves = 0, t0 = bench_now_ns();
     for (int pass = 0; pass < 100000; pass++) {
         hh_vdefrag_pass p;
-        if (hh_vdefrag_begin(h, &(hh_vdefrag_budget){ .max_moves = 16, .max_bytes = 8u << 20 }, &p) != HH_OK) exit(1);
+        if (hh_vdefrag_begin(h, &(hh_vdefrag_budget){ .max_moves = 16, .max_bytes = 8u << 20, .policy = policy }, &p)
+            != HH_OK) exit(1);
         res.bytes += (double)p.bytes;
         moves += p.move_count;
         res.passes++;
@@ -154,7 +154,7 @@ int main(void) {
     for (int mix = 0; mix < MIX_COUNT; mix++) {
         double bytes[8], lb[8], slide[8], hw[8], shw[8], ns[8], ratio_lb[8], ratio_slide[8], passes[8], dummy[8];
         for (int i = 0; i < reps; i++) {
-            result res = compact_case(mix, 100 + (uint64_t)i);
+            result res = compact_case(mix, 100 + (uint64_t)i, HH_VDEFRAG_FILL, 256u << 20);
             bytes[i] = res.bytes;
             lb[i] = res.lower_bound;
             slide[i] = res.slide_bytes;
@@ -179,6 +179,27 @@ int main(void) {
                bench_summarise(hw, reps).median / bench_summarise(shw, reps).median,
                bench_summarise(passes, reps).median, bench_summarise(ns, reps).median, reps);
         (void)dummy;
+    }
+    printf("  AUTO (FILL + two-copy slides until fully compact), 16 MiB heap, same layouts scaled down:\n");
+    for (int mix = 1; mix < MIX_COUNT; mix++) {
+        double fb[8], ab[8], fhw[8], ahw[8], used[8], slide[8];
+        for (int i = 0; i < reps; i++) {
+            result f = compact_case(mix, 300 + (uint64_t)i, HH_VDEFRAG_FILL, 16u << 20);
+            result a = compact_case(mix, 300 + (uint64_t)i, HH_VDEFRAG_AUTO, 16u << 20);
+            fb[i] = f.bytes / f.lower_bound;
+            ab[i] = a.bytes / a.lower_bound;
+            fhw[i] = f.high_water / f.used;
+            ahw[i] = a.high_water / a.used;
+            slide[i] = a.slide_bytes / a.lower_bound;
+            used[i] = a.passes;
+        }
+        char name[64];
+        snprintf(name, sizeof name, "auto_bytes_over_lower_bound_%s", mix_name[mix]);
+        line(name, "ratio", ab, "fill", fb, reps);
+        printf("  %s: bytes / lower bound: FILL %.3f, AUTO %.3f, sort-and-slide %.3f; high water / used: FILL %.4f, "
+               "AUTO %.4f; AUTO passes %.0f\n", mix_name[mix], bench_summarise(fb, reps).median,
+               bench_summarise(ab, reps).median, bench_summarise(slide, reps).median, bench_summarise(fhw, reps).median,
+               bench_summarise(ahw, reps).median, bench_summarise(used, reps).median);
     }
     printf("  streaming: 96 MiB of meshes live in a 1 GiB virtual heap, 4 swapped a frame, a wave of 200 every 100 frames\n");
     for (int mix = 0; mix < MIX_COUNT; mix++) {

@@ -145,8 +145,9 @@ static void sh_verify(vshadow *s) {
 static void check_pass_disjoint(const hh_vdefrag_pass *p, uint64_t size) {
     for (uint32_t i = 0; i < p->move_count; i++) {
         const hh_vmove *m = &p->moves[i];
-        ck_assert_uint_lt(m->dst_offset, m->src_offset);
-        ck_assert_uint_le(m->dst_offset + m->size, m->src_offset);       /* never overlapping */
+        ck_assert(m->dst_offset + m->size <= m->src_offset ||            /* never overlapping; */
+                  m->src_offset + m->size <= m->dst_offset);             /* upwards: an AUTO slide */
+        ck_assert_uint_le(m->dst_offset + m->size, size);
         ck_assert_uint_le(m->src_offset + m->size, size);
         for (uint32_t j = 0; j < i; j++) {
             const hh_vmove *q = &p->moves[j];
@@ -554,6 +555,42 @@ START_TEST(lower_bound_uniform) {
 }
 END_TEST
 
+
+/* A hole smaller than every block above it: FILL leaves it, AUTO closes it
+   with a slide of two non-overlapping copies. */
+START_TEST(auto_slide_closes_small_holes) {
+    vshadow s;
+    sh_init(&s, 64u << 10);
+    ck_assert(sh_alloc(&s, 512, 16, 0));
+    ck_assert(sh_alloc(&s, 256, 16, 0));
+    ck_assert(sh_alloc(&s, 2048, 16, 0));
+    ck_assert(sh_alloc(&s, 1024, 16, 0));
+    ck_assert(sh_alloc(&s, 4096, 16, 0));
+    sh_free(&s, 1);                                   /* a 256-byte hole at 512, nothing above fits it */
+    bool compact = false;
+    for (int k = 0; k < 10 && !compact; k++) sh_pass(&s, &(hh_vdefrag_budget){ .max_moves = 4 }, NULL, false, &compact);
+    ck_assert(compact);
+    hh_vheap_stats st;
+    hh_vheap_stats_get(s.heap, &st);
+    ck_assert_uint_eq(st.free_blocks, 2);             /* FILL: the hole stays */
+    ck_assert_uint_eq(st.high_water, 512 + 256 + 2048 + 1024 + 4096);
+    compact = false;
+    uint64_t moved = 0;
+    for (int k = 0; k < 20 && !compact; k++)
+        moved += sh_pass(&s, &(hh_vdefrag_budget){ .max_moves = 4, .policy = HH_VDEFRAG_AUTO }, NULL, false, &compact);
+    ck_assert(compact);
+    hh_vheap_stats_get(s.heap, &st);
+    ck_assert_uint_eq(st.free_blocks, 1);             /* AUTO: one free block, at the top */
+    ck_assert_uint_eq(st.high_water, 512 + 2048 + 1024 + 4096);
+    ck_assert_uint_gt(moved, 0);
+    hh_vdefrag_pass p;
+    ck_assert_int_eq(hh_vdefrag_begin(s.heap, &(hh_vdefrag_budget){ .policy = (hh_vdefrag_policy)9 }, &p),
+                     HH_E_INVALID_ARG);
+    ck_assert(!hh_vdefrag_active(s.heap));
+    sh_fini(&s);
+}
+END_TEST
+
 /* Randomised: allocations, frees, resizes, pins, passes with skipped and
    cancelled moves, frees/allocs/pins during passes, grow; every byte checked
    after every pass. SEED via HH_TEST_SEED. */
@@ -597,7 +634,8 @@ START_TEST(shadow_stress) {
             }
         } else if (k < 99) {
             hh_vdefrag_budget b = { .max_moves = 1 + hh_rng_below(&rng, 16),
-                                    .max_bytes = hh_rng_below(&rng, 2) ? 0 : 1u + hh_rng_below(&rng, 256u << 10) };
+                                    .max_bytes = hh_rng_below(&rng, 2) ? 0 : 1u + hh_rng_below(&rng, 256u << 10),
+                                    .policy = (hh_vdefrag_policy)hh_rng_below(&rng, 2) };
             moved += sh_pass(&s, &b, &rng, true, NULL);
         } else if (hh_vheap_size(s.heap) < (2u << 20)) {
             uint64_t ns = hh_vheap_size(s.heap) + 16u * (1 + hh_rng_below(&rng, 4096));
@@ -796,6 +834,7 @@ Suite *hh_test_vheap_suite(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, pass_contract);
     tcase_add_test(tc, lower_bound_uniform);
+    tcase_add_test(tc, auto_slide_closes_small_holes);
     tcase_add_test(tc, shadow_stress);
     tcase_add_test(tc, fault_injection);
     tcase_add_test(tc, mapdump_roundtrip);

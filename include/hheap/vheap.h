@@ -30,7 +30,8 @@
  *
  * Two-phase moves. hh_vdefrag_begin plans at most budget.max_moves moves of
  * at most budget.max_bytes bytes in all: the highest movable blocks, each into
- * the lowest free range below it that fits (alignment kept). Until
+ * the lowest free range below it that fits (alignment kept); with
+ * HH_VDEFRAG_AUTO also slides (two copies, in two passes) when nothing fits. Until
  * hh_vdefrag_end, the source and destination of every planned move stay
  * reserved: no allocation lands in a destination, and a source freed during
  * the pass is not reused. Sources and destinations of one pass never overlap
@@ -150,19 +151,30 @@ HH_API hh_status hh_vunpin(hh_vheap *heap, hh_handle h);
 /* ---------------------------------------------------------------------------
    Two-phase defragmentation
 --------------------------------------------------------------------------- */
-typedef struct hh_vdefrag_budget {
+typedef enum hh_vdefrag_policy {
+    HH_VDEFRAG_FILL = 0,              /* highest blocks into the lowest holes below them that fit;
+                                         a hole that no block above it fits stays */
+    HH_VDEFRAG_AUTO = 1,              /* FILL, and when a whole sweep fills nothing while holes
+                                         remain, a slide made of two non-overlapping copies: the
+                                         block right above the lowest hole moves up, the next sweep
+                                         fills the merged hole. Reaches full compaction (pinned
+                                         blocks aside), at up to twice those blocks' bytes */
+} hh_vdefrag_policy;
+typedef struct hh_vdefrag_budget {    /* zero-initialise: no limits, FILL */
     uint32_t max_moves;               /* 0: no limit */
     uint64_t max_bytes;               /* bytes of all moves of the pass; 0: no limit */
+    hh_vdefrag_policy policy;
 } hh_vdefrag_budget;
 typedef struct hh_vmove {
     hh_handle handle;
-    uint64_t  src_offset, dst_offset, size;   /* whole block; [src, src+size) and [dst, dst+size) are disjoint */
+    uint64_t  src_offset, dst_offset, size;   /* whole block; [src, src+size) and [dst, dst+size) are disjoint;
+                                                 dst < src except for the first copy of an AUTO slide */
 } hh_vmove;
 typedef struct hh_vdefrag_pass {
     uint32_t        move_count;
     const hh_vmove *moves;            /* valid until hh_vdefrag_end */
     uint64_t        bytes;            /* sum of the moves' sizes */
-    bool            compact;          /* nothing left to plan: no block above a hole it fits in */
+    bool            compact;          /* nothing left for the policy: a whole sweep planned nothing */
 } hh_vdefrag_pass;
 typedef enum hh_vmove_result {
     HH_VMOVE_DONE = 0, HH_VMOVE_SKIPPED = 1, HH_VMOVE_CANCELLED = 2,
@@ -176,7 +188,7 @@ typedef struct hh_vdefrag_report {
    pass with no moves is still open and must be ended. budget NULL: no limit.
    Cost: O((moves + blocks examined) log n); the blocks examined are bounded
    by the budget (a few per planned move), not by the heap's size.
-   HH_E_INVALID_ARG (NULL heap or out, a pass already open), HH_E_NO_MEMORY
+   HH_E_INVALID_ARG (NULL heap or out, a pass already open, unknown policy), HH_E_NO_MEMORY
    (no metadata for a single move; no pass opened). */
 HH_API hh_status hh_vdefrag_begin(hh_vheap *heap, const hh_vdefrag_budget *budget, hh_vdefrag_pass *out);
 /* Closes the open pass. results[i] is the outcome of moves[i] (NULL: every

@@ -645,7 +645,7 @@ hh_status hh_vheap_check(const hh_vheap *heap) {
             const hhi_vblk *sb = &h->rec[sr], *db = &h->rec[dr];
             if ((vb_state(sb) != VB_SRC && vb_state(sb) != VB_ZOMBIE) || vb_state(db) != VB_DST)
                 FAIL("V6 move %u: source state %u, destination state %u", i, vb_state(sb), vb_state(db));
-            if (vb_size(sb) != vb_size(db) || db->off >= sb->off || sb->off != h->moves[i].src_offset ||
+            if (vb_size(sb) != vb_size(db) || db->off == sb->off || sb->off != h->moves[i].src_offset ||
                 db->off != h->moves[i].dst_offset)
                 FAIL("V6 move %u does not match its records", i);
             if (vb_state(sb) == VB_SRC && hh_handle_at(&h->handles, sb->u.l.slot).id != h->moves[i].handle.id)

@@ -1,16 +1,23 @@
 /* vheap_defrag.c -- two-phase passes over the virtual heap: hh_vdefrag_begin
  * plans moves the caller performs, hh_vdefrag_end applies their results.
  *
- * Policy (the relocatable heap's FILL, made safe for copies that cannot
- * overlap): walk the blocks from the top down; each movable block goes into
- * the lowest free range below it that holds it at its alignment. Taking the
+ * Policies (the relocatable heap's FILL and AUTO -- FILL where a block fits,
+ * SLIDE otherwise -- made safe for copies that cannot overlap). FILL: walk the
+ * blocks from the top down; each movable block goes into the lowest free range below it
+ * that holds it at its alignment. Taking the
  * highest blocks first moves the bytes that lie above the final compact
  * boundary, and only those while such a range exists, which is the lower
  * bound of bytes to move when sizes repeat (as meshes and textures do). A
  * destination is always a free range and a source always a used block, so
- * within one pass no copy overlaps another or itself; a slide of a block into
- * a hole smaller than itself would overlap and is never planned (such a hole
- * stays until a block that fits it is freed or allocated).
+ * within one pass no copy overlaps another or itself. AUTO: a slide of a
+ * block into a hole smaller than itself would overlap, so when a whole sweep fills
+ * nothing while holes remain, the slide is made of two copies in two passes
+ * (plan_slide): the block right above the lowest hole moves up to the lowest
+ * range that holds it, and the next sweep fills the merged hole (with that
+ * block, if nothing higher fits). It costs twice the block's bytes and runs
+ * only when filling is stuck; holes under pinned blocks are skipped. FILL is
+ * the default: the bench (bench/bench_vheap.c) shows the slides' price --
+ * closing the last percent of holes can cost more than all the fills.
  *
  * Cost: each examined block costs one O(log n) tree search; the walk stops
  * after 4 * max_moves + 64 examined blocks (or the budget's moves/bytes), so a
@@ -19,7 +26,7 @@
  * to examine and the next pass goes on from there, so blocks that fit no hole
  * are passed over once per sweep, not once per pass. A sweep ends at the
  * lowest hole; the next one starts at the top again. `compact` is reported
- * when a whole sweep planned nothing. The cursor names a record; a record
+ * when a whole sweep planned nothing and no slide was possible. The cursor names a record; a record
  * that is released back to the pool resets it (rec_put), so it never dangles.
  */
 #include "vheap_internal.h"
@@ -62,10 +69,61 @@ static bool pass_reserve(hh_vheap *h, uint32_t n) {
     return true;
 }
 
+/* Records the move of live block x into [dst, dst + size of x), carved out of
+   free block f. Room for the move and 2 records is reserved. */
+static void plan_move(hh_vheap *heap, uint32_t x, uint32_t f, uint64_t dst) {
+    uint64_t size = vb_size(&heap->rec[x]);
+    uint32_t d = hhi_vcarve(heap, f, dst, size, VB_DST);
+    hhi_vset_state(heap, x, VB_SRC);
+    uint32_t i = heap->move_count++;
+    heap->mv_src[i] = x;
+    heap->mv_dst[i] = d;
+    heap->moves[i] = (hh_vmove){ .handle = hh_handle_at(&heap->handles, heap->rec[x].u.l.slot),
+                                 .src_offset = heap->rec[x].off, .dst_offset = dst, .size = size };
+}
+
+/* The slide step, for a sweep that could fill nothing: the first movable
+   block right above a hole (lowest hole first) goes to the lowest free range
+   that holds it -- above it, since no hole below it does -- so that the hole
+   and its old range merge and the next sweep can fill the union (with the
+   block itself, if nothing higher fits). A slide done as two copies that never
+   overlap. Examines at most *budget blocks. true if a move was planned. */
+static bool plan_slide(hh_vheap *heap, uint64_t max_bytes, uint64_t *budget, bool *partial) {
+    uint32_t hole = hhi_vtree_min(heap);
+    while (hole && *budget > 0) {
+        uint32_t y = heap->rec[hole].next;
+        if (y == 0) return false;                                  /* the lowest free block is the top: compact */
+        (*budget)--;
+        hhi_vblk *b = &heap->rec[y];
+        if (vb_state(b) == VB_LIVE && vb_pins(b) == 0) {
+            if (vb_size(b) > max_bytes) *partial = true;
+            else {
+                uint64_t dst;
+                uint32_t f = hhi_vfind(heap, vb_size(b), (uint64_t)1 << vb_align_log2(b), UINT64_MAX, &dst);
+                if (f && heap->rec[f].off > b->off) {
+                    plan_move(heap, y, f, dst);
+                    return true;
+                }
+            }
+        }
+        /* y stays (pinned, reserved, or nowhere to go): the next hole above it */
+        hole = heap->rec[y].next;
+        while (hole && vb_state(&heap->rec[hole]) != VB_FREE && *budget > 0) {
+            (*budget)--;
+            hole = heap->rec[hole].next;
+        }
+        if (hole && heap->rec[hole].next == 0) return false;       /* only the top region is left */
+    }
+    return false;
+}
+
 hh_status hh_vdefrag_begin(hh_vheap *heap, const hh_vdefrag_budget *budget, hh_vdefrag_pass *out) {
     if (out) memset(out, 0, sizeof *out);
     if (heap == NULL || out == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_vdefrag_begin: NULL argument");
     if (heap->pass_open) return hhi_error(HH_E_INVALID_ARG, "hh_vdefrag_begin: a pass is already open; end it first");
+    hh_vdefrag_policy policy = budget ? budget->policy : HH_VDEFRAG_FILL;
+    if ((unsigned)policy > HH_VDEFRAG_AUTO)
+        return hhi_error(HH_E_INVALID_ARG, "hh_vdefrag_begin: unknown policy %d", (int)policy);
     uint32_t max_moves = budget && budget->max_moves ? budget->max_moves : UINT32_MAX;
     uint64_t max_bytes = budget && budget->max_bytes ? budget->max_bytes : UINT64_MAX;
     uint64_t max_examined = max_moves == UINT32_MAX ? UINT64_MAX : 4u * (uint64_t)max_moves + 64u;
@@ -106,19 +164,20 @@ hh_status hh_vdefrag_begin(hh_vheap *heap, const hh_vdefrag_budget *budget, hh_v
             uint64_t dst;
             uint32_t f = hhi_vfind(heap, size, (uint64_t)1 << vb_align_log2(b), b->off, &dst);
             if (f) {
-                uint32_t d = hhi_vcarve(heap, f, dst, size, VB_DST);
-                hhi_vset_state(heap, x, VB_SRC);
-                uint32_t i = heap->move_count++;
-                heap->mv_src[i] = x;
-                heap->mv_dst[i] = d;
-                heap->moves[i] = (hh_vmove){ .handle = hh_handle_at(&heap->handles, heap->rec[x].u.l.slot),
-                                             .src_offset = heap->rec[x].off, .dst_offset = dst, .size = size };
+                plan_move(heap, x, f, dst);
                 bytes += size;
             }
         }
         x = heap->rec[x].prev;
     }
     heap->cursor = stopped ? x : 0;
+    if (policy == HH_VDEFRAG_AUTO && !stopped && heap->sweep_moves == 0 && heap->move_count == 0 &&
+        !heap->sweep_partial) {
+        /* a whole sweep filled nothing: slide one block out of the way */
+        uint64_t left = max_examined > examined ? max_examined - examined : 0;
+        if (plan_slide(heap, max_bytes, &left, &heap->sweep_partial)) bytes += heap->moves[0].size;
+        else if (left == 0) stopped = true;    /* cut short: not known to be compact */
+    }
     heap->sweep_moves += heap->move_count;
     heap->pass_open = true;
     out->move_count = heap->move_count;

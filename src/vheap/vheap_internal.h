@@ -43,7 +43,7 @@
  *       the records say.
  *   V6  source, zombie and destination blocks exist only while a pass is
  *       open, and each belongs to exactly one planned move: same size, the
- *       destination below the source, the move's handle the source's.
+ *       two are distinct blocks (so disjoint), the move's handle the source's.
  *   V7  the pool's unused records are chained, in state VB_UNUSED, and used +
  *       unused = capacity - 1.
  *   V8  the journal (done moves of the last pass) fits its capacity; the

@@ -16,7 +16,8 @@
  *   S3  a pinned block has not moved;
  *   S4  stats agree with the model (live and pinned counts, used + reserved +
  *       free = size);
- *   S5  a planned pass: moves disjoint, downwards, of planned blocks; offsets
+ *   S5  a planned pass: moves disjoint (downwards but for AUTO slides), of
+ *       unpinned blocks, aligned; offsets
  *       unchanged until end;
  *   S6  every failing call returned the documented status and sent exactly
  *       one message.
@@ -169,7 +170,9 @@ static void op_pin(fz_in *in, bool pin) {
 }
 
 static void op_begin(fz_in *in) {
-    hh_vdefrag_budget b = { .max_moves = 1u + fz_u8(in) % 64u, .max_bytes = (fz_u8(in) & 1) ? 0 : 1u + fz_u16(in) * 64u };
+    uint8_t k = fz_u8(in);
+    hh_vdefrag_budget b = { .max_moves = 1u + k % 64u, .max_bytes = (fz_u8(in) & 1) ? 0 : 1u + fz_u16(in) * 64u,
+                            .policy = (k & 0x40) ? HH_VDEFRAG_AUTO : HH_VDEFRAG_FILL };
     bool fault = (fz_u8(in) & 7) == 0;
     hh_vdefrag_pass p;
     fz_errors_reset();
@@ -186,8 +189,9 @@ static void op_begin(fz_in *in) {
         const hh_vmove *m = &p.moves[i];
         size_t oi = find(m->handle);
         FZ_CHECK(oi != SIZE_MAX && V.o[oi].pins == 0, "S5 planned a pinned or unknown block");
-        FZ_CHECK(hh_voffset(V.heap, m->handle) == m->src_offset && m->dst_offset + m->size <= m->src_offset &&
-                 m->dst_offset % V.o[oi].align == 0, "S5 move %u", i);
+        FZ_CHECK(hh_voffset(V.heap, m->handle) == m->src_offset && m->dst_offset % V.o[oi].align == 0 &&
+                 (m->dst_offset + m->size <= m->src_offset || m->src_offset + m->size <= m->dst_offset) &&
+                 m->dst_offset + m->size <= V.size, "S5 move %u", i);
         for (uint32_t j = 0; j < i; j++) {
             const hh_vmove *q = &p.moves[j];
             FZ_CHECK(m->dst_offset + m->size <= q->dst_offset || q->dst_offset + q->size <= m->dst_offset, "S5 dst overlap");
