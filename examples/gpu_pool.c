@@ -198,26 +198,28 @@ int main(int argc, char **argv) {
         }
     hh_vdefrag_pass pass;
     unsigned passes = 0;
+    uint64_t final_bytes = 0;
     do {
-        if (hh_vdefrag_begin(pool, NULL, &pass) != HH_OK) return die("begin");
+        /* AUTO: fills, then slides (two copies) until no hole is left */
+        if (hh_vdefrag_begin(pool, &(hh_vdefrag_budget){ .policy = HH_VDEFRAG_AUTO }, &pass) != HH_OK) return die("begin");
         for (uint32_t i = 0; i < pass.move_count; i++)
             memcpy(gpu + pass.moves[i].dst_offset, gpu + pass.moves[i].src_offset, (size_t)pass.moves[i].size);
         hh_vdefrag_end(pool, NULL, NULL);
+        final_bytes += pass.bytes;
         passes++;
-    } while (!pass.compact && passes < 1000);
+    } while (!pass.compact && passes < 5000);
     uint64_t new_size;
     hh_vheap_shrink(pool, &new_size);
     if (hh_mapdump_write_frame(map, frames, NULL) != HH_OK) return die("write frame");
     if (!check_meshes(pool) || hh_vheap_check(pool) != HH_OK) return 1;
     hh_vheap_stats st;
     hh_vheap_stats_get(pool, &st);
-    printf("gpu_pool: %u frames, %u meshes resident (%.1f MiB); %.1f MiB copied by %llu moves, %llu skipped, "
-           "%llu cancelled; high water peak %.1f MiB; after %u final passes the pool shrinks to %.1f MiB; "
-           "metadata %.1f KiB for %u blocks; map in %s\n",
+    printf("gpu_pool: %u frames, %u meshes resident (%.1f MiB); frame passes copied %.1f MiB, %llu moves skipped, "
+           "%llu cancelled; high water peak %.1f MiB; %u final passes (AUTO) copied %.1f MiB and the pool shrinks "
+           "to %.1f MiB; metadata %.1f KiB for %u blocks; map in %s\n",
            frames, mesh_count, (double)st.used_bytes / 1048576, (double)moved / 1048576,
-           (unsigned long long)st.total_moves, (unsigned long long)skipped, (unsigned long long)cancelled,
-           (double)max_hw / 1048576, passes, (double)new_size / 1048576, (double)st.meta_bytes / 1024,
-           st.records, path);
+           (unsigned long long)skipped, (unsigned long long)cancelled, (double)max_hw / 1048576, passes,
+           (double)final_bytes / 1048576, (double)new_size / 1048576, (double)st.meta_bytes / 1024, st.records, path);
     if (hh_mapdump_close(map) != HH_OK) return die("close");
     hh_vheap_destroy(pool);
     free(gpu);
