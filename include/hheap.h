@@ -9,4 +9,5 @@
 #include "hheap/binned.h"
 #include "hheap/mapdump.h"
 #include "hheap/trace.h"
+#include "hheap/vheap.h"
 #endif

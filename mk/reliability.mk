@@ -132,7 +132,7 @@ FUZZ_DIR     := $(BUILD)/fuzz
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_DEFS    := -DHH_DEBUG=2 -DHH_TESTING=1 -DHH_TRACK_ASAN=1
 FUZZ_CFLAGS  := $(WARN) -O1 -g -pthread $(FUZZ_SAN) $(FUZZ_DEFS)
-FUZZ_ALL     := heap binned linear hhmap
+FUZZ_ALL     := heap binned linear hhmap vheap
 # The harness files themselves get no coverage instrumentation: their shadow-model
 # byte loops would otherwise spend most of the time in comparison hooks (measured:
 # 75% of the run), and it is the library's coverage that guides the fuzzer.
@@ -143,6 +143,7 @@ FUZZ_HDR_heap   := defrag
 FUZZ_HDR_binned := binned
 FUZZ_HDR_linear := linear
 FUZZ_HDR_hhmap  := mapdump
+FUZZ_HDR_vheap  := vheap
 
 $(FUZZ_DIR)/obj/src/%.o: src/%.c $(REL_HEADERS)
 	@mkdir -p $(dir $@)

@@ -29,7 +29,11 @@
  * what it has read in, whatever the file holds.
  *
  * hh_mapdump_desc defaults (zero fields):
- *   heap            required
+ *   heap            required, unless vheap is given instead
+ *   vheap           NULL; a virtual heap (vheap.h) to record instead of heap: every
+ *                   frame then holds its blocks (a range reserved by an open pass is
+ *                   a live block with tag 0), the done moves of its last ended pass
+ *                   (hh_vdefrag_journal) as the frame's moves, and no service section
  *   flags           0: heap only; HH_MAPDUMP_BINNED adds the binned region
  *   memstacks       NULL / memstack_count 0: no mark-stack section
  *   tag_names       NULL: tags are shown as numbers; else tag_names[tag] labels tag
@@ -47,6 +51,7 @@
 #include "hheap/defrag.h"
 #include "hheap/linear.h"
 #include "hheap/binned.h"
+#include "hheap/vheap.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -54,7 +59,7 @@ extern "C" {
 
 enum {
     HH_MAPDUMP_VERSION_MAJOR = 1,      /* a reader refuses any other major version */
-    HH_MAPDUMP_VERSION_MINOR = 0,      /* minor versions only append fields or sections */
+    HH_MAPDUMP_VERSION_MINOR = 1,      /* minor versions only append fields or sections (1.1: virtual heaps) */
     HH_MAPDUMP_MAX_STACKS    = 8,      /* mark stacks one writer follows */
     HH_MAPDUMP_MAX_TAGS      = 64,     /* tag names stored in the header */
     HH_MAPDUMP_NAME_BYTES    = 32,     /* bytes of a stored name, terminator included */
@@ -63,6 +68,8 @@ enum {
 
 enum hh_mapdump_flags {
     HH_MAPDUMP_BINNED = 1u << 0,       /* add the binned region (hh_binned_walk) to every frame */
+    HH_MAPDUMP_VIRTUAL = 1u << 1,      /* set by the writer in the file header (never in a desc):
+                                          the frames record an hh_vheap (desc.vheap) */
 };
 
 /* ---------------------------------------------------------------------------
@@ -78,6 +85,8 @@ typedef struct hh_mapdump_desc {          /* zero-initialise; see the defaults t
     const char *const  *tag_names;         /* tag_names[tag]: label of a tag (copied, truncated) */
     uint32_t            tag_name_count;    /* <= HH_MAPDUMP_MAX_TAGS */
     const char         *label;             /* free text for the file header (copied, truncated) */
+    const hh_vheap     *vheap;             /* instead of heap: record a virtual heap (vheap.h); exactly
+                                              one of heap and vheap is set (format 1.1) */
 } hh_mapdump_desc;
 
 /* Creates (truncates) path and writes the file header. HH_E_INVALID_ARG for a bad
@@ -204,6 +213,7 @@ typedef struct hh_mapdump_file_info {
     char     label[HH_MAPDUMP_LABEL_BYTES];
     uint32_t tag_name_count;
     char     tag_names[HH_MAPDUMP_MAX_TAGS][HH_MAPDUMP_NAME_BYTES];
+    uint32_t flags;                /* writer flags of the header (HH_MAPDUMP_BINNED, HH_MAPDUMP_VIRTUAL) */
 } hh_mapdump_file_info;
 
 /* Opens a dump and checks its header. HH_E_IO (cannot open, not an .hhmap

@@ -363,7 +363,7 @@ static hh_status read_header(hh_mapdump_reader *r) {
     if (md_crc32(r->payload.p, body) != crc) return hhi_error(HH_E_CORRUPT, "hh_mapdump: file header checksum mismatch");
     cursor c = { r->payload.p, (const uint8_t *)r->payload.p + body, false };
     r->info.managed_bytes = hhi_get_u64(&c);
-    (void)hhi_get_u32(&c);                                  /* writer flags */
+    r->info.flags = hhi_get_u32(&c);                        /* writer flags */
     (void)hhi_get_u32(&c);                                  /* stacks followed */
     cur_str(&c, r->info.label, sizeof r->info.label);
     r->info.tag_name_count = hhi_get_u8(&c);

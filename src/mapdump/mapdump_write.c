@@ -1,5 +1,6 @@
 /* mapdump_write.c -- the .hhmap writer: one record per frame over the public
- * walkers (hh_heap_walk, hh_defrag_journal, hh_binned_walk, hh_memstack_walk).
+ * walkers (hh_heap_walk, hh_defrag_journal, hh_binned_walk, hh_memstack_walk;
+ * for a virtual heap hh_vheap_walk and hh_vdefrag_journal instead of the first two).
  *
  * A frame is encoded whole into a growable buffer, then written with one
  * fwrite and flushed, so a crash leaves at most a partial last record, which
@@ -29,7 +30,8 @@
 --------------------------------------------------------------------------- */
 struct hh_mapdump_writer {
     FILE          *f;                              /* the open dump file */
-    const hh_heap *heap;                           /* heap recorded every frame */
+    const hh_heap *heap;                           /* heap recorded every frame, or NULL and ... */
+    const hh_vheap *vheap;                         /* ... the virtual heap recorded instead */
     uint32_t       flags;                          /* hh_mapdump_flags */
     uint32_t       stack_count;                    /* entries of stacks[] in use */
     hh_memstack   *stacks[HH_MAPDUMP_MAX_STACKS];  /* mark stacks recorded every frame */
@@ -151,6 +153,11 @@ static int cmp_u64(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* Size of the recorded range: the heap's managed bytes or the virtual heap's size. */
+static uint64_t managed_bytes(const hh_mapdump_writer *w) {
+    return w->vheap ? hh_vheap_size(w->vheap) : hh_heap_managed_bytes(w->heap);
+}
+
 static bool is_moved(const walk_state *s, hh_handle h) {
     size_t lo = 0, hi = s->moved_count;
     while (lo < hi) {
@@ -166,7 +173,14 @@ static bool is_moved(const walk_state *s, hh_handle h) {
 static void walk_block(const hh_block_info *b, void *user) {
     walk_state *s = user;
     hh_mapdump_writer *w = s->w;
-    bool moved = b->state != HH_BLOCK_FREE && is_moved(s, b->handle);
+    hh_block_info rb;
+    if (b->state == HH_VBLOCK_RESERVED) {      /* a virtual heap's pass reservation: used, no handle */
+        rb = *b;
+        rb.state = HH_BLOCK_LIVE;
+        rb.tag = 0;
+        b = &rb;
+    }
+    bool moved = b->state != HH_BLOCK_FREE && !hh_is_null(b->handle) && is_moved(s, b->handle);
     put_u8(w, (uint8_t)((b->state & MD_BLOCK_STATE_MASK) | (moved ? MD_BLOCK_MOVED : 0)));
     put_varint(w, b->offset >= s->prev_end ? b->offset - s->prev_end : 0);
     put_varint(w, b->size);
@@ -196,10 +210,26 @@ static void walk_block(const hh_block_info *b, void *user) {
     }
 }
 
+/* The frame's moves: the relocatable heap's journal or the virtual heap's
+   last pass, read through one accessor. */
+typedef struct md_moves {
+    const hh_move_record *rec;
+    const hh_vmove       *vrec;
+    size_t                n;
+} md_moves;
+static hh_move_record move_at(const md_moves *m, size_t i) {
+    if (m->rec) return m->rec[i];
+    const hh_vmove *v = &m->vrec[i];
+    return (hh_move_record){ .handle = v->handle, .src_offset = (size_t)v->src_offset,
+                             .dst_offset = (size_t)v->dst_offset, .size = (size_t)v->size };
+}
+
 /* BLOCKS + METRICS + MOVES sections from the walk and the journal. */
 static void write_heap_sections(hh_mapdump_writer *w, const hh_defrag_report *step, hh_mapdump_metrics *out) {
-    const hh_move_record *rec = NULL;
-    size_t nrec = hh_defrag_journal(w->heap, &rec);
+    md_moves mv = {0};
+    if (w->vheap) mv.n = hh_vdefrag_journal(w->vheap, &mv.vrec);
+    else mv.n = hh_defrag_journal(w->heap, &mv.rec);
+    size_t nrec = mv.n;
     if (nrec > w->moved_cap) {
         uint64_t *nm = hhi_meta_alloc(nrec * sizeof *nm);
         if (nm == NULL) { w->oom = true; return; }
@@ -209,13 +239,24 @@ static void write_heap_sections(hh_mapdump_writer *w, const hh_defrag_report *st
     }
     uint64_t bytes_moved = 0;
     for (size_t i = 0; i < nrec; i++) {
-        w->moved[i] = rec[i].handle.id;
-        bytes_moved += rec[i].size;
+        hh_move_record r = move_at(&mv, i);
+        w->moved[i] = r.handle.id;
+        bytes_moved += r.size;
     }
     if (nrec > 1) qsort(w->moved, nrec, sizeof *w->moved, cmp_u64);
 
-    hh_heap_stats st;
-    hh_heap_stats_get(w->heap, &st);
+    uint64_t total_moves, total_bytes_moved;
+    if (w->vheap) {
+        hh_vheap_stats vs;
+        hh_vheap_stats_get(w->vheap, &vs);
+        total_moves = vs.total_moves;
+        total_bytes_moved = vs.total_bytes_moved;
+    } else {
+        hh_heap_stats st;
+        hh_heap_stats_get(w->heap, &st);
+        total_moves = st.total_moves;
+        total_bytes_moved = st.total_bytes_moved;
+    }
 
     /* The block count goes first but is known only after the walk: reserve a
        fixed 10-byte varint slot (a padded LEB128 is still valid LEB128). */
@@ -223,7 +264,8 @@ static void write_heap_sections(hh_mapdump_writer *w, const hh_defrag_report *st
     size_t count_at = w->len;
     put_bytes(w, (const uint8_t[10]){0}, 10);
     walk_state s = { .w = w, .moved = w->moved, .moved_count = nrec };
-    hh_heap_walk(w->heap, walk_block, &s);
+    if (w->vheap) hh_vheap_walk(w->vheap, walk_block, &s);
+    else hh_heap_walk(w->heap, walk_block, &s);
     if (!w->oom) {
         uint64_t v = s.count;
         for (int i = 0; i < 10; i++) {
@@ -234,7 +276,7 @@ static void write_heap_sections(hh_mapdump_writer *w, const hh_defrag_report *st
     sec_end(w, at);
 
     hh_mapdump_metrics *m = &s.m;
-    m->managed_bytes = hh_heap_managed_bytes(w->heap);
+    m->managed_bytes = managed_bytes(w);
     m->fragmentation = m->free_bytes ? 1.0 - (double)m->largest_free / (double)m->free_bytes : 0.0;
     m->fragmentation_sq = m->free_bytes ? 1.0 - s.sum_sq / ((double)m->free_bytes * (double)m->free_bytes) : 0.0;
     if (m->fragmentation_sq < 0) m->fragmentation_sq = 0;   /* rounding */
@@ -242,8 +284,8 @@ static void write_heap_sections(hh_mapdump_writer *w, const hh_defrag_report *st
     m->moves = (uint32_t)nrec;
     m->bytes_moved = bytes_moved;
     m->defrag_ns = step ? step->elapsed_ns : 0;
-    m->total_moves = st.total_moves;
-    m->total_bytes_moved = st.total_bytes_moved;
+    m->total_moves = total_moves;
+    m->total_bytes_moved = total_bytes_moved;
 
     at = sec_begin(w, MD_SEC_METRICS);
     const uint64_t f[] = {
@@ -259,9 +301,10 @@ static void write_heap_sections(hh_mapdump_writer *w, const hh_defrag_report *st
     at = sec_begin(w, MD_SEC_MOVES);
     put_varint(w, nrec);
     for (size_t i = 0; i < nrec; i++) {
-        put_varint(w, rec[i].src_offset);
-        put_varint(w, rec[i].dst_offset);
-        put_varint(w, rec[i].size);
+        hh_move_record r = move_at(&mv, i);
+        put_varint(w, r.src_offset);
+        put_varint(w, r.dst_offset);
+        put_varint(w, r.size);
     }
     sec_end(w, at);
     *out = *m;
@@ -350,7 +393,8 @@ hh_status hh_mapdump_create(const char *path, const hh_mapdump_desc *desc, hh_ma
     if (out) *out = NULL;
     if (path == NULL || desc == NULL || out == NULL)
         return hhi_error(HH_E_INVALID_ARG, "hh_mapdump_create: NULL argument");
-    if (desc->heap == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_mapdump_create: desc.heap is NULL");
+    if ((desc->heap == NULL) == (desc->vheap == NULL))
+        return hhi_error(HH_E_INVALID_ARG, "hh_mapdump_create: give exactly one of desc.heap and desc.vheap");
     if (desc->flags & ~(uint32_t)HH_MAPDUMP_BINNED)
         return hhi_error(HH_E_INVALID_ARG, "hh_mapdump_create: unknown flags 0x%x", (unsigned)desc->flags);
     if (desc->memstack_count > HH_MAPDUMP_MAX_STACKS || (desc->memstack_count && desc->memstacks == NULL))
@@ -365,6 +409,7 @@ hh_status hh_mapdump_create(const char *path, const hh_mapdump_desc *desc, hh_ma
     hh_mapdump_writer *w = hhi_meta_alloc(sizeof *w);
     if (w == NULL) return hhi_error(HH_E_NO_MEMORY, "hh_mapdump_create: no memory for the writer");
     w->heap = desc->heap;
+    w->vheap = desc->vheap;
     w->flags = desc->flags;
     w->stack_count = desc->memstack_count;
     for (uint32_t i = 0; i < w->stack_count; i++) w->stacks[i] = desc->memstacks[i];
@@ -376,8 +421,8 @@ hh_status hh_mapdump_create(const char *path, const hh_mapdump_desc *desc, hh_ma
     put_u16(w, HH_MAPDUMP_VERSION_MINOR);
     put_u32(w, 0);
     put_u32(w, 0);
-    put_u64(w, hh_heap_managed_bytes(desc->heap));
-    put_u32(w, w->flags);
+    put_u64(w, managed_bytes(w));
+    put_u32(w, w->flags | (w->vheap ? (uint32_t)HH_MAPDUMP_VIRTUAL : 0u));
     put_u32(w, w->stack_count);
     put_str(w, desc->label, HH_MAPDUMP_LABEL_BYTES);
     put_u8(w, (uint8_t)desc->tag_name_count);
@@ -416,11 +461,11 @@ hh_status hh_mapdump_write_frame(hh_mapdump_writer *w, uint64_t frame, const hh_
     rec_begin(w, md_rec_frame);
     size_t at = sec_begin(w, MD_SEC_FRAME);
     put_u64(w, frame);
-    put_u64(w, hh_heap_managed_bytes(w->heap));
+    put_u64(w, managed_bytes(w));
     sec_end(w, at);
     hh_mapdump_metrics m;
     write_heap_sections(w, step, &m);
-    write_service_section(w);
+    if (w->heap) write_service_section(w);
     if (w->flags & HH_MAPDUMP_BINNED) write_binned_section(w);
     if (w->stack_count) write_stacks_section(w);
     hh_status s = rec_finish(w, "frame");

@@ -13,6 +13,7 @@
 #include "hheap/binned.h"
 #include "hheap/mapdump.h"
 #include "hheap/trace.h"
+#include "hheap/vheap.h"
 #include "hheap.h"
 
 #include <cstdio>
@@ -94,6 +95,22 @@ int main() {
     unlink(dump);
     unlink(trace_path);
     rmdir(dir);
+
+    /* vheap.h: allocate two blocks, free the low one, one pass moves the high one down */
+    hh_vheap *vh = nullptr;
+    hh_vheap_desc vd = {};
+    vd.size = 1u << 20;
+    CHECK(hh_vheap_create(&vd, &vh) == HH_OK);
+    hh_handle v1 = hh_valloc(vh, 4096, 256, 1), v2 = hh_valloc(vh, 4096, 256, 2);
+    CHECK(hh_voffset(vh, v2) == 4096);
+    CHECK(hh_vfree(vh, v1) == HH_OK);
+    hh_vdefrag_pass vp;
+    hh_vdefrag_budget vb = {};
+    vb.max_moves = 4;
+    CHECK(hh_vdefrag_begin(vh, &vb, &vp) == HH_OK && vp.move_count == 1 && vp.moves[0].dst_offset == 0);
+    CHECK(hh_vdefrag_end(vh, nullptr, nullptr) == HH_OK && hh_voffset(vh, v2) == 0);
+    CHECK(hh_vheap_check(vh) == HH_OK);
+    hh_vheap_destroy(vh);
 
     /* linear.h */
     hh_memstack *ms = hh_memstack_thread();

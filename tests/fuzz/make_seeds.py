@@ -11,7 +11,7 @@ import os
 import random
 import sys
 
-CFG_BYTES = {"heap": 2, "binned": 1, "linear": 1, "hhmap": 0}
+CFG_BYTES = {"heap": 2, "binned": 1, "linear": 1, "hhmap": 0, "vheap": 1}
 
 def main():
     name = sys.argv[1]
