@@ -166,6 +166,15 @@ static void random_workload(hh_heap *hp, unsigned ops, uint64_t seed, trace_shad
 
 /* Records a workload into `path`, then loads and replays it into a fresh heap:
    the log must match the shadow, the replay must reproduce every block. */
+/* A heap made from the desc a trace recorded (hh_trace_desc). */
+static hh_heap *fresh_heap_for(const hh_trace_log *log) {
+    hh_heap_desc d;
+    hh_trace_desc(&log->info, &d);
+    hh_heap *fresh = NULL;
+    ck_assert_int_eq(hh_heap_create(&d, &fresh), HH_OK);
+    return fresh;
+}
+
 static void record_and_replay(unsigned ops, uint64_t seed, bool time_budgets) {
     hh_heap_stats st0;
     hh_heap_stats_get(heap, &st0);                              /* moves before the open (T3) */
@@ -202,10 +211,7 @@ static void record_and_replay(unsigned ops, uint64_t seed, bool time_budgets) {
     ck_assert(hh_trace_summary_equal(&orig, &log->summary));
     ck_assert_uint_eq(log->info.capacity, 1u << 20);
 
-    hh_heap_desc d;
-    hh_trace_desc(&log->info, &d);
-    hh_heap *fresh = NULL;
-    ck_assert_int_eq(hh_heap_create(&d, &fresh), HH_OK);
+    hh_heap *fresh = fresh_heap_for(log);
     hh_status st = hh_trace_replay(log, fresh, NULL, NULL);
     ck_assert_msg(st == HH_OK, "replay: %s: %s", hh_status_str(st), hh_test_last_message());
     ck_assert_int_eq(hh_heap_check(fresh), HH_OK);
@@ -292,10 +298,7 @@ START_TEST(full_compaction_replays_as_itself) {
     ck_assert_int_eq(hh_trace_load(path, &log), HH_OK);
     ck_assert_int_eq(log->events[log->event_count - 1].ev.kind, HH_EV_DEFRAG_FULL);
     ck_assert_uint_eq(log->events[log->event_count - 1].ev.moves, full.moves);
-    hh_heap_desc d;
-    hh_trace_desc(&log->info, &d);
-    hh_heap *fresh = NULL;
-    ck_assert_int_eq(hh_heap_create(&d, &fresh), HH_OK);
+    hh_heap *fresh = fresh_heap_for(log);
     ck_assert_int_eq(hh_trace_replay(log, fresh, NULL, NULL), HH_OK);
     hh_heap_destroy(fresh);
     hh_trace_log_free(log);
@@ -309,10 +312,7 @@ START_TEST(empty_trace_round_trip) {
     ck_assert_int_eq(hh_trace_load(path, &log), HH_OK);
     ck_assert_uint_eq(log->event_count, 0);
     ck_assert_uint_eq(log->summary.live_blocks, 0);
-    hh_heap_desc d;
-    hh_trace_desc(&log->info, &d);
-    hh_heap *fresh = NULL;
-    ck_assert_int_eq(hh_heap_create(&d, &fresh), HH_OK);
+    hh_heap *fresh = fresh_heap_for(log);
     ck_assert_int_eq(hh_trace_replay(log, fresh, NULL, NULL), HH_OK);
     hh_heap_destroy(fresh);
     hh_trace_log_free(log);
@@ -339,10 +339,7 @@ START_TEST(replay_callback_sees_every_event) {
     hh_trace_log *log = NULL;
     ck_assert_int_eq(hh_trace_load(path, &log), HH_OK);
     ck_assert_uint_eq(log->event_count, 8 + 4 + 1);
-    hh_heap_desc d;
-    hh_trace_desc(&log->info, &d);
-    hh_heap *fresh = NULL;
-    ck_assert_int_eq(hh_heap_create(&d, &fresh), HH_OK);
+    hh_heap *fresh = fresh_heap_for(log);
     size_t seen = 0;
     ck_assert_int_eq(hh_trace_replay(log, fresh, count_fn, &seen), HH_OK);
     ck_assert_uint_eq(seen, log->event_count);
@@ -429,10 +426,7 @@ START_TEST(well_formed_but_inconsistent_trace_fails_replay) {
     hh_trace_log *log = NULL;
     ck_assert_int_eq(hh_trace_load(path, &log), HH_OK);
     ck_assert_uint_eq(log->event_count, 1);
-    hh_heap_desc d;
-    hh_trace_desc(&log->info, &d);
-    hh_heap *fresh = NULL;
-    ck_assert_int_eq(hh_heap_create(&d, &fresh), HH_OK);
+    hh_heap *fresh = fresh_heap_for(log);
     hh_test_reset_captured();
     ck_assert_int_eq(hh_trace_replay(log, fresh, NULL, NULL), HH_E_CORRUPT);
     ck_assert_ptr_nonnull(strstr(hh_test_last_message(), "event 0"));

@@ -25,4 +25,16 @@ static void capture(hh_status s, const char *, void *) {
     reports++;
 }
 
+/* Prints "<name> (<compiler>, C++ <version>): N passed, N failed"; the exit status. */
+static int cxx_check_summary(const char *name) {
+#if defined(__clang__)
+    const char *compiler = "clang++";
+#else
+    const char *compiler = "g++";
+#endif
+    std::printf("%s (%s, C++ %ld): %d passed, %d failed\n", name, compiler, static_cast<long>(__cplusplus),
+                checks - failures, failures);
+    return failures ? 1 : 0;
+}
+
 #endif

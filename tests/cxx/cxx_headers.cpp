@@ -136,12 +136,5 @@ int main() {
     hh_binned_stats_get(&bs);
     hh_binned_thread_flush();
 
-    std::printf("cxx_headers (%s, C++ %ld): %d passed, %d failed\n",
-#if defined(__clang__)
-                "clang++",
-#else
-                "g++",
-#endif
-                static_cast<long>(__cplusplus), checks - failures, failures);
-    return failures ? 1 : 0;
+    return cxx_check_summary("cxx_headers");
 }

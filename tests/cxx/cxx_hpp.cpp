@@ -195,12 +195,5 @@ int main() {
     test_get_follows_defrag();
     test_mark_scope();
     hh_binned_thread_flush();
-    std::printf("cxx_hpp (%s, C++ %ld): %d passed, %d failed\n",
-#if defined(__clang__)
-                "clang++",
-#else
-                "g++",
-#endif
-                static_cast<long>(__cplusplus), checks - failures, failures);
-    return failures ? 1 : 0;
+    return cxx_check_summary("cxx_hpp");
 }
