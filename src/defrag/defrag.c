@@ -154,10 +154,10 @@ static struct hhi_defrag *defrag_state(hh_heap *h) {
 --------------------------------------------------------------------------- */
 static inline bool is_top(const hh_heap *h, const hhi_block *f) { return blk_offset(h, f) + blk_size(f) == h->managed; }
 
-/* true if an allocation started in the region of offset off during the last
-   HHI_DEFRAG_COLD_STEPS steps: the game's churn is reusing that region's holes. */
-static inline bool region_hot(const hh_heap *h, size_t off) {
-    return h->epoch - h->regions[off >> h->region_shift].epoch < HHI_DEFRAG_COLD_STEPS;
+/* true if no allocation started in region r for HHI_DEFRAG_COLD_STEPS steps:
+   the game's churn is not reusing that region's holes. */
+static inline bool region_quiet(const hh_heap *h, size_t r) {
+    return h->epoch - h->regions[r].epoch >= HHI_DEFRAG_COLD_STEPS;
 }
 
 /* Minimal whole size of live block b (its slack can be dropped by a move). */
@@ -381,6 +381,10 @@ static void run_moves_inner(step_ctx *c) {
     if (d == NULL) d = &scratch;                       /* no state: a cursor for this call only */
     else cursor_sync(h, d);
     if (d->known_compact && d->known_mutations == h->mutations) {
+        if (c->r.oversize_bytes) {                     /* a pass before the loop passed a block over */
+            c->r.stop = HH_DEFRAG_STOP_OVERSIZE;
+            return;
+        }
         c->r.compact = true;
         c->r.stop = HH_DEFRAG_STOP_COMPACT;
         return;
@@ -504,8 +508,7 @@ static void forget_layout(step_ctx *c) {
 static bool region_sparse(const hh_heap *h, const struct hhi_defrag *d, size_t r, size_t span) {
     uint32_t used = h->regions[r].used;
     if (used == d->done_used[r]) return false;         /* evacuated since its last change */
-    return used > 0 && (size_t)used * HHI_DEFRAG_SPARSE_DEN <= span * HHI_DEFRAG_SPARSE_NUM &&
-           h->epoch - h->regions[r].epoch >= HHI_DEFRAG_COLD_STEPS;
+    return used > 0 && (size_t)used * HHI_DEFRAG_SPARSE_DEN <= span * HHI_DEFRAG_SPARSE_NUM && region_quiet(h, r);
 }
 
 /* Picks the next job: the sparse region with the fewest live bytes (the most
@@ -632,7 +635,7 @@ static bool lower_top(step_ctx *c) {
         }
         c->work++;
         hhi_block *b = highest_block(h);
-        if (b == NULL || blk_is_free(b) || blk_pins(b) || region_hot(h, blk_offset(h, b))) break;
+        if (b == NULL || blk_is_free(b) || blk_pins(b) || !region_quiet(h, blk_offset(h, b) >> h->region_shift)) break;
         unsigned looked = 0;
         hhi_block *f = hhi_heap_find_fit_below(h, blk_need(b), blk_align(b), blk_offset(h, b), HHI_DEFRAG_FIT_TRIES, &looked);
         c->work += looked;
@@ -852,10 +855,6 @@ static hh_defrag_report defrag_run(hh_heap *h, const hh_defrag_budget *budget, b
         if (full) full_bulk_slide(&c);
         if (!full && c.policy == HH_DEFRAG_AUTO && d) auto_moves(&c);
         else run_moves(&c);
-        if (c.r.compact && c.r.oversize_bytes) {     /* a pass before the loop passed over a block */
-            c.r.compact = false;
-            c.r.stop = HH_DEFRAG_STOP_OVERSIZE;
-        }
         if (d && c.r.compact) d->active = d->finishing = false;
     }
     maybe_decommit(h, d, c.r.moves > 0, !full && (budget->max_moves || budget->max_bytes || budget->max_ns));

@@ -1050,7 +1050,7 @@ HH_INLINE hh_handle heap_alloc(hh_heap *h, size_t size, size_t align, uint32_t t
     used_add(h, boff, blk_size(b));
     h->regions[boff >> h->region_shift].epoch = h->alloc_epoch = h->epoch;
     h->live_blocks++;
-    heap_touch(h, blk_offset(h, b));
+    heap_touch(h, boff);
     hh_track_alloc(h, p, blk_usable(h, b));
     if (hh_unlikely(h->debug)) {
         memset(p, HH_FILL_ALLOC, blk_usable(h, b));
