@@ -21,8 +21,9 @@ CLEAN_EXTRA  += out/demo out/check-demo out/check-demo.log out/check-flipbook
 
 VIZ_CAIRO   = $(shell pkg-config --libs cairo fontconfig libpng zlib 2>/dev/null || echo -lcairo -lfontconfig -lpng -lz)
 VIZ_CFLAGS  = $(WARN) $(CFLAGS) -pthread $(shell pkg-config --cflags cairo fontconfig libpng zlib 2>/dev/null)
-VIZ_COMMON  := viz/viz_draw.c viz/viz_render.c viz/viz_html.c viz/viz_png.c
-VIZ_HEADERS := viz/viz_draw.h viz/viz_render.h $(wildcard include/hheap/*.h) include/hheap.h tools/hh_cli.h
+VIZ_COMMON  := viz/viz_paint.c viz/viz_frame.c viz/viz_panel.c viz/viz_timeline.c viz/viz_plot.c \
+               viz/viz_render.c viz/viz_html.c viz/viz_png.c
+VIZ_HEADERS := viz/viz_draw.h viz/viz_draw_internal.h viz/viz_render.h $(wildcard include/hheap/*.h) include/hheap.h tools/hh_cli.h
 
 $(BUILD)/hh-viz: viz/hh_viz.c $(VIZ_COMMON) $(VIZ_HEADERS) $(BUILD)/libhheap.a
 	@mkdir -p $(dir $@)
