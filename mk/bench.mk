@@ -9,16 +9,13 @@
 #   make bench-instr        instructions per fast-path call under callgrind
 #   make bench-compare OLD=a.json [NEW=b.json]   flags regressions beyond the spread
 #   make check-bench-smoke  builds everything and runs `make bench QUICK=1`
-#   make build/hh-replay    replays a trace written by hh_trace (include/hheap/trace.h)
+#   (hh-replay, which `make bench` runs on recorded traces, is built by mk/tools.mk)
 #
 # A bench program is bench/bench_<name>.c; the generic rule below builds it as
 # build/bench/bench_<name> against build/libhheap.a (a fragment may give its own
 # rule and a bench-<name> target instead: bench/run.py then runs that target).
 
 DEPS_PKGS    += libmimalloc-dev libjemalloc-dev libgoogle-perftools-dev valgrind python3
-BENCH_REPLAY := $(if $(wildcard bench/hh_replay.c),$(BUILD)/hh-replay)
-ALL_EXTRA    += $(BENCH_REPLAY)
-INSTALL_BINS += $(BENCH_REPLAY)
 CLEAN_EXTRA  += out/bench
 
 BENCH_CFLAGS := $(WARN) -O2 -g -pthread
@@ -42,17 +39,12 @@ $(BUILD)/bench/bench_instr: bench/bench_instr.c $(BENCH_HDRS) $(BUILD)/libhheap.
 	@$(if $(Q),echo '  CC bench $<')
 	$(Q)$(CC) $(CPPFLAGS) $(BENCH_CFLAGS) $(BENCH_INSTR_DEFS) -o $@ $< $(BUILD)/libhheap.a $(LDLIBS)
 
-$(BUILD)/hh-replay: bench/hh_replay.c $(BENCH_HDRS) tools/hh_cli.h $(BUILD)/libhheap.a
-	@mkdir -p $(dir $@)
-	@$(if $(Q),echo '  CC      $<')
-	$(Q)$(CC) $(CPPFLAGS) $(BENCH_CFLAGS) -Itools -o $@ $< $(BUILD)/libhheap.a $(LDLIBS)
-
 .PHONY: bench bench-instr bench-compare check-bench-smoke
 
 # The runner builds (make build/bench/bench_<name>) and runs every other program
 # itself, one at a time, so that a program that does not build is reported
 # without stopping the others.
-bench: $(BUILD)/libhheap.a $(BUILD)/bench/bench_heap $(BUILD)/bench/bench_instr $(BENCH_REPLAY)
+bench: $(BUILD)/libhheap.a $(BUILD)/bench/bench_heap $(BUILD)/bench/bench_instr $(BUILD)/hh-replay
 	@mkdir -p $(BENCH_OUT)
 	@QUICK=$(QUICK) MAKE="$(MAKE)" python3 bench/run.py --build $(BUILD) --out $(BENCH_JSON)
 

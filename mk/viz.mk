@@ -36,9 +36,9 @@ $(BUILD)/hh-demo: viz/hh_demo.c $(VIZ_COMMON) $(VIZ_HEADERS) $(BUILD)/libhheap.a
 	$(Q)$(CC) $(CPPFLAGS) $(VIZ_CFLAGS) -Itools -o $@ viz/hh_demo.c $(VIZ_COMMON) $(BUILD)/libhheap.a $(VIZ_CAIRO) $(LDLIBS)
 
 # The render test: draws a small dump and checks sizes and colours at known pixels.
-$(BUILD)/test/viz_render_test: viz/viz_render_test.c $(VIZ_COMMON) $(VIZ_HEADERS) $(BUILD)/libhheap.a
+$(BUILD)/test/viz_render_test: tests/viz_render_test.c $(VIZ_COMMON) $(VIZ_HEADERS) $(BUILD)/libhheap.a
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CPPFLAGS) $(VIZ_CFLAGS) -Werror -o $@ viz/viz_render_test.c $(VIZ_COMMON) $(BUILD)/libhheap.a $(VIZ_CAIRO) $(LDLIBS)
+	$(Q)$(CC) $(CPPFLAGS) $(VIZ_CFLAGS) -Iviz -Werror -o $@ tests/viz_render_test.c $(VIZ_COMMON) $(BUILD)/libhheap.a $(VIZ_CAIRO) $(LDLIBS)
 
 .PHONY: demo check-demo check-flipbook
 demo: deps

@@ -3,7 +3,7 @@
  * walkers, every truncation and every single-byte corruption of a small file,
  * forged records with valid checksums, version and magic checks, I/O errors
  * and injected allocation failures. No cairo here (the render test is
- * viz/viz_render_test.c, run by `make check-demo`). */
+ * tests/viz_render_test.c, run by `make check-demo`). */
 #include "hheap/mapdump.h"
 
 #include <stdio.h>
