@@ -84,7 +84,7 @@ $(BUILD)/test-obj/src/%.o: src/%.c $(HEADERS)
 	@$(if $(Q),echo '  CC test $<')
 	$(Q)$(CC) $(CPPFLAGS) $(TEST_CFLAGS) -fvisibility=hidden -c $< -o $@
 
-$(BUILD)/test-obj/tests/%.o: tests/%.c $(HEADERS) tests/test_util.h $(BUILD)/test/suites.h
+$(BUILD)/test-obj/tests/%.o: tests/%.c $(HEADERS) tests/test_util.h tests/test_rng.h $(BUILD)/test/suites.h
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo '  CC test $<')
 	$(Q)$(CC) $(CPPFLAGS) -I$(BUILD)/test $(TEST_CFLAGS) $(shell pkg-config --cflags check 2>/dev/null) -c $< -o $@

@@ -36,13 +36,7 @@
 
 #include "bench_util.h"
 #include "hheap/binned.h"
-
-static uint64_t rng_next(uint64_t *s) {
-    uint64_t x = *s;
-    x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
-    *s = x;
-    return x * 0x2545F4914F6CDD1DULL;
-}
+#include "../tests/test_rng.h"
 
 static volatile uintptr_t sink;
 static int churn_threads = 4;  /* BENCH_CHURN_THREADS=n (1..16) overrides */
@@ -53,8 +47,8 @@ static double scale = 1.0;     /* QUICK=1: a third of the work */
 #define DEFINE_WORKLOADS(NAME, MALLOC, FREE, REALLOC)                                                     \
     static double pairs_##NAME(void) {                                                                    \
         size_t sizes[256];                                                                                \
-        uint64_t s = 42;                                                                                  \
-        for (int i = 0; i < 256; i++) sizes[i] = 16 + rng_next(&s) % 497;                                 \
+        hh_rng s = { 42 };                                                                                \
+        for (int i = 0; i < 256; i++) sizes[i] = 16 + hh_rng_next(&s) % 497;                              \
         long n = (long)(20000000 * scale);                                                                \
         uintptr_t acc = 0;                                                                                \
         uint64_t t0 = bench_now_ns();                                                                     \
@@ -81,11 +75,11 @@ static double scale = 1.0;     /* QUICK=1: a third of the work */
         unsigned id = (unsigned)(uintptr_t)arg;                                                           \
         enum { SLOTS = 8000 };                                                                            \
         void **slot = calloc(SLOTS, sizeof *slot);                                                        \
-        uint64_t s = id * 7919 + 1;                                                                       \
+        hh_rng s = { id * 7919 + 1 };                                                                     \
         churn_ctx_##NAME *mine = &churn_box_##NAME[id], *next = &churn_box_##NAME[(id + 1) % churn_threads]; \
-        for (unsigned i = 0; i < SLOTS; i++) slot[i] = MALLOC(16 + rng_next(&s) % 1009);                  \
+        for (unsigned i = 0; i < SLOTS; i++) slot[i] = MALLOC(16 + hh_rng_next(&s) % 1009);               \
         for (long k = 0; k < churn_ops_##NAME; k++) {                                                     \
-            uint64_t r = rng_next(&s);                                                                    \
+            uint64_t r = hh_rng_next(&s);                                                                 \
             unsigned i = (unsigned)(r % SLOTS);                                                           \
             if ((r >> 32) % 8 == 0) {                                                                     \
                 pthread_mutex_lock(&next->lock);                                                          \
@@ -163,13 +157,13 @@ static double scale = 1.0;     /* QUICK=1: a third of the work */
         pthread_t c;                                                                                      \
         pc_##NAME.head = pc_##NAME.count = 0;                                                             \
         pc_##NAME.done = 0;                                                                               \
-        uint64_t s = 99;                                                                                  \
+        hh_rng s = { 99 };                                                                                \
         uint64_t t0 = bench_now_ns();                                                                     \
         pthread_create(&c, NULL, pc_consumer_##NAME, NULL);                                               \
         for (long k = 0; k < batches; k++) {                                                              \
             void **b = malloc(PC_BATCH * sizeof *b);                                                      \
             for (int i = 0; i < PC_BATCH; i++) {                                                          \
-                b[i] = MALLOC(64 + rng_next(&s) % 193);                                                   \
+                b[i] = MALLOC(64 + hh_rng_next(&s) % 193);                                                \
                 ((char *)b[i])[0] = 1;                                                                    \
             }                                                                                             \
             pthread_mutex_lock(&pc_##NAME.lock);                                                          \
@@ -192,26 +186,26 @@ static double scale = 1.0;     /* QUICK=1: a third of the work */
         char **str = calloc(STRS, sizeof *str);                                                           \
         char **vec = calloc(VECS, sizeof *vec);                                                           \
         size_t *vlen = calloc(VECS, sizeof *vlen);                                                        \
-        uint64_t s = 7;                                                                                   \
+        hh_rng s = { 7 };                                                                                 \
         long frames = (long)(400 * scale), ops = 0;                                                       \
         uint64_t t0 = bench_now_ns();                                                                     \
         for (long f = 0; f < frames; f++) {                                                               \
             for (int i = 0; i < 500; i++, ops++) { /* long-lived objects: replace a few */                \
-                unsigned k = (unsigned)(rng_next(&s) % NODES);                                            \
+                unsigned k = (unsigned)(hh_rng_next(&s) % NODES);                                         \
                 FREE(node[k]);                                                                            \
-                node[k] = MALLOC(32 + rng_next(&s) % 160);                                                \
+                node[k] = MALLOC(32 + hh_rng_next(&s) % 160);                                             \
                 memset(node[k], 1, 32);                                                                   \
             }                                                                                             \
             for (int i = 0; i < 2000; i++, ops++) { /* short strings */                                   \
-                unsigned k = (unsigned)(rng_next(&s) % STRS);                                             \
+                unsigned k = (unsigned)(hh_rng_next(&s) % STRS);                                          \
                 FREE(str[k]);                                                                             \
-                size_t len = 8 + rng_next(&s) % 90;                                                       \
+                size_t len = 8 + hh_rng_next(&s) % 90;                                                    \
                 str[k] = MALLOC(len);                                                                     \
                 memset(str[k], 'a', len - 1);                                                             \
                 str[k][len - 1] = 0;                                                                      \
             }                                                                                             \
             for (int i = 0; i < 200; i++, ops++) { /* growing arrays */                                   \
-                unsigned k = (unsigned)(rng_next(&s) % VECS);                                             \
+                unsigned k = (unsigned)(hh_rng_next(&s) % VECS);                                          \
                 size_t n = vlen[k] ? vlen[k] * 2 : 16;                                                    \
                 if (n > 65536) {                                                                          \
                     FREE(vec[k]);                                                                         \
@@ -223,7 +217,7 @@ static double scale = 1.0;     /* QUICK=1: a third of the work */
                 vlen[k] = n;                                                                              \
             }                                                                                             \
             for (int i = 0; i < 4; i++, ops++) { /* frame buffers */                                      \
-                size_t n = 65536u << (rng_next(&s) % 5);                                                  \
+                size_t n = 65536u << (hh_rng_next(&s) % 5);                                               \
                 char *b = MALLOC(n);                                                                      \
                 memset(b, 3, n / 4);                                                                      \
                 FREE(b);                                                                                  \
@@ -241,13 +235,13 @@ static double scale = 1.0;     /* QUICK=1: a third of the work */
     static double large_##NAME(void) {                                                                    \
         enum { SLOTS = 8 };                                                                               \
         char *slot[SLOTS] = { 0 };                                                                        \
-        uint64_t s = 11;                                                                                  \
+        hh_rng s = { 11 };                                                                                \
         long n = (long)(240 * scale);                                                                     \
         uint64_t t0 = bench_now_ns();                                                                     \
         for (long i = 0; i < n; i++) {                                                                    \
-            unsigned k = (unsigned)(rng_next(&s) % SLOTS);                                                \
+            unsigned k = (unsigned)(hh_rng_next(&s) % SLOTS);                                             \
             FREE(slot[k]);                                                                                \
-            size_t size = ((size_t)5 << 20) + (size_t)(rng_next(&s) % ((size_t)20 << 20));               \
+            size_t size = ((size_t)5 << 20) + (size_t)(hh_rng_next(&s) % ((size_t)20 << 20));            \
             slot[k] = MALLOC(size);                                                                       \
             for (size_t off = 0; off < size; off += 4096) slot[k][off] = (char)i;                         \
         }                                                                                                 \

@@ -32,21 +32,11 @@
 
 #include "bench_util.h"
 #include "hheap.h"
+#include "../tests/test_rng.h"   /* every seed here is non-zero: hh_rng_make(seed) is the state seed * golden + 1 */
 
 /* ---------------------------------------------------------------------------
    Helpers
 --------------------------------------------------------------------------- */
-typedef struct rng { uint64_t s; } rng;
-static uint64_t rng_next(rng *r) {
-    uint64_t x = r->s;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    r->s = x;
-    return x * 0x2545F4914F6CDD1DULL;
-}
-static uint32_t rng_below(rng *r, uint32_t n) { return (uint32_t)(rng_next(r) % n); }
-static rng rng_make(uint64_t seed) { return (rng){ seed * 0x9E3779B97F4A7C15ULL + 1 }; }
 
 static hh_heap *heap_make(size_t capacity) {
     hh_heap *h = NULL;
@@ -102,12 +92,12 @@ static double bytes_to_compact(int mix, hh_defrag_policy pol, uint64_t seed, dou
     static const size_t game_sizes[] = { 48, 64, 64, 96, 128, 128, 160, 256, 512, 1024 };
     hh_heap *h = heap_make(8u << 20);
     hh_defrag_set_policy(h, pol);
-    rng r = rng_make(seed);
+    hh_rng r = hh_rng_make(seed);
     size_t cap = 1u << 18, n = 0;
     hh_handle *hs = malloc(cap * sizeof *hs);
     size_t filled = 0, fill_max = mix == MIX_HALF ? (4u << 20) : SIZE_MAX;
     for (;; n++) {
-        size_t size = mix == MIX_RANDOM ? 16 + rng_below(&r, 2000) : game_sizes[rng_below(&r, 10)];
+        size_t size = mix == MIX_RANDOM ? 16 + hh_rng_below(&r, 2000) : game_sizes[hh_rng_below(&r, 10)];
         if (n == cap || filled >= fill_max) break;
         hs[n] = hh_alloc(h, size);
         if (hh_is_null(hs[n])) break;
@@ -115,7 +105,7 @@ static double bytes_to_compact(int mix, hh_defrag_policy pol, uint64_t seed, dou
     }
     uint32_t one_in = mix == MIX_SPARSE ? 10 : 3;       /* sparse: 10% of the blocks freed */
     for (size_t i = 0; i < n; i++)
-        if (rng_below(&r, one_in) == 0) hh_free(h, hs[i]);
+        if (hh_rng_below(&r, one_in) == 0) hh_free(h, hs[i]);
     if (mix == MIX_PINNED)
             for (size_t i = 0; i < n / 4; i += 97)          /* pins low in the heap (loaded early, kept) */
             if (hh_size(h, hs[i])) (void)hh_pin(h, hs[i]);
@@ -184,17 +174,17 @@ static double full_ours(void *arg) {
     full_ctx *c = arg;
     hh_heap *h = heap_make(c->capacity);
     hh_defrag_configure(h, &(hh_defrag_config){ .no_decommit = !c->decommit });
-    rng r = rng_make(77);
+    hh_rng r = hh_rng_make(77);
     size_t n = 0, cap = c->capacity / 512;
     hh_handle *hs = malloc(cap * sizeof *hs);
     while (n < cap) {
-        hh_handle x = hh_alloc(h, 512 + rng_below(&r, 1024));
+        hh_handle x = hh_alloc(h, 512 + hh_rng_below(&r, 1024));
         if (hh_is_null(x)) break;
         memset(hh_deref(h, x), (int)n, 64);
         hs[n++] = x;
     }
     for (size_t i = 0; i < n; i++)
-        if (rng_below(&r, 3) == 0) hh_free(h, hs[i]);
+        if (hh_rng_below(&r, 3) == 0) hh_free(h, hs[i]);
     c->rss_before = rss_bytes();
     uint64_t t0 = bench_now_ns();
     hh_defrag_report rep = hh_defrag_full(h);
@@ -257,16 +247,16 @@ typedef struct step_ctx { double p50, p99, frames, ideal, step_bytes; } step_ctx
 static void step_run(step_ctx *out) {
     size_t capacity = bench_quick() ? (16u << 20) : (64u << 20);
     hh_heap *h = heap_make(capacity);
-    rng r = rng_make(5);
+    hh_rng r = hh_rng_make(5);
     size_t cap = capacity / 700, n = 0;
     hh_handle *hs = malloc(cap * sizeof *hs);
     while (n < cap) {
-        hh_handle x = hh_alloc(h, 768 + rng_below(&r, 512));
+        hh_handle x = hh_alloc(h, 768 + hh_rng_below(&r, 512));
         if (hh_is_null(x)) break;
         hs[n++] = x;
     }
     for (size_t i = 0; i < n; i++)
-        if (rng_below(&r, 2) == 0) hh_free(h, hs[i]);
+        if (hh_rng_below(&r, 2) == 0) hh_free(h, hs[i]);
     snap_vec before = {0};
     hh_heap_walk(h, snap_visit, &before);
     size_t cap_steps = 1u << 20, k = 0;
@@ -305,13 +295,13 @@ static double memmove_ns(double bytes) {
     char *buf = malloc(span);
     if (!buf) exit(1);
     memset(buf, 1, span);
-    rng r = rng_make(9);
+    hh_rng r = hh_rng_make(9);
     double t[101];
     for (int rep = 0; rep < 101; rep++) {
         uint64_t t0 = bench_now_ns();
         for (size_t done = 0; done < total; done += blk) {
-            size_t src = (size_t)rng_below(&r, (uint32_t)(span / blk - 1)) * blk;
-            size_t dst = (size_t)rng_below(&r, (uint32_t)(span / blk - 1)) * blk;
+            size_t src = (size_t)hh_rng_below(&r, (uint32_t)(span / blk - 1)) * blk;
+            size_t dst = (size_t)hh_rng_below(&r, (uint32_t)(span / blk - 1)) * blk;
             memmove(buf + dst, buf + src, blk);
         }
         t[rep] = (double)(bench_now_ns() - t0);
@@ -352,7 +342,7 @@ typedef struct loop_result {
 static loop_result frame_loop(bool defrag, unsigned frames, size_t capacity, uint64_t seed) {
     static const size_t sizes[] = { 48, 64, 64, 96, 128, 128, 160, 256, 384, 512, 1024, 2048 };
     hh_heap *h = heap_make(capacity);
-    rng r = rng_make(seed);
+    hh_rng r = hh_rng_make(seed);
     size_t cap = 1u << 17, n = 0;
     obj *objs = malloc(cap * sizeof *objs);
     double *t = malloc(frames * sizeof *t);
@@ -367,11 +357,11 @@ static loop_result frame_loop(bool defrag, unsigned frames, size_t capacity, uin
                 i++;
             }
         }
-        unsigned spawn = 8 + rng_below(&r, 17) + (f % 120 == 0 ? 400 : 0);   /* a trickle, a wave every 2 s */
+        unsigned spawn = 8 + hh_rng_below(&r, 17) + (f % 120 == 0 ? 400 : 0);   /* a trickle, a wave every 2 s */
         for (unsigned s = 0; s < spawn && n < cap; s++) {
-            unsigned k = rng_below(&r, 100);
-            uint32_t life = k < 75 ? 1 + rng_below(&r, 120) : k < 95 ? 200 + rng_below(&r, 1300) : 2000 + rng_below(&r, 8000);
-            hh_handle x = hh_alloc(h, sizes[rng_below(&r, 12)]);
+            unsigned k = hh_rng_below(&r, 100);
+            uint32_t life = k < 75 ? 1 + hh_rng_below(&r, 120) : k < 95 ? 200 + hh_rng_below(&r, 1300) : 2000 + hh_rng_below(&r, 8000);
+            hh_handle x = hh_alloc(h, sizes[hh_rng_below(&r, 12)]);
             if (hh_is_null(x)) {
                 failed++;
                 continue;

@@ -22,7 +22,7 @@ BENCH_CFLAGS := $(WARN) -O2 -g -pthread
 BENCH_OUT    := out/bench
 QUICK        ?=
 BENCH_JSON   := $(BENCH_OUT)/results$(if $(filter-out 0,$(QUICK)),-quick).json
-BENCH_HDRS   := bench/bench_util.h $(wildcard include/*.h include/hheap/*.h)
+BENCH_HDRS   := bench/bench_util.h tests/test_rng.h $(wildcard include/*.h include/hheap/*.h)
 
 # Optional regions for the instruction counts: built with whatever headers exist.
 BENCH_INSTR_DEFS := $(if $(wildcard include/hheap/linear.h),-DHH_BENCH_HAVE_LINEAR=1) \

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "hheap.h"
+#include "test_rng.h"
 
 enum {
     MAX_OBJS = 20000,          /* live game objects at most */
@@ -41,15 +42,10 @@ static obj objs[MAX_OBJS];
 static size_t nobj;
 static part parts[MAX_PARTS];
 static size_t npart;
-static uint64_t rng_state, next_key, errors;
+static uint64_t next_key, errors;
+static hh_rng rng;   /* seeded in main (never 0) */
 
-static uint64_t rnd(void) {
-    uint64_t x = rng_state;
-    x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
-    rng_state = x;
-    return x * 0x2545F4914F6CDD1DULL;
-}
-static uint32_t below(uint32_t n) { return (uint32_t)(rnd() % n); }
+static uint32_t below(uint32_t n) { return hh_rng_below(&rng, n); }
 
 static uint8_t pat(uint64_t key, size_t i) { return (uint8_t)(((key ^ (uint64_t)i * 0x9E3779B97F4A7C15ULL) * 0xBF58476D1CE4E5B9ULL) >> 56); }
 static void fill(void *p, size_t n, uint64_t key) { unsigned char *b = p; for (size_t i = 0; i < n; i++) b[i] = pat(key, i); }
@@ -111,8 +107,8 @@ static void despawn(hh_heap *heap, size_t i) {
 
 int main(int argc, char **argv) {
     double seconds = argc > 1 ? atof(argv[1]) : 600;
-    rng_state = argc > 2 ? strtoull(argv[2], NULL, 0) : 0x50A4;
-    if (rng_state == 0) rng_state = 1;
+    rng.s = argc > 2 ? strtoull(argv[2], NULL, 0) : 0x50A4;
+    if (rng.s == 0) rng.s = 1;
     hh_heap *heap;
     if (hh_heap_create(&(hh_heap_desc){ .capacity = 64u << 20 }, &heap) != HH_OK) return 2;
     hh_memstack *ms = hh_memstack_thread();
@@ -128,7 +124,7 @@ int main(int argc, char **argv) {
     unsigned long frag_n = 0, frames = 0, heap_checks = 0, full_verifies = 0;
     uint64_t moves = 0, bytes_moved = 0;
     printf("soak: %.0f s, seed %#llx, heap 64 MiB, demo-like frames (waves of objects, pins, resizes, binned "
-           "particles, mark-stack scratch), defrag_step(16) per frame\n", seconds, (unsigned long long)rng_state);
+           "particles, mark-stack scratch), defrag_step(16) per frame\n", seconds, (unsigned long long)rng.s);
     for (;; frames++) {
         double t = now_s();
         if (t - t0 >= seconds) break;

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "test_rng.h"
+
 enum { MAX_THREADS = 16, MAILBOX = 4096 };
 
 typedef struct mailbox {
@@ -30,13 +32,6 @@ static unsigned long ops = 200000;
 static uint64_t seed0 = 1;
 static unsigned long failures;
 static pthread_mutex_t fail_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static uint64_t rng(uint64_t *s) {
-    uint64_t x = *s;
-    x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
-    *s = x;
-    return x * 0x2545F4914F6CDD1DULL;
-}
 
 static void fill(unsigned char *p, size_t n, uint64_t key) {
     for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(key + i * 131u);
@@ -77,14 +72,14 @@ static void drain(mailbox *b) {
 
 static void *worker(void *arg) {
     unsigned id = (unsigned)(uintptr_t)arg;
-    uint64_t s = seed0 * 0x9E3779B97F4A7C15ULL + id + 1;
+    hh_rng s = { seed0 * 0x9E3779B97F4A7C15ULL + id + 1 };
     enum { KEEP = 512 };
     unsigned char *mine[KEEP] = { 0 };
     size_t msz[KEEP] = { 0 };
     uint64_t mkey[KEEP] = { 0 };
     mailbox *next = &boxes[(id + 1) % nthreads];
     for (unsigned long k = 0; k < ops; k++) {
-        unsigned slot = (unsigned)(rng(&s) % KEEP);
+        unsigned slot = (unsigned)(hh_rng_next(&s) % KEEP);
         if (mine[slot]) {
             if (!verify(mine[slot], msz[slot], mkey[slot])) fail("pattern broken in own block");
             if (k & 1) {
@@ -100,7 +95,7 @@ static void *worker(void *arg) {
             if (mine[slot]) free(mine[slot]);
             mine[slot] = NULL;
         }
-        uint64_t r = rng(&s);
+        uint64_t r = hh_rng_next(&s);
         size_t size = (r % 100) < 97 ? 1 + (size_t)(r >> 8) % 512 : 1 + (size_t)(r >> 8) % 100000;
         mine[slot] = malloc(size);
         if (mine[slot] == NULL) { fail("malloc failed"); continue; }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "hheap/common.h"
+#include "test_rng.h"
 
 /* Prototypes of every hh_test_<name>_suite (generated list). */
 #define HH_ARRAY_LEN_T(a) (sizeof(a) / sizeof((a)[0]))
@@ -32,16 +33,7 @@ unsigned  hh_test_scaled(unsigned n, unsigned min);
 /* Seed for randomised tests: HH_TEST_SEED env or the given default. */
 uint64_t  hh_test_seed(uint64_t dflt);
 
-/* xorshift64* RNG. */
-typedef struct hh_rng { uint64_t s; } hh_rng;
-static inline uint64_t hh_rng_next(hh_rng *r) {
-    uint64_t x = r->s;
-    x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
-    r->s = x;
-    return x * 0x2545F4914F6CDD1DULL;
-}
-static inline uint32_t hh_rng_below(hh_rng *r, uint32_t n) { return (uint32_t)(hh_rng_next(r) % n); }
-static inline hh_rng hh_rng_make(uint64_t seed) { return (hh_rng){ seed ? seed * 0x9E3779B97F4A7C15ULL + 1 : 0x1234567 }; }
+/* The RNG (hh_rng, hh_rng_make, hh_rng_next, hh_rng_below): tests/test_rng.h. */
 
 /* Fills p[0..n) with the pattern of `key` and checks it; returns the index of
    the first wrong byte or -1. */

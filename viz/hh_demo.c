@@ -37,6 +37,7 @@
 
 #include "hheap.h"
 #include "hh_cli.h"
+#include "../tests/test_rng.h"
 #include "viz_render.h"
 
 /* ---------------------------------------------------------------------------
@@ -57,17 +58,9 @@ static const char *const tag_names[TAG_COUNT] = { "", "enemy", "rocket", "", "le
                                                   "loader temp" };
 
 /* ---------------------------------------------------------------------------
-   RNG and byte patterns
+   Byte patterns (the RNG is tests/test_rng.h, shared with the tests and the
+   benchmarks)
 --------------------------------------------------------------------------- */
-typedef struct rng { uint64_t s; } rng;
-static uint64_t rng_next(rng *r) {
-    uint64_t x = r->s;
-    x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
-    r->s = x;
-    return x * 0x2545F4914F6CDD1DULL;
-}
-static uint32_t rng_range(rng *r, uint32_t lo, uint32_t hi) { return lo + (uint32_t)(rng_next(r) % (hi - lo + 1)); }
-static bool rng_chance(rng *r, double p) { return (double)(rng_next(r) >> 11) * (1.0 / 9007199254740992.0) < p; }
 
 #define HH_MIN_DEMO(a, b) ((a) < (b) ? (a) : (b))
 #if defined(__GNUC__) || defined(__clang__)
@@ -106,8 +99,20 @@ typedef struct bobj { void *p; uint32_t size, dies; uint64_t key; } bobj;
 
 typedef struct demo {
     demo_opts  o;
-    rng        r;
+    hh_rng     r;
     hh_heap   *heap;
+    hh_memstack *ms;                 /* this thread's mark stack (frame temporaries) */
+    hh_memstack *stacks[1];          /* the dump's list of mark stacks: lives as long as the writer */
+    hh_mapdump_writer *w;            /* the .hhmap dump, one frame per game frame */
+    hh_trace  *trace;                /* every heap operation, for hh-replay (NULL: could not open) */
+    char       dump_path[4096];
+    char       label[128];           /* the dump's label and the summary's title */
+    bool       tty;                  /* stdout is a terminal: progress on one line */
+    unsigned   log_every;            /* progress line every this many frames */
+    hh_mapdump_metrics last;         /* the last frame's metrics (summary) */
+    uint64_t   dump_bytes;
+    double     t_sim, t_render;      /* seconds: game loop with checks and dump; pictures */
+    viz_result vr;                   /* what the render drew, and its times */
     obj       *objs;   size_t nobj, capobj;
     bobj      *bobjs;  size_t nb, capb;
     uint64_t   next_key;
@@ -173,8 +178,9 @@ static void bspawn(demo *d, uint32_t size, uint32_t dies) {
 /* ---------------------------------------------------------------------------
    One frame of the game
 --------------------------------------------------------------------------- */
-static void simulate(demo *d, unsigned f, hh_memstack *ms) {
-    rng *r = &d->r;
+static void simulate(demo *d, unsigned f) {
+    hh_memstack *ms = d->ms;
+    hh_rng *r = &d->r;
     /* Deaths first: everything whose time has come; dying enemies leave a burst of particles. */
     unsigned bursts = 0;
     for (size_t i = 0; i < d->nobj;) {
@@ -195,11 +201,11 @@ static void simulate(demo *d, unsigned f, hh_memstack *ms) {
        battle dies down, and the quiet frames let the defrag step catch up. */
     unsigned phase = f % 150;
     if (phase < 40) {
-        unsigned n = rng_range(r, 4, 9);
+        unsigned n = hh_rng_range(r, 4, 9);
         for (unsigned k = 0; k < n; k++) {
-            uint32_t life = rng_range(r, 30, 130);
-            obj *e = spawn(d, rng_range(r, 1024, 4096), TAG_ENEMY, f + life);
-            if (e) spawn(d, rng_range(r, 512, 2048), TAG_AI, f + life);   /* dies with its enemy */
+            uint32_t life = hh_rng_range(r, 30, 130);
+            obj *e = spawn(d, hh_rng_range(r, 1024, 4096), TAG_ENEMY, f + life);
+            if (e) spawn(d, hh_rng_range(r, 512, 2048), TAG_AI, f + life);   /* dies with its enemy */
         }
     }
     /* Enemies fire projectiles; a temporary index list of them lives on the mark stack. */
@@ -211,14 +217,14 @@ static void simulate(demo *d, unsigned f, hh_memstack *ms) {
         for (size_t i = 0; i < d->nobj; i++) if (d->objs[i].tag == TAG_ENEMY) enemies[ne++] = (uint32_t)i;
     }
     size_t shots = 0;
-    for (size_t k = 0; k < ne; k++) if (rng_chance(r, 0.05)) shots++;
+    for (size_t k = 0; k < ne; k++) if (hh_rng_chance(r, 0.05)) shots++;
     for (size_t k = 0; k < shots; k++) {       /* big rockets by handle, small bullets in the binned region */
-        if (rng_chance(r, 0.3)) spawn(d, rng_range(r, 384, 1024), TAG_PROJECTILE, f + rng_range(r, 8, 45));
-        else bspawn(d, rng_range(r, 64, 192), f + rng_range(r, 8, 45));
+        if (hh_rng_chance(r, 0.3)) spawn(d, hh_rng_range(r, 384, 1024), TAG_PROJECTILE, f + hh_rng_range(r, 8, 45));
+        else bspawn(d, hh_rng_range(r, 64, 192), f + hh_rng_range(r, 8, 45));
     }
     for (unsigned b = 0; b < bursts; b++) {
-        unsigned n = rng_range(r, 12, 36);
-        for (unsigned k = 0; k < n; k++) bspawn(d, rng_range(r, 48, 160), f + rng_range(r, 4, 40));   /* small: binned */
+        unsigned n = hh_rng_range(r, 12, 36);
+        for (unsigned k = 0; k < n; k++) bspawn(d, hh_rng_range(r, 48, 160), f + hh_rng_range(r, 4, 40));   /* small: binned */
     }
     /* Level streaming: every 75 frames two chunks go and two others come in;
        at 2/5 of the run a level transition swaps out half of the level. */
@@ -230,7 +236,7 @@ static void simulate(demo *d, unsigned f, hh_memstack *ms) {
         size_t out = transition ? nc / 2 : HH_MIN_DEMO(nc, 2);
         /* Kill from the highest index down so the indices stay valid (kill_obj swaps in the last). */
         for (size_t k = 0; k < out; k++) {
-            size_t j = k + (size_t)(rng_next(r) % (nc - k));
+            size_t j = k + (size_t)(hh_rng_next(r) % (nc - k));
             size_t t = cand[k]; cand[k] = cand[j]; cand[j] = t;
         }
         for (size_t k = 0; k < out; k++)
@@ -238,8 +244,8 @@ static void simulate(demo *d, unsigned f, hh_memstack *ms) {
         for (size_t k = 0; k < out; k++) kill_obj(d, cand[k]);
         size_t in = transition ? out * 3 / 4 : out;
         for (size_t k = 0; k < in; k++) {
-            spawn(d, rng_range(r, 16384, 65536) / d->level_div, TAG_LEVEL, UINT32_MAX);
-            if (transition) spawn(d, rng_range(r, 4096, 16384), TAG_LOADER, f + rng_range(r, 1, 30));
+            spawn(d, hh_rng_range(r, 16384, 65536) / d->level_div, TAG_LEVEL, UINT32_MAX);
+            if (transition) spawn(d, hh_rng_range(r, 4096, 16384), TAG_LOADER, f + hh_rng_range(r, 1, 30));
         }
     }
     /* Pins follow each GPU buffer's schedule. */
@@ -251,8 +257,8 @@ static void simulate(demo *d, unsigned f, hh_memstack *ms) {
         else if (!want && o->pinned_at) { hh_unpin(d->heap, o->h); o->pinned_at = NULL; }
     }
     /* Binned: sound events and network messages. */
-    unsigned nb = rng_range(r, 8, 30);
-    for (unsigned k = 0; k < nb; k++) bspawn(d, rng_range(r, 16, 512), f + rng_range(r, 5, 120));
+    unsigned nb = hh_rng_range(r, 8, 30);
+    for (unsigned k = 0; k < nb; k++) bspawn(d, hh_rng_range(r, 16, 512), f + hh_rng_range(r, 5, 120));
     /* Collision grid: a frame temporary. */
     size_t grid = 64 * 64 * sizeof(uint16_t);
     uint16_t *g = hh_memstack_alloc_zeroed(ms, grid, 64);
@@ -294,7 +300,7 @@ static void verify(demo *d, unsigned f) {
 }
 
 /* ---------------------------------------------------------------------------
-   Main
+   Command line
 --------------------------------------------------------------------------- */
 /* The value of "--moves unlimited": hh_defrag_step's "no limit". */
 static unsigned demo_moves_unlimited(void) { return HH_DEFRAG_UNLIMITED; }
@@ -357,6 +363,9 @@ static void parse_options(demo_opts *o, int argc, char **argv) {
     if (optind < argc) hh_cli_usage_error(&cli, "hh-demo takes no operands");
 }
 
+/* ---------------------------------------------------------------------------
+   Output helpers
+--------------------------------------------------------------------------- */
 /* Summary table: one row, a value formatted like printf. */
 static void row(const char *name, const char *fmt, ...) HH_DEMO_PRINTF(2, 3);
 static void row(const char *name, const char *fmt, ...) {
@@ -383,166 +392,230 @@ static const char *fmt_bytes(char *buf, size_t n, double b) {
     return buf;
 }
 
-int main(int argc, char **argv) {
-    demo d = { .o = { .frames = 600, .moves = 16, .every = 1, .width = 1024, .policy = HH_DEFRAG_AUTO, .seed = 1,
-                      .heap_mib = 4, .out = "out/demo", .render = true } };
-    parse_options(&d.o, argc, argv);
-    d.r.s = d.o.seed * 0x9E3779B97F4A7C15ULL + 0x1234567;
-    hh_set_error_handler(on_error, &d);
-
-    size_t cap = (size_t)d.o.heap_mib << 20;
-    if (hh_heap_create(&(hh_heap_desc){ .capacity = cap }, &d.heap) != HH_OK) {
-        fprintf(stderr, "hh-demo: cannot create a %u MiB heap\n", d.o.heap_mib);
-        return 1;
+/* ---------------------------------------------------------------------------
+   Setup and teardown
+--------------------------------------------------------------------------- */
+/* Creates the heap (with the chosen policy), takes the thread's mark stack,
+   creates the output directory and opens the dump and the trace. False after
+   a message if something cannot be created. */
+static bool demo_open(demo *d) {
+    size_t cap = (size_t)d->o.heap_mib << 20;
+    if (hh_heap_create(&(hh_heap_desc){ .capacity = cap }, &d->heap) != HH_OK) {
+        fprintf(stderr, "hh-demo: cannot create a %u MiB heap\n", d->o.heap_mib);
+        return false;
     }
-    hh_defrag_set_policy(d.heap, d.o.policy);
-    hh_memstack *ms = hh_memstack_thread();
-    if (!ms) { fprintf(stderr, "hh-demo: no mark stack\n"); return 1; }
+    hh_defrag_set_policy(d->heap, d->o.policy);
+    d->ms = hh_memstack_thread();
+    if (!d->ms) { fprintf(stderr, "hh-demo: no mark stack\n"); return false; }
 
-    char dump_path[4096], cmd_dir[4096];
-    snprintf(cmd_dir, sizeof cmd_dir, "%s", d.o.out);
+    char cmd_dir[4096];
+    snprintf(cmd_dir, sizeof cmd_dir, "%s", d->o.out);
     for (char *p = cmd_dir + 1; *p; p++) if (*p == '/') { *p = 0; mkdir(cmd_dir, 0755); *p = '/'; }
     mkdir(cmd_dir, 0755);
-    snprintf(dump_path, sizeof dump_path, "%s/demo.hhmap", d.o.out);
-    char label[128], moves[24];
-    if (d.o.moves == HH_DEFRAG_UNLIMITED) snprintf(moves, sizeof moves, "unlimited");
-    else snprintf(moves, sizeof moves, "%u", d.o.moves);
-    snprintf(label, sizeof label, "hh-demo seed %" PRIu64 ", %u MiB heap, %s moves/frame, policy %s", d.o.seed,
-             d.o.heap_mib, moves, hh_defrag_policy_str(d.o.policy));
-    hh_mapdump_writer *w;
-    hh_memstack *stacks[1] = { ms };
-    if (hh_mapdump_create(dump_path, &(hh_mapdump_desc){ .heap = d.heap, .flags = HH_MAPDUMP_BINNED, .memstacks = stacks,
-                                                         .memstack_count = 1, .tag_names = tag_names,
-                                                         .tag_name_count = TAG_COUNT, .label = label }, &w) != HH_OK) {
-        fprintf(stderr, "hh-demo: cannot write %s\n", dump_path);
-        return 1;
+    snprintf(d->dump_path, sizeof d->dump_path, "%s/demo.hhmap", d->o.out);
+    char moves[24];
+    if (d->o.moves == HH_DEFRAG_UNLIMITED) snprintf(moves, sizeof moves, "unlimited");
+    else snprintf(moves, sizeof moves, "%u", d->o.moves);
+    snprintf(d->label, sizeof d->label, "hh-demo seed %" PRIu64 ", %u MiB heap, %s moves/frame, policy %s", d->o.seed,
+             d->o.heap_mib, moves, hh_defrag_policy_str(d->o.policy));
+    d->stacks[0] = d->ms;
+    if (hh_mapdump_create(d->dump_path, &(hh_mapdump_desc){ .heap = d->heap, .flags = HH_MAPDUMP_BINNED,
+                                                             .memstacks = d->stacks, .memstack_count = 1,
+                                                             .tag_names = tag_names, .tag_name_count = TAG_COUNT,
+                                                             .label = d->label }, &d->w) != HH_OK) {
+        fprintf(stderr, "hh-demo: cannot write %s\n", d->dump_path);
+        return false;
     }
     /* Every heap operation also goes to a trace that build/hh-replay can replay. */
     char trace_path[4096];
-    snprintf(trace_path, sizeof trace_path, "%s/demo.hhtrace", d.o.out);
-    hh_trace *trace = NULL;
-    if (hh_trace_open(d.heap, trace_path, &trace) != HH_OK) trace = NULL;
+    snprintf(trace_path, sizeof trace_path, "%s/demo.hhtrace", d->o.out);
+    if (hh_trace_open(d->heap, trace_path, &d->trace) != HH_OK) d->trace = NULL;
+    d->tty = isatty(STDOUT_FILENO);
+    d->log_every = d->tty ? 1 : (d->o.frames >= 20 ? d->o.frames / 20 : 1);
+    return true;
+}
 
-    /* The level: long-lived chunks filling about a third of the heap, loaded
-       with temporaries between them that die over the first 40 frames (the
-       first holes), and three GPU buffers that are pinned on a schedule. */
-    double scale = (double)cap / (4.0 * 1048576.0);
-    d.level_div = scale < 1 ? 2u : 1u;
+/* The level: long-lived chunks filling about a third of the heap, loaded with
+   temporaries between them that die over the first 40 frames (the first
+   holes), and three GPU buffers that are pinned on a schedule. */
+static void level_load(demo *d) {
+    double scale = (double)((size_t)d->o.heap_mib << 20) / (4.0 * 1048576.0);
+    d->level_div = scale < 1 ? 2u : 1u;
     unsigned chunks = (unsigned)(36 * scale);
     for (unsigned k = 0; k < chunks; k++) {
-        spawn(&d, rng_range(&d.r, 16384, 65536) / d.level_div, TAG_LEVEL, UINT32_MAX);
+        spawn(d, hh_rng_range(&d->r, 16384, 65536) / d->level_div, TAG_LEVEL, UINT32_MAX);
         if (k % 12 == 5) {
-            obj *g = spawn(&d, rng_range(&d.r, 12288, 24576), TAG_GPU, UINT32_MAX);
+            obj *g = spawn(d, hh_rng_range(&d->r, 12288, 24576), TAG_GPU, UINT32_MAX);
             if (g) {
-                unsigned q = d.o.frames / 4;
+                unsigned q = d->o.frames / 4;
                 g->pin_from = (int)(k / 12 * q / 2);
                 g->pin_to = g->pin_from + (int)(q * (1 + k / 12));
             }
         }
-        spawn(&d, rng_range(&d.r, 4096, 20480) / d.level_div, TAG_LOADER, 1 + rng_range(&d.r, 0, 40));
+        spawn(d, hh_rng_range(&d->r, 4096, 20480) / d->level_div, TAG_LOADER, 1 + hh_rng_range(&d->r, 0, 40));
     }
+}
 
-    bool tty = isatty(STDOUT_FILENO);
-    unsigned log_every = tty ? 1 : (d.o.frames >= 20 ? d.o.frames / 20 : 1);
-    double t_sim0 = now_s();
-    hh_mapdump_metrics last = {0};
-    for (unsigned f = 0; f < d.o.frames; f++) {
-        hh_mark frame_mark, render_mark;
-        hh_mark_push(ms, &frame_mark);
-        simulate(&d, f, ms);
-        /* The render list: one 48-byte command per live object, under a nested mark. */
-        hh_mark_push(ms, &render_mark);
-        size_t rl = (d.nobj + 1) * 48;
-        uint8_t *cmds = hh_memstack_alloc(ms, rl, 16);
-        if (cmds) { memset(cmds, 0x5A, rl); d.temps++; d.temp_bytes += rl; }
-
-        hh_defrag_report rep = hh_defrag_step(d.heap, d.o.moves);
-        d.moves += rep.moves;
-        d.bytes_moved += rep.bytes_moved;
-        d.step_ns_total += rep.elapsed_ns;
-        if (rep.elapsed_ns > d.step_ns_max) d.step_ns_max = rep.elapsed_ns;
-        verify(&d, f);
-        if (cmds) for (size_t k = 0; k < rl; k++) if (cmds[k] != 0x5A) { fprintf(stderr, "hh-demo: render list overwritten\n"); return 1; }
-        if (f % 10 == 0 && hh_heap_check(d.heap) != HH_OK) { fprintf(stderr, "hh-demo: frame %u: heap check failed\n", f); return 1; }
-        if (hh_mapdump_write_frame(w, f, &rep) != HH_OK) { fprintf(stderr, "hh-demo: writing the dump failed\n"); return 1; }
-        hh_mark_pop(&render_mark);
-        hh_mark_pop(&frame_mark);
-
-        hh_heap_stats st;
-        hh_heap_stats_get(d.heap, &st);
-        last.fragmentation = st.fragmentation;
-        if (!d.o.quiet && (f % log_every == 0 || f + 1 == d.o.frames)) {
-            char a[32];
-            printf("%sframe %5u/%u  objects %5zu (%u pinned)  binned %4zu  used %5.1f%%  frag %5.1f%%  moved %3u (%s)  step %.3f ms%s",
-                   tty ? "\r" : "", f + 1, d.o.frames, d.nobj, (unsigned)st.pinned_blocks, d.nb,
-                   100.0 * (double)st.used_bytes / (double)st.capacity, st.fragmentation * 100, rep.moves,
-                   fmt_bytes(a, sizeof a, (double)rep.bytes_moved), rep.elapsed_ns / 1e6, tty ? "   " : "\n");
-            fflush(stdout);
-        }
+/* Closes the dump and reads the last frame's metrics back (as the dump carries
+   them), then frees everything the game owns and closes the trace, the heap,
+   the mark stack and the binned cache (so that memcheck sees no leak). */
+static bool demo_close(demo *d) {
+    d->dump_bytes = hh_mapdump_bytes_written(d->w);
+    if (hh_mapdump_close(d->w) != HH_OK) { fprintf(stderr, "hh-demo: closing the dump failed\n"); return false; }
+    hh_mapdump_reader *rd;
+    if (hh_mapdump_open(d->dump_path, &rd) == HH_OK) {
+        const hh_mapdump_frame *fr;
+        while (hh_mapdump_next(rd, &fr) == HH_OK && fr) d->last = fr->metrics;
+        hh_mapdump_reader_close(rd);
     }
-    if (tty && !d.o.quiet) printf("\n");
-    double t_sim = now_s() - t_sim0;
-    uint64_t dump_bytes = hh_mapdump_bytes_written(w);
-    if (hh_mapdump_close(w) != HH_OK) { fprintf(stderr, "hh-demo: closing the dump failed\n"); return 1; }
-
-    /* Final state (the last frame's metrics, as the dump carries them), then
-       tidy up (so that memcheck sees no leak). */
-    {
-        hh_mapdump_reader *rd;
-        if (hh_mapdump_open(dump_path, &rd) == HH_OK) {
-            const hh_mapdump_frame *fr;
-            while (hh_mapdump_next(rd, &fr) == HH_OK && fr) last = fr->metrics;
-            hh_mapdump_reader_close(rd);
-        }
-    }
-    while (d.nobj) kill_obj(&d, d.nobj - 1);
-    for (size_t i = 0; i < d.nb; i++) hh_bfree(d.bobjs[i].p);
-    free(d.objs);
-    free(d.bobjs);
-    if (trace) hh_trace_close(trace);
-    hh_heap_destroy(d.heap);
+    while (d->nobj) kill_obj(d, d->nobj - 1);
+    for (size_t i = 0; i < d->nb; i++) hh_bfree(d->bobjs[i].p);
+    free(d->objs);
+    free(d->bobjs);
+    if (d->trace) hh_trace_close(d->trace);
+    hh_heap_destroy(d->heap);
     hh_memstack_thread_release();
     hh_binned_thread_flush();
+    return true;
+}
 
-    viz_result vr = {0};
-    double t_r0 = now_s();
+/* ---------------------------------------------------------------------------
+   The parts of a frame after the game's own work
+--------------------------------------------------------------------------- */
+/* The render list: one 48-byte command per live object, on the mark stack
+   (NULL when it is full); *len its bytes. */
+static uint8_t *render_list(demo *d, size_t *len) {
+    size_t rl = (d->nobj + 1) * 48;
+    uint8_t *cmds = hh_memstack_alloc(d->ms, rl, 16);
+    if (cmds) { memset(cmds, 0x5A, rl); d->temps++; d->temp_bytes += rl; }
+    *len = rl;
+    return cmds;
+}
+
+/* The once-a-frame defrag step, counted for the summary. */
+static hh_defrag_report defrag_step(demo *d) {
+    hh_defrag_report rep = hh_defrag_step(d->heap, d->o.moves);
+    d->moves += rep.moves;
+    d->bytes_moved += rep.bytes_moved;
+    d->step_ns_total += rep.elapsed_ns;
+    if (rep.elapsed_ns > d->step_ns_max) d->step_ns_max = rep.elapsed_ns;
+    return rep;
+}
+
+/* After the step: every byte of every object (verify exits on a bad one), the
+   render list, and the whole heap every 10th frame. False after a message. */
+static bool frame_check(demo *d, unsigned f, const uint8_t *cmds, size_t rl) {
+    verify(d, f);
+    if (cmds) for (size_t k = 0; k < rl; k++) if (cmds[k] != 0x5A) { fprintf(stderr, "hh-demo: render list overwritten\n"); return false; }
+    if (f % 10 == 0 && hh_heap_check(d->heap) != HH_OK) { fprintf(stderr, "hh-demo: frame %u: heap check failed\n", f); return false; }
+    return true;
+}
+
+/* Frame f into the dump (with the step's report); false after a message. */
+static bool frame_dump(demo *d, unsigned f, const hh_defrag_report *rep) {
+    if (hh_mapdump_write_frame(d->w, f, rep) != HH_OK) { fprintf(stderr, "hh-demo: writing the dump failed\n"); return false; }
+    return true;
+}
+
+/* The progress line (every log_every-th frame and the last; on a terminal
+   one line redrawn); keeps the fragmentation for the summary. */
+static void frame_log(demo *d, unsigned f, const hh_defrag_report *rep) {
+    hh_heap_stats st;
+    hh_heap_stats_get(d->heap, &st);
+    d->last.fragmentation = st.fragmentation;
+    if (!d->o.quiet && (f % d->log_every == 0 || f + 1 == d->o.frames)) {
+        char a[32];
+        printf("%sframe %5u/%u  objects %5zu (%u pinned)  binned %4zu  used %5.1f%%  frag %5.1f%%  moved %3u (%s)  step %.3f ms%s",
+               d->tty ? "\r" : "", f + 1, d->o.frames, d->nobj, (unsigned)st.pinned_blocks, d->nb,
+               100.0 * (double)st.used_bytes / (double)st.capacity, st.fragmentation * 100, rep->moves,
+               fmt_bytes(a, sizeof a, (double)rep->bytes_moved), rep->elapsed_ns / 1e6, d->tty ? "   " : "\n");
+        fflush(stdout);
+    }
+}
+
+/* ---------------------------------------------------------------------------
+   Pictures and summary
+--------------------------------------------------------------------------- */
+/* Draws the pictures of the dump (unless --no-render); 0 or hh-viz's status. */
+static int demo_render(demo *d) {
+    double t0 = now_s();
     int rc = 0;
-    if (d.o.render) {
-        viz_opts vo = { .width = (int)d.o.width, .every = d.o.every, .out_dir = d.o.out, .progress = -1, .quiet = true };
-        rc = viz_render(dump_path, &vo, &vr);
+    if (d->o.render) {
+        viz_opts vo = { .width = (int)d->o.width, .every = d->o.every, .out_dir = d->o.out, .progress = -1, .quiet = true };
+        rc = viz_render(d->dump_path, &vo, &d->vr);
     }
-    double t_render = now_s() - t_r0;
+    d->t_render = now_s() - t0;
+    return rc;
+}
 
+/* The summary table; render_rc: what demo_render returned. */
+static void demo_summary(const demo *d, int render_rc) {
     char a[32], b[32];
-    printf("\n  hh-demo summary: %s\n", label);
+    const viz_result *vr = &d->vr;
+    printf("\n  hh-demo summary: %s\n", d->label);
     rule();
-    row("frames", "%u", d.o.frames);
-    row("allocations, relocatable heap", "%" PRIu64, d.allocs);
-    row("  failed (heap full)", "%" PRIu64, d.alloc_fail);
-    row("allocations, binned region", "%" PRIu64, d.ballocs);
-    row("temporaries on the mark stack", "%" PRIu64 " (%s)", d.temps, fmt_bytes(a, sizeof a, (double)d.temp_bytes));
+    row("frames", "%u", d->o.frames);
+    row("allocations, relocatable heap", "%" PRIu64, d->allocs);
+    row("  failed (heap full)", "%" PRIu64, d->alloc_fail);
+    row("allocations, binned region", "%" PRIu64, d->ballocs);
+    row("temporaries on the mark stack", "%" PRIu64 " (%s)", d->temps, fmt_bytes(a, sizeof a, (double)d->temp_bytes));
     rule();
-    row("defrag moves", "%" PRIu64, d.moves);
-    row("bytes moved", "%s", fmt_bytes(a, sizeof a, (double)d.bytes_moved));
-    row("defrag step, mean / max", "%.2f / %.2f us", d.step_ns_total / 1e3 / d.o.frames, d.step_ns_max / 1e3);
-    row("final fragmentation", "%.1f%%", last.fragmentation * 100);
-    row("final fragmentation (sum of squares)", "%.1f%%", last.fragmentation_sq * 100);
-    row("final holes", "%u (%s)", (unsigned)last.holes, fmt_bytes(b, sizeof b, (double)last.hole_bytes));
+    row("defrag moves", "%" PRIu64, d->moves);
+    row("bytes moved", "%s", fmt_bytes(a, sizeof a, (double)d->bytes_moved));
+    row("defrag step, mean / max", "%.2f / %.2f us", d->step_ns_total / 1e3 / d->o.frames, d->step_ns_max / 1e3);
+    row("final fragmentation", "%.1f%%", d->last.fragmentation * 100);
+    row("final fragmentation (sum of squares)", "%.1f%%", d->last.fragmentation_sq * 100);
+    row("final holes", "%u (%s)", (unsigned)d->last.holes, fmt_bytes(b, sizeof b, (double)d->last.hole_bytes));
     rule();
-    row("bytes checked (every object, every frame)", "%s", fmt_bytes(a, sizeof a, (double)d.checked_bytes));
-    row("dump", "%s", fmt_bytes(b, sizeof b, (double)dump_bytes));
-    row("simulation + checks + dump", "%.2f s", t_sim);
-    if (d.o.render && rc == 0) {
-        row("pictures drawn", "%zu", vr.frames_drawn);
-        if (vr.frames_drawn) {
-            row("draw per frame (mean / max)", "%.2f / %.2f ms", vr.draw_ms_total / vr.frames_drawn, vr.draw_ms_max);
-            row("PNG encode + write per frame (mean)", "%.2f ms", vr.png_ms_total / vr.frames_drawn);
+    row("bytes checked (every object, every frame)", "%s", fmt_bytes(a, sizeof a, (double)d->checked_bytes));
+    row("dump", "%s", fmt_bytes(b, sizeof b, (double)d->dump_bytes));
+    row("simulation + checks + dump", "%.2f s", d->t_sim);
+    if (d->o.render && render_rc == 0) {
+        row("pictures drawn", "%zu", vr->frames_drawn);
+        if (vr->frames_drawn) {
+            row("draw per frame (mean / max)", "%.2f / %.2f ms", vr->draw_ms_total / vr->frames_drawn, vr->draw_ms_max);
+            row("PNG encode + write per frame (mean)", "%.2f ms", vr->png_ms_total / vr->frames_drawn);
         }
-        row("render (all pictures)", "%.2f s", t_render);
+        row("render (all pictures)", "%.2f s", d->t_render);
     }
     rule();
-    if (d.o.render && rc == 0)
-        printf("\n  open %s/index.html (flipbook), %s/timeline.png, %s/plot.png\n", d.o.out, d.o.out, d.o.out);
+    if (d->o.render && render_rc == 0)
+        printf("\n  open %s/index.html (flipbook), %s/timeline.png, %s/plot.png\n", d->o.out, d->o.out, d->o.out);
+}
+
+/* ---------------------------------------------------------------------------
+   Main: the game loop
+--------------------------------------------------------------------------- */
+int main(int argc, char **argv) {
+    demo d = { .o = { .frames = 600, .moves = 16, .every = 1, .width = 1024, .policy = HH_DEFRAG_AUTO, .seed = 1,
+                      .heap_mib = 4, .out = "out/demo", .render = true } };
+    parse_options(&d.o, argc, argv);
+    /* The demo's own seeding (not hh_rng_make): its dump and pictures follow from it. */
+    d.r = (hh_rng){ d.o.seed * 0x9E3779B97F4A7C15ULL + 0x1234567 };
+    hh_set_error_handler(on_error, &d);
+    if (!demo_open(&d)) return 1;
+    level_load(&d);
+
+    double t0 = now_s();
+    for (unsigned f = 0; f < d.o.frames; f++) {
+        hh_mark frame_mark, render_mark;
+        hh_mark_push(d.ms, &frame_mark);
+        simulate(&d, f);                                   /* deaths, waves, shots, streaming, pins, temporaries */
+        hh_mark_push(d.ms, &render_mark);
+        size_t rl;
+        uint8_t *cmds = render_list(&d, &rl);
+        hh_defrag_report rep = defrag_step(&d);
+        if (!frame_check(&d, f, cmds, rl) || !frame_dump(&d, f, &rep)) return 1;
+        hh_mark_pop(&render_mark);
+        hh_mark_pop(&frame_mark);
+        frame_log(&d, f, &rep);
+    }
+    if (d.tty && !d.o.quiet) printf("\n");
+    d.t_sim = now_s() - t0;
+    if (!demo_close(&d)) return 1;
+
+    int rc = demo_render(&d);
+    demo_summary(&d, rc);
     if (d.other_errors) { fprintf(stderr, "hh-demo: %u unexpected hheap errors\n", d.other_errors); rc = 1; }
     cairo_debug_reset_static_data();     /* drop cairo's and fontconfig's caches: memcheck sees a clean exit */
     FcFini();
