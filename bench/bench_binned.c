@@ -20,9 +20,9 @@
  * LD_PRELOAD of each peer library given as name=path arguments (the Makefile
  * finds them with dpkg -L) and of our shim, all interleaved per repetition:
  *   BENCH binned preload-<workload> ns/op shim ... <peer> ...
- *   BENCH binned rss-<workload> bytes shim ... glibc ...   (peak RSS, ru_maxrss)
+ *   BENCH binned rss-<workload> bytes shim ... glibc ...   (peak RSS: VmHWM)
  * Internal mode: bench_binned --child <workload> <hh|libc> runs once and
- * prints "RESULT <ns/op> <maxrss bytes>".
+ * prints "RESULT <ns/op> <peak RSS bytes>".
  */
 #define _GNU_SOURCE 1
 #include <errno.h>
@@ -36,7 +36,6 @@
 
 #include "bench_util.h"
 #include "hheap/binned.h"
-#include "../tests/test_rng.h"
 
 static volatile uintptr_t sink;
 static int churn_threads = 4;  /* BENCH_CHURN_THREADS=n (1..16) overrides */
@@ -293,13 +292,7 @@ static int child_main(const char *w, const char *api) {
         double ns = strcmp(api, "hh") == 0 ? workloads[i].hh() : workloads[i].libc();
         /* VmHWM, not ru_maxrss: the latter survives exec and would report the
            parent's peak. */
-        double hwm = 0;
-        char line[256];
-        FILE *f = fopen("/proc/self/status", "r");
-        while (f && fgets(line, sizeof line, f))
-            if (sscanf(line, "VmHWM: %lf kB", &hwm) == 1) break;
-        if (f) fclose(f);
-        printf("RESULT %.4f %.0f\n", ns, hwm * 1024.0);
+        printf("RESULT %.4f %.0f\n", ns, bench_vm_bytes("VmHWM:"));
         return 0;
     }
     return 2;

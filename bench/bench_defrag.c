@@ -30,9 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench_util.h"
+#include "bench_util.h"   /* and hh_rng (tests/test_rng.h): every seed here is non-zero, hh_rng_make(seed) is the state seed * golden + 1 */
 #include "hheap.h"
-#include "../tests/test_rng.h"   /* every seed here is non-zero: hh_rng_make(seed) is the state seed * golden + 1 */
 
 /* ---------------------------------------------------------------------------
    Helpers
@@ -46,15 +45,6 @@ static hh_heap *heap_make(size_t capacity) {
         exit(1);
     }
     return h;
-}
-
-static size_t rss_bytes(void) {
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (!f) return 0;
-    unsigned long total = 0, resident = 0;
-    int n = fscanf(f, "%lu %lu", &total, &resident);
-    fclose(f);
-    return n == 2 ? (size_t)resident * 4096u : 0;
 }
 
 static double percentile(double *v, size_t n, double p) {
@@ -185,11 +175,11 @@ static double full_ours(void *arg) {
     }
     for (size_t i = 0; i < n; i++)
         if (hh_rng_below(&r, 3) == 0) hh_free(h, hs[i]);
-    c->rss_before = rss_bytes();
+    c->rss_before = (size_t)bench_vm_bytes("VmRSS:");
     uint64_t t0 = bench_now_ns();
     hh_defrag_report rep = hh_defrag_full(h);
     uint64_t dt = bench_now_ns() - t0;
-    c->rss_after = rss_bytes();
+    c->rss_after = (size_t)bench_vm_bytes("VmRSS:");
     hh_defrag_metrics m;
     hh_defrag_metrics_get(h, &m);
     c->decommitted = m.decommitted_bytes;

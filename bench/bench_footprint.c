@@ -82,7 +82,7 @@ static void trace_push(trace *t, uint32_t id, uint32_t size) {
 /* Generator state: deaths are bucketed by frame (a linked list through
    next_dead, by object id), so no sort and no allocation is needed. */
 typedef struct gen_state {
-    bench_rng r;
+    hh_rng r;
     trace    *t;
     uint32_t *dead_head;        /* frame -> first object dying then (UINT32_MAX: none) */
     uint32_t *next_dead;        /* id -> next object dying in the same frame */
@@ -103,7 +103,7 @@ static void gen_alloc(gen_state *g, uint32_t size, uint32_t life) {
     g->dead_head[f] = id;
 }
 
-static uint32_t urange(bench_rng *r, uint32_t lo, uint32_t hi) { return lo + bench_rng_below(r, hi - lo + 1); }
+static uint32_t urange(hh_rng *r, uint32_t lo, uint32_t hi) { return lo + hh_rng_below(r, hi - lo + 1); }
 
 /* One frame of "phases". */
 static void gen_phases(gen_state *g) {
@@ -111,7 +111,7 @@ static void gen_phases(gen_state *g) {
     bool large = (g->frame / PHASE) % 2 == 1;
     for (uint32_t b = 0; b < BYTES_PER_FRAME;) {
         uint32_t size = large ? urange(&g->r, 2048, 32768) : urange(&g->r, 16, 256);
-        uint32_t life = bench_rng_below(&g->r, 100) < 8 ? urange(&g->r, 1000, 4000) : urange(&g->r, 1, 120);
+        uint32_t life = hh_rng_below(&g->r, 100) < 8 ? urange(&g->r, 1000, 4000) : urange(&g->r, 1, 120);
         gen_alloc(g, size, life);
         b += size;
     }
@@ -126,7 +126,7 @@ static void gen_streaming(gen_state *g) {
         uint32_t unload = (zone + 3) * ZONE;           /* the whole zone dies at one frame */
         for (uint32_t b = 0; b < ZONE_BYTES / LOAD_FRAMES;) {
             uint32_t size = urange(&g->r, 1024, 16384);
-            uint32_t life = bench_rng_below(&g->r, 100) < 5 ? 2000 : unload - g->frame;
+            uint32_t life = hh_rng_below(&g->r, 100) < 5 ? 2000 : unload - g->frame;
             gen_alloc(g, size, life);
             b += size;
         }
@@ -148,9 +148,9 @@ static demo_gen dg;
 
 static uint32_t chunk_life(gen_state *g) {
     uint32_t k = 1;
-    while (bench_rng_below(&g->r, 36) >= 2 && k < 100) k++;
+    while (hh_rng_below(&g->r, 36) >= 2 && k < 100) k++;
     uint32_t life = 75 * k, end = g->frame + life, transition = g->t->frames * 2 / 5;
-    if (g->frame < transition && end > transition && bench_rng_below(&g->r, 2)) life = transition - g->frame;
+    if (g->frame < transition && end > transition && hh_rng_below(&g->r, 2)) life = transition - g->frame;
     return life;
 }
 
@@ -176,7 +176,7 @@ static void gen_demo(gen_state *g) {
         }
     }
     for (uint32_t k = 0; k < dg.enemies; k++)
-        if (bench_rng_below(&g->r, 1000) < 15) gen_alloc(g, urange(&g->r, 384, 1024), urange(&g->r, 8, 45));
+        if (hh_rng_below(&g->r, 1000) < 15) gen_alloc(g, urange(&g->r, 384, 1024), urange(&g->r, 8, 45));
     if (f > 0 && f % 75 == 0)
         for (int k = 0; k < 2; k++) gen_alloc(g, urange(&g->r, 16384, 65536), chunk_life(g));
     if (f == g->t->frames * 2 / 5)                     /* the new level's half, with its loaders */
@@ -332,19 +332,6 @@ static hh_result run_hheap(const trace *t, size_t capacity, bool steps, uint32_t
 /* ---------------------------------------------------------------------------
    malloc runs (child processes)
 --------------------------------------------------------------------------- */
-static double vm_kb(const char *key) {
-    char line[256];
-    double v = 0;
-    size_t kl = strlen(key);
-    FILE *f = fopen("/proc/self/status", "r");
-    while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, key, kl) == 0) {
-            v = atof(line + kl);
-            break;
-        }
-    if (f) fclose(f);
-    return v;
-}
 
 /* Child: generates the trace, notes the resident set, runs it on malloc and
    prints the peak growth (VmHWM, which the generator's own peak may already
@@ -354,7 +341,7 @@ static int child_main(const char *w, uint64_t seed) {
         if (strcmp(workloads[i].name, w) != 0) continue;
         trace t = trace_make(workloads[i].gen, frames_for(), seed);
         void **p = tmem((size_t)t.objects * sizeof *p);
-        double before = vm_kb("VmRSS:");
+        double before = bench_vm_bytes("VmRSS:");
         for (size_t k = 0; k < t.nops; k++) {
             op o = t.ops[k];
             if (o.size) {
@@ -365,8 +352,8 @@ static int child_main(const char *w, uint64_t seed) {
                 p[o.id] = NULL;
             }
         }
-        double hwm = vm_kb("VmHWM:");
-        printf("RESULT %.6f\n", (hwm - before) * 1024.0 / (double)t.peak_live);
+        double hwm = bench_vm_bytes("VmHWM:");
+        printf("RESULT %.6f\n", (hwm - before) / (double)t.peak_live);
         return 0;
     }
     return 2;

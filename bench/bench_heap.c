@@ -42,16 +42,16 @@ static volatile uint64_t sink;
    Helpers
 --------------------------------------------------------------------------- */
 /* Game-object size mix: 70% 16..128 B, 25% 129..1024 B, 5% 1..8 KiB. */
-static size_t mix_size(bench_rng *r) {
-    uint32_t k = bench_rng_below(r, 100);
-    if (k < 70) return 16 + bench_rng_below(r, 113);
-    if (k < 95) return 129 + bench_rng_below(r, 896);
-    return 1025 + bench_rng_below(r, 7168);
+static size_t mix_size(hh_rng *r) {
+    uint32_t k = hh_rng_below(r, 100);
+    if (k < 70) return 16 + hh_rng_below(r, 113);
+    if (k < 95) return 129 + hh_rng_below(r, 896);
+    return 1025 + hh_rng_below(r, 7168);
 }
 
-static void shuffle_u32(uint32_t *v, size_t n, bench_rng *r) {
+static void shuffle_u32(uint32_t *v, size_t n, hh_rng *r) {
     for (size_t i = n - 1; i > 0; i--) {
-        size_t j = bench_rng_below(r, (uint32_t)(i + 1));
+        size_t j = hh_rng_below(r, (uint32_t)(i + 1));
         uint32_t t = v[i]; v[i] = v[j]; v[j] = t;
     }
 }
@@ -131,7 +131,7 @@ static void bench_deref(size_t n, int reps, uint32_t flags) {
         *ps[i] = i;
         perm[i] = (uint32_t)i;
     }
-    bench_rng r = { 0x5EEDull };
+    hh_rng r = { 0x5EEDull };
     shuffle_u32(perm, n, &r);
     for (size_t i = 0; i < n; i++) {
         hs2[i] = hs[perm[i]];
@@ -273,9 +273,9 @@ static void bench_alloc(size_t ops, int reps) {
     c.size_seq = xmalloc((SLOTS + ops) * sizeof *c.size_seq);
     c.hs = xmalloc(SLOTS * sizeof *c.hs);
     c.ps = xmalloc(SLOTS * sizeof *c.ps);
-    bench_rng r = { 0xA110Cull };
+    hh_rng r = { 0xA110Cull };
     for (size_t i = 0; i < SLOTS + ops; i++) c.size_seq[i] = mix_size(&r);
-    for (size_t i = 0; i < ops; i++) c.slot_seq[i] = bench_rng_below(&r, SLOTS);
+    for (size_t i = 0; i < ops; i++) c.slot_seq[i] = hh_rng_below(&r, SLOTS);
     bench_pair("heap", "alloc_free_churn", "ns/op", churn_hheap, "glibc", churn_malloc, &c, reps);
 
     for (uint32_t i = 0; i < SLOTS; i++) c.slot_seq[i] = i;
@@ -297,7 +297,7 @@ static void bench_alloc(size_t ops, int reps) {
    Memory: overhead and rounding per live block (deterministic, one run)
 --------------------------------------------------------------------------- */
 static void bench_memory(const char *mix, size_t n, size_t fixed) {
-    bench_rng r = { 0x3E3Full };
+    hh_rng r = { 0x3E3Full };
     size_t *req = xmalloc(n * sizeof *req);
     for (size_t i = 0; i < n; i++) req[i] = fixed ? fixed : mix_size(&r);
 
@@ -367,24 +367,24 @@ static int record_frames(const char *path, int frames) {
     if (hh_trace_open(heap, path, &tr) != HH_OK) return 1;
     hh_handle *live = xmalloc(LIVE_MAX * sizeof *live);
     size_t n = 0;
-    bench_rng r = { 0xF4A3Eull };
+    hh_rng r = { 0xF4A3Eull };
     for (int f = 0; f < frames; f++) {
         size_t target = 8000 + (size_t)(4000.0 * (f % 200 < 100 ? f % 100 : 100 - f % 100) / 100.0);
         for (int k = 0; k < 150; k++) {
-            if (n < target || (n < LIVE_MAX && bench_rng_below(&r, 2))) {
-                hh_handle h = bench_rng_below(&r, 10) == 0 ? hh_alloc_ex(heap, mix_size(&r), 64, 1 + bench_rng_below(&r, 4))
+            if (n < target || (n < LIVE_MAX && hh_rng_below(&r, 2))) {
+                hh_handle h = hh_rng_below(&r, 10) == 0 ? hh_alloc_ex(heap, mix_size(&r), 64, 1 + hh_rng_below(&r, 4))
                                                      : hh_alloc(heap, mix_size(&r));
                 if (hh_is_null(h)) break;
                 live[n++] = h;
             }
-            if (n > 0 && (n > target || bench_rng_below(&r, 2))) {
-                size_t j = bench_rng_below(&r, (uint32_t)n);
+            if (n > 0 && (n > target || hh_rng_below(&r, 2))) {
+                size_t j = hh_rng_below(&r, (uint32_t)n);
                 hh_free(heap, live[j]);
                 live[j] = live[--n];
             }
         }
-        for (int k = 0; k < 5 && n > 0; k++) hh_resize(heap, live[bench_rng_below(&r, (uint32_t)n)], mix_size(&r));
-        hh_handle pinned = n ? live[bench_rng_below(&r, (uint32_t)n)] : HH_NULL;
+        for (int k = 0; k < 5 && n > 0; k++) hh_resize(heap, live[hh_rng_below(&r, (uint32_t)n)], mix_size(&r));
+        hh_handle pinned = n ? live[hh_rng_below(&r, (uint32_t)n)] : HH_NULL;
         if (n) hh_pin(heap, pinned);
         hh_defrag_step(heap, 16);
         if (n) hh_unpin(heap, pinned);

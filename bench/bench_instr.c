@@ -11,7 +11,6 @@
  * doing the nearest plain-C thing (raw pointer load, glibc malloc/free, memmove).
  * Instruction counts do not depend on machine noise: track them over time.
  *
- * Regions are compiled in when their headers exist (HH_BENCH_HAVE_* from mk/bench.mk).
  * Run natively, the client requests are no-ops and it only checks it works.
  */
 #include <stdint.h>
@@ -114,7 +113,6 @@ static void instr_heap(void) {
    Defrag: one unlimited step over K blocks of 64 B with every other one freed
    (the second such round: the first grows the journal and makes the service state)
 --------------------------------------------------------------------------- */
-#if HH_BENCH_HAVE_DEFRAG
 static uint32_t moves_made;
 static BENCH_NOINLINE void loop_defrag(hh_heap *heap) { moves_made = hh_defrag_step(heap, HH_DEFRAG_UNLIMITED).moves; }
 static BENCH_NOINLINE void loop_memmove(char *buf, long n, size_t bytes) {
@@ -141,12 +139,10 @@ static void instr_defrag(void) {
     free(buf);
     instr_line("defrag", "defrag_step_per_move_64B", moves_made, "defrag_step", "memmove_64B", moves_made, "memmove_64B");
 }
-#endif
 
 /* ---------------------------------------------------------------------------
    Linear: hh_memstack_alloc inside a mark
 --------------------------------------------------------------------------- */
-#if HH_BENCH_HAVE_LINEAR
 static BENCH_NOINLINE void loop_memstack(hh_memstack *ms) {
     for (int i = 0; i < K; i++) ps[i] = hh_memstack_alloc(ms, 32, 16);
 }
@@ -170,12 +166,10 @@ static void instr_linear(void) {
     loop_free();
     instr_line("linear", "hh_memstack_alloc_32B", K, "memstack_alloc", "malloc", K, "glibc_malloc32");
 }
-#endif
 
 /* ---------------------------------------------------------------------------
    Binned: hh_bmalloc / hh_bfree of 64 B with a warm thread cache
 --------------------------------------------------------------------------- */
-#if HH_BENCH_HAVE_BINNED
 static BENCH_NOINLINE void loop_bmalloc(size_t size) {
     for (int i = 0; i < K; i++) ps[i] = hh_bmalloc(size);
 }
@@ -193,19 +187,12 @@ static void instr_binned(void) {
     instr_line("binned", "hh_bmalloc_64B", K, "bmalloc", "malloc", K, "glibc_malloc64");
     instr_line("binned", "hh_bfree_64B", K, "bfree", "free", K, "glibc_free64");
 }
-#endif
 
 int main(void) {
     instr_heap();
-#if HH_BENCH_HAVE_DEFRAG
     instr_defrag();
-#endif
-#if HH_BENCH_HAVE_LINEAR
     instr_linear();
-#endif
-#if HH_BENCH_HAVE_BINNED
     instr_binned();
-#endif
     fflush(stdout);
     return 0;
 }

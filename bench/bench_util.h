@@ -1,4 +1,5 @@
-/* bench_util.h -- shared timing helpers of the bench programs (header-only).
+/* bench_util.h -- shared timing and measuring helpers of the bench programs
+ * (header-only).
  *
  * Every bench program measures a case against its baseline in the same process,
  * interleaved (A B A B ...), and prints one line per case on stdout:
@@ -28,17 +29,26 @@
 #  define BENCH_NOINLINE
 #endif
 
-/* xorshift64* generator for workloads: the same seed gives the same sequence
-   on every run and every machine. The seed must not be 0. */
-typedef struct bench_rng { uint64_t s; } bench_rng;
-static inline uint64_t bench_rng_next(bench_rng *r) {
-    uint64_t x = r->s;
-    x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
-    r->s = x;
-    return x * 0x2545F4914F6CDD1DULL;
+/* The workloads' generator is the tests' one (hh_rng in tests/test_rng.h):
+   the same seed gives the same sequence on every run and every machine. */
+#include "../tests/test_rng.h"
+
+/* A "kB" line of /proc/self/status (key "VmRSS:" for the resident set now,
+   "VmHWM:" for its peak), in bytes; 0 if the file or the line is missing. The
+   kernel gives these in kB whatever the page size, so nothing here assumes one. */
+static inline double bench_vm_bytes(const char *key) {
+    char line[256];
+    double kb = 0;
+    size_t kl = strlen(key);
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, key, kl) == 0) {
+            kb = atof(line + kl);
+            break;
+        }
+    if (f) fclose(f);
+    return kb * 1024.0;
 }
-/* Uniform in [0, n) (modulo bias is negligible for the n used here); n > 0. */
-static inline uint32_t bench_rng_below(bench_rng *r, uint32_t n) { return (uint32_t)(bench_rng_next(r) % n); }
 
 static inline uint64_t bench_now_ns(void) {
     struct timespec ts;

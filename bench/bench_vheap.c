@@ -19,12 +19,12 @@
 enum { MIX_UNIFORM, MIX_MESHES, MIX_RANDOM, MIX_COUNT };
 static const char *const mix_name[MIX_COUNT] = { "uniform", "meshes", "random" };
 
-static uint64_t pick_size(int mix, bench_rng *r) {
+static uint64_t pick_size(int mix, hh_rng *r) {
     static const uint64_t meshes[8] = { 4096, 12288, 24576, 65536, 98304, 131072, 262144, 524288 };
     switch (mix) {
     case MIX_UNIFORM: return 65536;
-    case MIX_MESHES: return meshes[bench_rng_below(r, 8)];
-    default: return 256u + 256u * bench_rng_below(r, 1024);
+    case MIX_MESHES: return meshes[hh_rng_below(r, 8)];
+    default: return 256u + 256u * hh_rng_below(r, 1024);
     }
 }
 
@@ -55,7 +55,7 @@ typedef struct result {
 
 static result compact_case(int mix, uint64_t seed, hh_vdefrag_policy policy, uint64_t size) {
     result res = {0};
-    bench_rng r = { seed * 0x9E3779B97F4A7C15ULL + 1 };
+    hh_rng r = { seed * 0x9E3779B97F4A7C15ULL + 1 };
     hh_vheap *h;
     if (hh_vheap_create(&(hh_vheap_desc){ .size = size }, &h) != HH_OK) exit(1);
     static hh_handle hs[8192];
@@ -69,7 +69,7 @@ static result compact_case(int mix, uint64_t seed, hh_vdefrag_policy policy, uin
         used += hh_vsize(h, x);
     }
     for (size_t i = 0; i < n; i++)
-        if (bench_rng_below(&r, 100) < 40) hh_vfree(h, hs[i]);
+        if (hh_rng_below(&r, 100) < 40) hh_vfree(h, hs[i]);
     hh_vheap_stats st;
     hh_vheap_stats_get(h, &st);
     static blks l;
@@ -103,7 +103,7 @@ static result compact_case(int mix, uint64_t seed, hh_vdefrag_policy policy, uin
    every 100 frames); with_passes: one pass of 8 moves / 4 MiB a frame. Returns
    the mean over frames of high water / live bytes. */
 static double stream_case(int mix, uint64_t seed, bool with_passes, double *ns_per_frame) {
-    bench_rng r = { seed * 0x9E3779B97F4A7C15ULL + 7 };
+    hh_rng r = { seed * 0x9E3779B97F4A7C15ULL + 7 };
     hh_vheap *h;
     if (hh_vheap_create(&(hh_vheap_desc){ .size = 1ull << 30 }, &h) != HH_OK) exit(1);
     static hh_handle live[4096];
@@ -115,7 +115,7 @@ static double stream_case(int mix, uint64_t seed, bool with_passes, double *ns_p
     for (int f = 0; f < frames; f++) {
         int churn = (f % 100 == 99) ? 200 : 4;
         for (int k = 0; k < churn && n > 0; k++) {
-            size_t i = bench_rng_below(&r, (uint32_t)n);
+            size_t i = hh_rng_below(&r, (uint32_t)n);
             live_bytes -= hh_vsize(h, live[i]);
             hh_vfree(h, live[i]);
             live[i] = live[--n];

@@ -24,20 +24,10 @@ QUICK        ?=
 BENCH_JSON   := $(BENCH_OUT)/results$(if $(filter-out 0,$(QUICK)),-quick).json
 BENCH_HDRS   := bench/bench_util.h tests/test_rng.h $(wildcard include/*.h include/hheap/*.h)
 
-# Optional regions for the instruction counts: built with whatever headers exist.
-BENCH_INSTR_DEFS := $(if $(wildcard include/hheap/linear.h),-DHH_BENCH_HAVE_LINEAR=1) \
-                    $(if $(wildcard include/hheap/binned.h),-DHH_BENCH_HAVE_BINNED=1) \
-                    $(if $(wildcard include/hheap/defrag.h),-DHH_BENCH_HAVE_DEFRAG=1)
-
 $(BUILD)/bench/bench_%: bench/bench_%.c $(BENCH_HDRS) $(BUILD)/libhheap.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo '  CC bench $<')
 	$(Q)$(CC) $(CPPFLAGS) $(BENCH_CFLAGS) -o $@ $< $(BUILD)/libhheap.a $(LDLIBS)
-
-$(BUILD)/bench/bench_instr: bench/bench_instr.c $(BENCH_HDRS) $(BUILD)/libhheap.a
-	@mkdir -p $(dir $@)
-	@$(if $(Q),echo '  CC bench $<')
-	$(Q)$(CC) $(CPPFLAGS) $(BENCH_CFLAGS) $(BENCH_INSTR_DEFS) -o $@ $< $(BUILD)/libhheap.a $(LDLIBS)
 
 .PHONY: bench bench-instr bench-compare check-bench-smoke
 
