@@ -29,13 +29,11 @@ $(BUILD)/test/wrong/binned_%: tests/wrong/binned_%.c $(BUILD)/test/libhheap-test
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CPPFLAGS) $(WARN) -O0 -g -pthread -DHH_TRACK_VALGRIND=1 -o $@ $< $(BUILD)/test/libhheap-test.a $(LDLIBS)
 
+# The runner (WRONG_MC_MUST_CATCH) is mk/reliability.mk's.
 .PHONY: check-binned-wrong check-shim bench-binned
 check-binned-wrong: $(BINNED_WRONG)
 	@echo "== binned: must-be-caught programs under memcheck"
-	@for w in $(BINNED_WRONG); do \
-	  out=$$(valgrind --error-exitcode=99 --leak-check=no $$w 2>&1); rc=$$?; \
-	  if [ $$rc -eq 99 ] && echo "$$out" | grep -q "Invalid read\|Invalid write"; then echo "  caught: $$w"; \
-	  else echo "  NOT CAUGHT (rc=$$rc): $$w"; echo "$$out" | tail -20; exit 1; fi; done
+	$(call WRONG_MC_MUST_CATCH,$(BINNED_WRONG),Invalid read\|Invalid write)
 
 # ---------------------------------------------------------------------------
 # The shim under real programs: same stdout and exit status with and without it.

@@ -14,7 +14,9 @@
 #                            (part of `make check`).
 #   make check-fuzz-corpus   replays every committed corpus file through every harness
 #                            WITHOUT libFuzzer (tests/fuzz/replay.c + the normal test
-#                            library), plain and under memcheck. Part of `make check`.
+#                            library), plain and under memcheck, then runs the bug
+#                            reproducers tests/fuzz/repro_*.c the same two ways (each
+#                            exits 0 while its bug stays fixed). Part of `make check`.
 #   make check-wrong-rel     tests/wrong/rel_*.c under memcheck and, with every other
 #                            tests/wrong/*.c, under ASan: passes only if the tool reports.
 #   make soak                tests/soak.c for SOAK_SECONDS (default 600); not in CI.
@@ -136,14 +138,7 @@ FUZZ_ALL     := heap binned linear hhmap vheap
 # The harness files themselves get no coverage instrumentation: their shadow-model
 # byte loops would otherwise spend most of the time in comparison hooks (measured:
 # 75% of the run), and it is the library's coverage that guides the fuzzer.
-# A harness is built only when the module it drives exists (its header is there).
-FUZZ_NAMES    = $(foreach n,$(FUZZ_ALL),$(if $(wildcard tests/fuzz/fuzz_$(n).c),$(if $(call FUZZ_READY,$(n)),$(n))))
-FUZZ_READY    = $(wildcard include/hheap/$(FUZZ_HDR_$(1)).h)
-FUZZ_HDR_heap   := defrag
-FUZZ_HDR_binned := binned
-FUZZ_HDR_linear := linear
-FUZZ_HDR_hhmap  := mapdump
-FUZZ_HDR_vheap  := vheap
+FUZZ_NAMES   := $(FUZZ_ALL)
 
 $(FUZZ_DIR)/obj/src/%.o: src/%.c $(REL_HEADERS)
 	@mkdir -p $(dir $@)
@@ -205,14 +200,28 @@ $(REPLAY_DIR)/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(REL_HEADERS) $
 	@$(if $(Q),echo '  LD      $@')
 	$(Q)$(CC) $(CPPFLAGS) -Isrc $(TEST_CFLAGS) -o $@ tests/fuzz/fuzz_$*.c tests/fuzz/replay.c $(BUILD)/test/libhheap-test.a $(LDLIBS)
 
+# The reproducers of the bugs the harnesses found (tests/fuzz/README.md): small
+# programs against the test library that exit 0 while the bug stays fixed.
+REPRO_BINS := $(patsubst tests/fuzz/%.c,$(REPLAY_DIR)/%,$(wildcard tests/fuzz/repro_*.c))
+
+$(REPLAY_DIR)/repro_%: tests/fuzz/repro_%.c $(REL_HEADERS) $(BUILD)/test/libhheap-test.a
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo '  LD      $@')
+	$(Q)$(CC) $(CPPFLAGS) $(TEST_CFLAGS) -o $@ $< $(BUILD)/test/libhheap-test.a $(LDLIBS)
+
 check-fuzz-corpus:
 	$(REL_T0)
-	@$(MAKE) --no-print-directory -s $(foreach n,$(FUZZ_NAMES),$(REPLAY_DIR)/replay_$(n))
+	@$(MAKE) --no-print-directory -s $(foreach n,$(FUZZ_NAMES),$(REPLAY_DIR)/replay_$(n)) $(REPRO_BINS)
 	@echo "== fuzz corpora replayed without libFuzzer (plain, then memcheck)"
 	@for n in $(FUZZ_NAMES); do \
 	  FUZZ_STRICT=$(FUZZ_STRICT) $(REPLAY_DIR)/replay_$$n tests/fuzz/corpus_$$n || { echo "replay_$$n FAILED"; exit 1; }; \
 	  FUZZ_STRICT=$(FUZZ_STRICT) HH_TEST_UNDER_VALGRIND=1 $(VALGRIND) $(REPLAY_DIR)/replay_$$n tests/fuzz/corpus_$$n \
 	    || { echo "replay_$$n FAILED under memcheck"; exit 1; }; done
+	@echo "== bug reproducers tests/fuzz/repro_*.c (plain, then memcheck)"
+	@for b in $(REPRO_BINS); do n=$$(basename $$b); \
+	  $$b > $$b.log 2>&1 || { cat $$b.log; echo "$$n FAILED: the bug is back"; exit 1; }; \
+	  $(VALGRIND) $$b > $$b.log 2>&1 || { cat $$b.log; echo "$$n FAILED under memcheck"; exit 1; }; \
+	  echo "  still fixed: $$n"; done
 	$(REL_T1)
 
 # ---------------------------------------------------------------------------
@@ -222,16 +231,25 @@ check-fuzz-corpus:
 # runs it under memcheck). A program passes only if the tool reports an error.
 # rel_*_lib.c programs are caught by the library itself (its error message), not
 # by a tool; they run under both tools and must stay clean there.
-# Shared with mk/heap.mk. WRONG_MC_LINK: the link of a must-be-caught program
-# against the test library (memcheck client requests on), $(1) extra flags.
+# The one must-be-caught runner, shared with mk/heap.mk, mk/linear.mk and
+# mk/binned.mk (make expands it inside recipes, so the order of the fragments
+# does not matter). WRONG_MC_LINK: the link of a must-be-caught program against
+# the test library (memcheck client requests on), $(1) extra flags.
 # WRONG_MC_MUST_CATCH: runs each program of $(1) under memcheck and passes only
 # if memcheck exits 99 with a report matching the grep pattern $(2).
+# WRONG_MC_CLEAN: runs each program of $(1) (the control builds, the bug left
+# out) under memcheck and passes only if it runs clean, leaks included.
 WRONG_MC_LINK = $(CC) $(CPPFLAGS) -std=c11 -g -O0 -pthread $(1) -o $@ $< $(BUILD)/test/libhheap-test.a $(LDLIBS)
 define WRONG_MC_MUST_CATCH
 	@for b in $(1); do n=$$(basename $$b | sed 's/^mc_//'); \
 	  valgrind -q --error-exitcode=99 $$b >/dev/null 2>$$b.log; rc=$$?; \
 	  if [ $$rc -eq 99 ] && grep -q "$(2)" $$b.log; then echo "  memcheck caught: $$n"; \
 	  else echo "  NOT CAUGHT by memcheck: $$n (rc=$$rc)"; cat $$b.log; exit 1; fi; done
+endef
+define WRONG_MC_CLEAN
+	@for b in $(1); do n=$$(basename $$b | sed 's/^ctl_//'); \
+	  valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect,possible $$b >/dev/null 2>$$b.log \
+	    || { echo "  control build of $$n not clean"; cat $$b.log; exit 1; }; done
 endef
 REL_WRONG_MC   := $(filter-out %_lib.c,$(wildcard tests/wrong/rel_*.c))
 REL_WRONG_LIB  := $(wildcard tests/wrong/rel_*_lib.c)
@@ -258,8 +276,7 @@ check-wrong-rel:
 	  $(patsubst tests/wrong/%.c,$(REL_WRONG_DIR)/ctl_%,$(REL_WRONG_MC)) \
 	  $(patsubst tests/wrong/%.c,$(REL_WRONG_DIR)/asan_%,$(REL_WRONG_ALL))
 	@echo "== must-be-caught programs: rel_* under memcheck, all under ASan"
-	@for s in $(REL_WRONG_MC); do n=$$(basename $$s .c); c=$(REL_WRONG_DIR)/ctl_$$n; \
-	  valgrind -q --error-exitcode=99 $$c >/dev/null 2>$$c.log || { echo "  control build of $$n not clean"; cat $$c.log; exit 1; }; done
+	$(call WRONG_MC_CLEAN,$(patsubst tests/wrong/%.c,$(REL_WRONG_DIR)/ctl_%,$(REL_WRONG_MC)))
 	$(call WRONG_MC_MUST_CATCH,$(patsubst tests/wrong/%.c,$(REL_WRONG_DIR)/mc_%,$(REL_WRONG_MC)),Invalid read\|Invalid write)
 	@for s in $(REL_WRONG_LIB); do n=$$(basename $$s .c); b=$(REL_WRONG_DIR)/mc_$$n; \
 	  valgrind -q --error-exitcode=99 $$b >/dev/null 2>$$b.log; rc=$$?; \

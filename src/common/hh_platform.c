@@ -136,12 +136,5 @@ size_t hhi_os_rss_bytes(void) {
     return n == 2 ? (size_t)resident * hhi_os_page_size() : 0;
 }
 
-uint32_t hhi_thread_id(void) {
-    static atomic_uint next = 1;
-    static _Thread_local uint32_t id = 0;
-    if (hh_unlikely(id == 0)) id = atomic_fetch_add(&next, 1);
-    return id;
-}
-
 void hhi_lock_init(hhi_lock *l) { pthread_mutex_init(&l->m, NULL); }
 void hhi_lock_destroy(hhi_lock *l) { pthread_mutex_destroy(&l->m); }

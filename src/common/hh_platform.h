@@ -52,9 +52,6 @@ HH_INTERNAL void hhi_test_clock_step(uint64_t step_ns);
 /* Resident set size of this process in bytes (from /proc/self/statm), 0 if unknown. */
 HH_INTERNAL size_t hhi_os_rss_bytes(void);
 
-/* A small id for the calling thread, unique among live threads (never 0). */
-HH_INTERNAL uint32_t hhi_thread_id(void);
-
 /* Mutex used for heap/global locks. Never fails after init on Linux. */
 typedef struct hhi_lock { pthread_mutex_t m; } hhi_lock;
 HH_INTERNAL void hhi_lock_init(hhi_lock *l);
