@@ -115,7 +115,7 @@ static bool lowest_hole(const hh_mapdump_frame *f, uint64_t *off) {
 }
 
 /* ---------------------------------------------------------------------------
-   Frame picture: header, axis, legend, side panel
+   Frame picture: header, axis, legend (the side panel: viz_panel.c)
 --------------------------------------------------------------------------- */
 static void draw_header(cairo_t *cr, const viz_layout *l, const hh_mapdump_frame *f, const viz_history *hist) {
     const hh_mapdump_metrics *m = &f->metrics;
