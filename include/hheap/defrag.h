@@ -212,7 +212,8 @@ typedef struct hh_defrag_metrics {
     double   fragmentation;            /* 1 - largest_free / free_bytes (as hh_heap_stats) */
     double   fragmentation_sq;         /* 1 - sum(f^2) / (sum f)^2 over free blocks f: 0 for one
                                           block, towards 1 for many equal small holes */
-    size_t   debt_bytes;               /* compaction debt: live bytes above the lowest hole */
+    size_t   debt_bytes;               /* compaction debt: bytes of live blocks, pinned ones included,
+                                          above the lowest hole (as hh_mapdump_metrics.compaction_debt) */
     uint64_t frames_to_compact;        /* estimate: steps of N moves to close the holes, N = the
                                           last step's max_moves (16 before any step, 1 if unlimited) */
     size_t   pinned_bytes;             /* whole pinned blocks */

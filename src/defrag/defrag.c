@@ -71,6 +71,7 @@
 #include <math.h>
 
 #include "../common/hh_error.h"
+#include "../common/hh_frag.h"
 #include "../common/hh_meta.h"
 
 /* ---------------------------------------------------------------------------
@@ -858,7 +859,7 @@ static void stress_moves(step_ctx *c) {
 static bool trigger_wants_work(hh_heap *h, struct hhi_defrag *d) {
     if (d == NULL || !d->cfg.trigger) return true;
     size_t fb = h->free_bytes, largest = hhi_freelist_largest(h);
-    double frag = fb ? 1.0 - (double)largest / (double)fb : 0.0;
+    double frag = hhi_fragmentation(largest, fb);
     if (!d->active) {
         if (frag > d->cfg.trigger_start_fragmentation && fb - largest >= d->cfg.trigger_start_wasted_bytes)
             d->active = true;
@@ -1114,15 +1115,10 @@ hh_status hh_defrag_metrics_get(const hh_heap *heap, hh_defrag_metrics *out) {
     out->largest_free = largest;
     out->top_free_bytes = top;
     out->hole_count = h->free_blocks - (t ? 1u : 0u);
-    out->fragmentation = fb ? 1.0 - (double)largest / (double)fb : 0.0;
-    if (fb) {
-        double scaled = ldexp((double)h->free_sumsq, 2 * (int)h->sq_shift);   /* undo the overflow shift */
-        out->fragmentation_sq = 1.0 - scaled / ((double)fb * (double)fb);
-        if (out->fragmentation_sq < 0.0) out->fragmentation_sq = 0.0;
-    }
-    /* Everything below the lowest free block is live, so the live bytes above
-       it are used_bytes less its offset. */
-    out->debt_bytes = (lo && lo != t) ? h->used_bytes - blk_offset(h, lo) : 0;
+    out->fragmentation = hhi_fragmentation(largest, fb);
+    out->fragmentation_sq = hhi_fragmentation_sq(ldexp((double)h->free_sumsq, 2 * (int)h->sq_shift), fb);   /* undo the overflow shift */
+    bool hole = lo && lo != t;
+    out->debt_bytes = hhi_compaction_debt(h->used_bytes, hole ? blk_offset(h, lo) : 0, hole);
     if (out->debt_bytes && h->live_blocks) {
         size_t holes = fb - top, need = out->debt_bytes < holes ? out->debt_bytes : holes;
         double avg = (double)h->used_bytes / (double)h->live_blocks;
