@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "hheap/common.h"
+#include "hheap/testing.h"
 
 /* Prototypes of every hh_test_<name>_suite (generated list). */
 #define HH_ARRAY_LEN_T(a) (sizeof(a) / sizeof((a)[0]))

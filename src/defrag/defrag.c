@@ -35,7 +35,7 @@
  * according to the policy:
  *   FILL   the highest movable block B, into H if it fits, else into the
  *          best-fitting free block below B (TLSF lookup);
- *   AUTO   the block of the window (the HH_DEFRAG_WINDOW highest movable blocks
+ *   AUTO   the block of the window (the HHI_DEFRAG_WINDOW highest movable blocks
  *          above H) that fills H best, i.e. the largest that fits;
  *   SLIDE  the block right above H, slid down into it;
  * and falls back in the order fill-window -> slide (AUTO, FILL) or slide ->
@@ -95,7 +95,7 @@ typedef struct step_ctx {
        stays valid for the whole step (nothing is allocated during a step and
        only the blocks we move change place), so it is scanned once and then
        only extended at its bottom as blocks leave it. */
-    hhi_block         *win[HH_DEFRAG_WINDOW];
+    hhi_block         *win[HHI_DEFRAG_WINDOW];
     unsigned           win_n;
     bool               win_end;       /* the scan reached the lowest hole: nothing more below */
     hh_defrag_report   r;
@@ -198,14 +198,14 @@ static bool slide_room(const hh_heap *h, hhi_block *H, const hhi_block *Y) { ret
 /* ---------------------------------------------------------------------------
    Choosing a move for the lowest hole
 --------------------------------------------------------------------------- */
-/* Fills the window up to HH_DEFRAG_WINDOW blocks above offset hoff. */
+/* Fills the window up to HHI_DEFRAG_WINDOW blocks above offset hoff. */
 static void window_fill(step_ctx *c, size_t hoff) {
     hh_heap *h = c->h;
-    if (c->win_end || c->win_n == HH_DEFRAG_WINDOW) return;
+    if (c->win_end || c->win_n == HHI_DEFRAG_WINDOW) return;
     hhi_block *b;
     if (c->win_n) b = hhi_heap_block_before(h, c->win[c->win_n - 1]);
     else b = highest_block(h);                         /* first scan, or every entry has moved */
-    while (c->win_n < HH_DEFRAG_WINDOW) {
+    while (c->win_n < HHI_DEFRAG_WINDOW) {
         if (b == NULL || blk_offset(h, b) <= hoff) {
             c->win_end = true;
             return;
@@ -257,8 +257,8 @@ static hhi_block *window_best(step_ctx *c, hhi_block *H, const hhi_block *Y) {
     hh_heap *h = c->h;
     size_t hoff = blk_offset(h, H), hsize = blk_size(H), min_need = SIZE_MAX;
     window_fill(c, hoff);
-    hhi_block *cand[HH_DEFRAG_WINDOW];
-    size_t needs[HH_DEFRAG_WINDOW];
+    hhi_block *cand[HHI_DEFRAG_WINDOW];
+    size_t needs[HHI_DEFRAG_WINDOW];
     uint64_t set[FIT_SET_GRANULES / 64] = {0};
     unsigned n = 0;
     for (unsigned i = 0; i < c->win_n; i++) {
@@ -741,7 +741,7 @@ static bool finishing_pays(const hh_heap *h, struct hhi_defrag *d) {
 
 /* run_moves_inner with the window carried over from the last step when the
    heap has not changed since (same mutation count, same byte budget): a
-   fresh window costs HH_DEFRAG_WINDOW cold header reads. */
+   fresh window costs HHI_DEFRAG_WINDOW cold header reads. */
 static void run_moves(step_ctx *c) {
     struct hhi_defrag *d = c->d;
     if (d && d->win_saved && d->win_mutations == c->h->mutations && d->win_max_bytes == c->max_bytes) {
