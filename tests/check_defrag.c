@@ -826,6 +826,93 @@ START_TEST(event_hook_sees_every_step) {
 }
 END_TEST
 
+/* The one stream of move events: the journal, the event hook's HH_EV_MOVE and
+   on_move see the same moves in the same order -- from a bounded step, a full
+   compaction (the sweep's bulk path) and allocation-time compaction -- and
+   each move event comes before its operation's own event. */
+enum { STREAM_MAX = 4096 };
+typedef struct move_stream {
+    hh_move_record hook[STREAM_MAX];
+    hh_handle      cb[STREAM_MAX];
+    unsigned       nhook, ncb, ops;      /* ops: non-move events */
+    bool           move_after_op;        /* a move event came after its operation's event */
+} move_stream;
+static void stream_hook(const hh_heap_event *e, void *user) {
+    move_stream *s = user;
+    if (e->kind != HH_EV_MOVE) {
+        s->ops++;
+        return;
+    }
+    if (s->nhook < STREAM_MAX)
+        s->hook[s->nhook++] = (hh_move_record){ e->handle, e->src_offset, e->dst_offset, e->size };
+}
+static void stream_on_move(hh_handle h, void *old_addr, void *new_addr, size_t size, void *user) {
+    (void)old_addr; (void)new_addr; (void)size;
+    move_stream *s = user;
+    if (s->ncb < STREAM_MAX) s->cb[s->ncb++] = h;
+}
+/* The journal's last `fresh` records (the moves of the last operation; an
+   allocation's join the step's) against what the hook and on_move saw since
+   `from`. */
+static void stream_agrees(const hh_heap *hp, const move_stream *s, unsigned from, size_t fresh) {
+    const hh_move_record *rec;
+    size_t n = hh_defrag_journal(hp, &rec);
+    ck_assert_uint_gt(fresh, 0);
+    ck_assert_uint_ge(n, fresh);
+    ck_assert_uint_eq(s->nhook - from, fresh);
+    ck_assert_uint_eq(s->ncb - from, fresh);
+    rec += n - fresh;
+    for (size_t i = 0; i < fresh; i++) {
+        const hh_move_record *a = &rec[i], *b = &s->hook[from + i];
+        ck_assert_uint_eq(a->handle.id, b->handle.id);
+        ck_assert_uint_eq(a->handle.id, s->cb[from + i].id);
+        ck_assert_uint_eq(a->src_offset, b->src_offset);
+        ck_assert_uint_eq(a->dst_offset, b->dst_offset);
+        ck_assert_uint_eq(a->size, b->size);
+    }
+}
+START_TEST(one_stream_of_moves) {
+    static move_stream s;
+    s = (move_stream){0};
+    hh_heap *hp;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 20, .on_move = stream_on_move, .user = &s }, &hp),
+                     HH_OK);
+    hh_heap_set_event_hook(hp, stream_hook, &s);
+    hh_handle hs[400];
+    for (int i = 0; i < 400; i++) hs[i] = hh_alloc(hp, 200 + (unsigned)(i % 7) * 48);
+    for (int i = 0; i < 400; i += 3) hh_free(hp, hs[i]);
+
+    unsigned from = s.nhook, ops = s.ops;
+    hh_defrag_report r = hh_defrag_step(hp, 6);               /* bounded step */
+    ck_assert_uint_eq(r.moves, 6);
+    stream_agrees(hp, &s, from, r.moves);
+    ck_assert_uint_eq(s.ops, ops + 1);                       /* the step's own event, after its moves */
+
+    for (int i = 1; i < 400; i += 3) hh_free(hp, hs[i]);
+    from = s.nhook;
+    r = hh_defrag_full(hp);                                   /* the sweep's bulk moves */
+    ck_assert_uint_gt(r.moves, 10);
+    stream_agrees(hp, &s, from, r.moves);
+
+    /* Allocation-time compaction: fill the heap, free every other block, ask
+       for more than any hole holds. */
+    hh_handle f[2000];
+    unsigned nf = 0;
+    while (nf < 2000 && !hh_is_null(f[nf] = hh_alloc(hp, 1000))) nf++;
+    ck_assert_uint_lt(nf, 2000);                             /* the heap is full */
+    for (unsigned i = 0; i < nf; i += 2) hh_free(hp, f[i]);
+    from = s.nhook;
+    hh_heap_stats st;
+    hh_heap_stats_get(hp, &st);
+    uint64_t moves_before = st.total_moves;
+    ck_assert(!hh_is_null(hh_alloc(hp, 8000)));
+    hh_heap_stats_get(hp, &st);
+    stream_agrees(hp, &s, from, (size_t)(st.total_moves - moves_before));
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    hh_heap_destroy(hp);
+}
+END_TEST
+
 typedef struct addr_snap { hh_handle h; char *p; } addr_snap;
 
 START_TEST(stress_flag_moves_everything) {
@@ -1321,6 +1408,7 @@ Suite *hh_test_defrag_suite(void) {
     tcase_add_test(tc, full_sweep_keeps_every_byte);
     tcase_add_test(tc, bounded_steps_give_pages_back_gradually);
     tcase_add_test(tc, state_allocation_failure_is_harmless);
+    tcase_add_test(tc, one_stream_of_moves);
     suite_add_tcase(s, tc);
     tc = tcase_create("random");
     tcase_add_checked_fixture(tc, setup, teardown);

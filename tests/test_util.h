@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "hheap/common.h"
+#include "hheap/testing.h"
 #include "test_rng.h"
 
 /* Prototypes of every hh_test_<name>_suite (generated list). */

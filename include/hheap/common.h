@@ -104,18 +104,6 @@ typedef struct hh_handle { uint64_t id; } hh_handle;
 static inline bool hh_is_null(hh_handle h) { return h.id == 0; }
 static inline bool hh_handle_eq(hh_handle a, hh_handle b) { return a.id == b.id; }
 
-/* ---------------------------------------------------------------------------
-   Test seam: declared only where HH_TESTING is defined non-zero (the test
-   builds); release libraries neither define nor export it.
-   hh_test_fail_after(n): the n-th following metadata allocation or OS call
-   (mmap/madvise) fails, counting from 0; -1 disarms. hh_test_fail_count():
-   how many injected failures have fired since the last arm.
---------------------------------------------------------------------------- */
-#if defined(HH_TESTING) && HH_TESTING
-HH_API void     hh_test_fail_after(long n);
-HH_API unsigned hh_test_fail_count(void);
-#endif
-
 #ifdef __cplusplus
 }
 #endif

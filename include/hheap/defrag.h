@@ -35,8 +35,7 @@
  *                    highest blocks that fit, and closes dense ones with the
  *                    loop until the heap is compact.
  * The loop looks at the lowest hole H (a free block below the top free
- * region) and at the HH_DEFRAG_WINDOW highest movable blocks above it (the
- * "window"):
+ * region) and at the 32 highest movable blocks above it (the "window"):
  *   HH_DEFRAG_SLIDE  Game Engine Architecture's algorithm: the block just above
  *                    H slides down into it; keeps address order. Moves every
  *                    live byte above the lowest hole once.
@@ -64,8 +63,8 @@
  * `compact` (hh_defrag_report) means, precisely: every free block below the top
  * free region is a hole this service cannot close -- the block right above it
  * cannot slide into it (pinned, or its alignment leaves no room), none of the
- * HH_DEFRAG_WINDOW highest movable blocks above it fits into it, and (AUTO,
- * FILL) it is no sliver the block below it could take as slack. With no
+ * window's blocks above it fits into it, and (AUTO, FILL) it is no sliver the
+ * block below it could take as slack. With no
  * pinned block and no alignment above 16 that is: at most one free block. A
  * bounded step that passed over a block larger than its max_bytes (see
  * oversize_bytes), and an AUTO step that stopped BUSY, never report compact.
@@ -73,11 +72,11 @@
  * Cost: no step scans the heap. AUTO's choice of a range to evacuate reads
  * the heap's region summary (at most 1024 counters) when it starts a job. The
  * lowest hole, the next hole, the block before a block and the top region are
- * bitmap searches (O(log64 n)); a fitting
- * hole is a TLSF list lookup (O(1)); the cursor (holes already found
- * unclosable) lives in the heap object. The window is collected once per step
- * (WINDOW bitmap searches) and then only topped up as its blocks move, so a
- * step costs O((WINDOW + moves) log n + moves * WINDOW); the holes and blocks
+ * bitmap searches (O(log64 n)); a fitting hole is a TLSF list lookup (O(1));
+ * the cursor (holes already found unclosable) lives in the heap object. The
+ * window (W = 32 blocks) is collected once per step (W bitmap searches) and
+ * then only topped up as its blocks move, so a step costs
+ * O((W + moves) log n + moves * W); the holes and blocks
  * it looks at are charged to a work limit proportional to max_moves. A step on
  * a heap known to be compact, or with the trigger idle, costs O(1).
  */
@@ -96,11 +95,6 @@ extern "C" {
 #endif
 
 typedef enum hh_defrag_policy { HH_DEFRAG_AUTO = 0, HH_DEFRAG_SLIDE, HH_DEFRAG_FILL } hh_defrag_policy;
-
-enum {
-    HH_DEFRAG_WINDOW = 32,   /* highest movable blocks a fill considers for one hole (16 measured
-                                clearly worse on repeated sizes: the small blocks run out) */
-};
 
 /* 0 = no limit. Each limit is checked before every move: a step never makes
    more than max_moves moves nor more than max_bytes payload bytes of moves, and
@@ -212,7 +206,8 @@ typedef struct hh_defrag_metrics {
     double   fragmentation;            /* 1 - largest_free / free_bytes (as hh_heap_stats) */
     double   fragmentation_sq;         /* 1 - sum(f^2) / (sum f)^2 over free blocks f: 0 for one
                                           block, towards 1 for many equal small holes */
-    size_t   debt_bytes;               /* compaction debt: live bytes above the lowest hole */
+    size_t   debt_bytes;               /* compaction debt: bytes of live blocks, pinned ones included,
+                                          above the lowest hole (as hh_mapdump_metrics.compaction_debt) */
     uint64_t frames_to_compact;        /* estimate: steps of N moves to close the holes, N = the
                                           last step's max_moves (16 before any step, 1 if unlimited) */
     size_t   pinned_bytes;             /* whole pinned blocks */

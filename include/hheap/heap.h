@@ -232,9 +232,10 @@ typedef void (*hh_walk_fn)(const hh_block_info *b, void *user);
 HH_API void      hh_heap_walk(const hh_heap *heap, hh_walk_fn fn, void *user);
 
 /* ---------------------------------------------------------------------------
-   Event hook: one callback per completed heap operation, for tracers and
-   replay tools (see hh_trace in bench/). Called with the heap lock held, after
-   the operation; it must not call back into the heap.
+   Event hook: one callback per completed heap operation, and one per block a
+   relocation moved (HH_EV_MOVE), for tracers and replay tools (see hh_trace in
+   hheap/trace.h). Called with the heap lock held, after the operation (a move:
+   as it happens); it must not call back into the heap.
 --------------------------------------------------------------------------- */
 /* One relocation, as the heap records it for the defrag service's journal
    (hh_defrag_journal in defrag.h). */
@@ -252,6 +253,11 @@ typedef enum hh_heap_event_kind {
     HH_EV_UNPIN,           /* handle */
     HH_EV_DEFRAG_STEP,     /* max_moves, max_bytes, max_ns of the budget; moves made in `moves` */
     HH_EV_DEFRAG_FULL,     /* hh_defrag_full; moves made in `moves` */
+    HH_EV_MOVE,            /* handle, size (whole block), src_offset, dst_offset: one relocation,
+                              reported as it happens -- inside a step, a full compaction, an
+                              allocation that compacted or a resize, before that operation's own
+                              event. The journal (hh_defrag_journal) and on_move see the same moves,
+                              in the same order */
 } hh_heap_event_kind;
 typedef struct hh_heap_event {
     hh_heap_event_kind kind;
@@ -261,6 +267,7 @@ typedef struct hh_heap_event {
     uint32_t  max_moves, moves;
     size_t    max_bytes;
     uint64_t  max_ns;
+    size_t    src_offset, dst_offset;  /* HH_EV_MOVE: block offsets from the managed start */
 } hh_heap_event;
 typedef void (*hh_heap_event_fn)(const hh_heap_event *e, void *user);
 /* Installs (or with NULL removes) the event hook. Successful operations only. */

@@ -117,7 +117,8 @@ typedef struct hh_mapdump_metrics {
     uint64_t largest_free;         /* largest free block, the top region included */
     uint64_t largest_hole;         /* largest hole (0 if none) */
     uint64_t hole_bytes;           /* bytes in holes */
-    uint64_t compaction_debt;      /* bytes of unpinned live blocks above the lowest hole */
+    uint64_t compaction_debt;      /* bytes of live and pinned blocks above the lowest hole
+                                      (as hh_defrag_metrics.debt_bytes) */
     uint64_t high_water;           /* end offset of the highest live or pinned block */
     uint32_t live_blocks;          /* live + pinned */
     uint32_t pinned_blocks;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "hheap/common.h"
+#include "hheap/testing.h"
 
 #if HH_TESTING
 static atomic_long fail_countdown = -1;   /* -1: disarmed */

@@ -35,7 +35,7 @@
  * according to the policy:
  *   FILL   the highest movable block B, into H if it fits, else into the
  *          best-fitting free block below B (TLSF lookup);
- *   AUTO   the block of the window (the HH_DEFRAG_WINDOW highest movable blocks
+ *   AUTO   the block of the window (the HHI_DEFRAG_WINDOW highest movable blocks
  *          above H) that fills H best, i.e. the largest that fits;
  *   SLIDE  the block right above H, slid down into it;
  * and falls back in the order fill-window -> slide (AUTO, FILL) or slide ->
@@ -71,6 +71,7 @@
 #include <math.h>
 
 #include "../common/hh_error.h"
+#include "../common/hh_frag.h"
 #include "../common/hh_meta.h"
 
 /* ---------------------------------------------------------------------------
@@ -94,7 +95,7 @@ typedef struct step_ctx {
        stays valid for the whole step (nothing is allocated during a step and
        only the blocks we move change place), so it is scanned once and then
        only extended at its bottom as blocks leave it. */
-    hhi_block         *win[HH_DEFRAG_WINDOW];
+    hhi_block         *win[HHI_DEFRAG_WINDOW];
     unsigned           win_n;
     bool               win_end;       /* the scan reached the lowest hole: nothing more below */
     hh_defrag_report   r;
@@ -197,14 +198,14 @@ static bool slide_room(const hh_heap *h, hhi_block *H, const hhi_block *Y) { ret
 /* ---------------------------------------------------------------------------
    Choosing a move for the lowest hole
 --------------------------------------------------------------------------- */
-/* Fills the window up to HH_DEFRAG_WINDOW blocks above offset hoff. */
+/* Fills the window up to HHI_DEFRAG_WINDOW blocks above offset hoff. */
 static void window_fill(step_ctx *c, size_t hoff) {
     hh_heap *h = c->h;
-    if (c->win_end || c->win_n == HH_DEFRAG_WINDOW) return;
+    if (c->win_end || c->win_n == HHI_DEFRAG_WINDOW) return;
     hhi_block *b;
     if (c->win_n) b = hhi_heap_block_before(h, c->win[c->win_n - 1]);
     else b = highest_block(h);                         /* first scan, or every entry has moved */
-    while (c->win_n < HH_DEFRAG_WINDOW) {
+    while (c->win_n < HHI_DEFRAG_WINDOW) {
         if (b == NULL || blk_offset(h, b) <= hoff) {
             c->win_end = true;
             return;
@@ -256,8 +257,8 @@ static hhi_block *window_best(step_ctx *c, hhi_block *H, const hhi_block *Y) {
     hh_heap *h = c->h;
     size_t hoff = blk_offset(h, H), hsize = blk_size(H), min_need = SIZE_MAX;
     window_fill(c, hoff);
-    hhi_block *cand[HH_DEFRAG_WINDOW];
-    size_t needs[HH_DEFRAG_WINDOW];
+    hhi_block *cand[HHI_DEFRAG_WINDOW];
+    size_t needs[HHI_DEFRAG_WINDOW];
     uint64_t set[FIT_SET_GRANULES / 64] = {0};
     unsigned n = 0;
     for (unsigned i = 0; i < c->win_n; i++) {
@@ -341,7 +342,6 @@ static void choose(step_ctx *c, hhi_block *H, move_plan *mv) {
 /* ---------------------------------------------------------------------------
    The step loop
 --------------------------------------------------------------------------- */
-/* Folds the heap's mutations since the last look into the cursor (D1). */
 /* Forgets every hole judged stuck: the next scan starts at offset 0. */
 static void cursor_reset(struct hhi_defrag *d) {
     d->floor = 0;
@@ -374,13 +374,129 @@ static bool budget_allows(step_ctx *c, size_t bytes) {
     return true;
 }
 
+/* The loop is a small state machine (as Lua's singlestep): each state does
+   one bounded slice of work and names the next. Every exit is the STOP state,
+   reached with c->r.stop set -- or, for allocation-time compaction, with the
+   request fitting. */
+typedef enum loop_state {
+    LOOP_CHECK,    /* the move and work limits, and an allocation that now fits */
+    LOOP_LOOK,     /* the lowest hole at or above the floor */
+    LOOP_END,      /* no hole left above the floor: rescan once, or report */
+    LOOP_PLAN,     /* one move for that hole (choose) */
+    LOOP_ABSORB,   /* the plan: the hole, a sliver, becomes slack (or a slide) */
+    LOOP_PASS,     /* the plan: no move; the floor rises above the hole */
+    LOOP_MOVE,     /* the plan: a move, charged to the budget */
+    LOOP_STOP,
+} loop_state;
+
+typedef struct loop {
+    struct hhi_defrag *d;          /* the cursor (a scratch one when the heap has no state) */
+    hhi_block *H;                  /* the hole being closed */
+    move_plan  mv;
+    size_t     oversize_before;    /* c->r.oversize_bytes before the plan */
+} loop;
+
+static loop_state loop_stop(step_ctx *c, hh_defrag_stop why) {
+    c->r.stop = why;
+    return LOOP_STOP;
+}
+
+static loop_state loop_check(step_ctx *c) {
+    if (c->max_moves && c->r.moves >= c->max_moves) return loop_stop(c, HH_DEFRAG_STOP_MOVES);
+    if (c->need_size && hhi_heap_find_fit(c->h, c->need_size, c->need_align)) return LOOP_STOP;
+    if (c->work >= c->work_max) return loop_stop(c, HH_DEFRAG_STOP_WORK);
+    return LOOP_LOOK;
+}
+
+static loop_state loop_look(step_ctx *c, loop *l) {
+    l->H = hhi_heap_free_at_or_after(c->h, l->d->floor);
+    if (l->H == NULL || is_top(c->h, l->H)) return LOOP_END;
+    c->work++;
+    return LOOP_PLAN;
+}
+
+/* Every hole above the floor is closed. Holes below it were judged stuck; if
+   something changed since (floor_dirty), they are looked at once more (D2)
+   before the heap may be called compact. */
+static loop_state loop_end(step_ctx *c, loop *l) {
+    struct hhi_defrag *d = l->d;
+    if (d->floor > 0 && d->floor_dirty && !c->rescanned) {
+        cursor_reset(d);
+        c->rescanned = true;
+        c->win_n = 0;                                  /* the window stopped at the old lowest hole */
+        c->win_end = false;
+        return LOOP_CHECK;
+    }
+    if (c->capped) {                                   /* holes passed over: not compact */
+        d->floor_dirty = true;
+        return loop_stop(c, HH_DEFRAG_STOP_BUSY);
+    }
+    if (c->r.oversize_bytes) {
+        d->floor_dirty = true;                         /* those holes are not stuck for a larger budget */
+        return loop_stop(c, HH_DEFRAG_STOP_OVERSIZE);
+    }
+    c->r.compact = true;
+    d->known_compact = true;
+    d->known_mutations = c->h->mutations;
+    return loop_stop(c, HH_DEFRAG_STOP_COMPACT);
+}
+
+static loop_state loop_plan(step_ctx *c, loop *l) {
+    l->oversize_before = c->r.oversize_bytes;
+    choose(c, l->H, &l->mv);
+    if (c->work > c->work_max) return loop_stop(c, HH_DEFRAG_STOP_WORK);
+    if (l->mv.absorb) return LOOP_ABSORB;
+    return l->mv.b ? LOOP_MOVE : LOOP_PASS;
+}
+
+static loop_state loop_absorb(step_ctx *c, loop *l) {
+    size_t sliver = blk_size(l->H);
+    if (hhi_heap_absorb_hole(c->h, l->H)) {
+        if (c->d) c->d->absorbed_bytes += sliver;
+        return LOOP_CHECK;
+    }
+    hhi_block *Y = blk_next(c->h, l->H);               /* the block below has no slack room left: slide */
+    l->mv = slide_possible(c, l->H, Y) ? (move_plan){ .b = Y, .dst = l->H, .slide = true } : (move_plan){0};
+    return l->mv.b ? LOOP_MOVE : LOOP_PASS;
+}
+
+/* No move for H: it was passed over for the slide cap (not stuck, D1's
+   exception) or it is stuck. Either way the cursor rises above it. */
+static loop_state loop_pass(step_ctx *c, loop *l) {
+    struct hhi_defrag *d = l->d;
+    d->floor = blk_offset(c->h, l->H) + blk_size(l->H);
+    if (l->mv.capped) {
+        d->floor_dirty = true;                         /* D1: it is not unclosable; rescan before compact */
+        c->capped = true;
+        return LOOP_CHECK;
+    }
+    hhi_block *Y = blk_next(c->h, l->H);
+    d->stuck_bytes += blk_size(l->H);
+    d->stuck_holes++;
+    if (Y && blk_pins(Y)) d->blocking_pinned += blk_size(Y);
+    if (c->r.oversize_bytes != l->oversize_before) d->floor_dirty = true;
+    return LOOP_CHECK;
+}
+
+static loop_state loop_move(step_ctx *c, loop *l) {
+    size_t bytes = blk_usable(c->h, l->mv.b);
+    if (!budget_allows(c, bytes)) return LOOP_STOP;    /* the stop reason is set */
+    window_remove(c, l->mv.b);
+    hhi_block *nb = l->mv.slide ? hhi_heap_slide_down(c->h, l->mv.dst, l->mv.b)
+                                : hhi_heap_move_into(c->h, l->mv.b, l->mv.dst, HHI_DEFRAG_ABSORB);
+    if (HH_NEVER(nb == NULL)) return loop_stop(c, HH_DEFRAG_STOP_WORK);   /* choose() checked the slide can go down */
+    c->r.moves++;
+    c->r.bytes_moved += bytes;
+    if (l->d->floor > 0) l->d->floor_dirty = true;
+    return LOOP_CHECK;
+}
+
 /* Runs moves until the budget, the work limit or compactness stops it (lock held). */
 static void run_moves_inner(step_ctx *c) {
-    hh_heap *h = c->h;
-    struct hhi_defrag *d = c->d, scratch = {0};
-    if (d == NULL) d = &scratch;                       /* no state: a cursor for this call only */
-    else cursor_sync(h, d);
-    if (d->known_compact && d->known_mutations == h->mutations) {
+    struct hhi_defrag scratch = {0};
+    loop l = { .d = c->d ? c->d : &scratch };          /* no state: a cursor for this call only */
+    if (c->d) cursor_sync(c->h, c->d);
+    if (l.d->known_compact && l.d->known_mutations == c->h->mutations) {
         if (c->r.oversize_bytes) {                     /* a pass before the loop passed a block over */
             c->r.stop = HH_DEFRAG_STOP_OVERSIZE;
             return;
@@ -389,85 +505,19 @@ static void run_moves_inner(step_ctx *c) {
         c->r.stop = HH_DEFRAG_STOP_COMPACT;
         return;
     }
-    d->known_compact = false;
-    for (;;) {
-        if (c->max_moves && c->r.moves >= c->max_moves) {
-            c->r.stop = HH_DEFRAG_STOP_MOVES;
-            return;
+    l.d->known_compact = false;
+    loop_state st = LOOP_CHECK;
+    while (st != LOOP_STOP) {
+        switch (st) {
+        case LOOP_CHECK:  st = loop_check(c); break;
+        case LOOP_LOOK:   st = loop_look(c, &l); break;
+        case LOOP_END:    st = loop_end(c, &l); break;
+        case LOOP_PLAN:   st = loop_plan(c, &l); break;
+        case LOOP_ABSORB: st = loop_absorb(c, &l); break;
+        case LOOP_PASS:   st = loop_pass(c, &l); break;
+        case LOOP_MOVE:   st = loop_move(c, &l); break;
+        case LOOP_STOP:   break;
         }
-        if (c->need_size && hhi_heap_find_fit(h, c->need_size, c->need_align)) return;
-        if (c->work >= c->work_max) {
-            c->r.stop = HH_DEFRAG_STOP_WORK;
-            return;
-        }
-        hhi_block *H = hhi_heap_free_at_or_after(h, d->floor);
-        if (H == NULL || is_top(h, H)) {
-            if (d->floor > 0 && d->floor_dirty && !c->rescanned) {   /* D2: recheck the stuck holes once */
-                cursor_reset(d);
-                c->rescanned = true;
-                c->win_n = 0;                          /* the window stopped at the old lowest hole */
-                c->win_end = false;
-                continue;
-            }
-            if (c->capped) {                           /* holes passed over: not compact */
-                c->r.stop = HH_DEFRAG_STOP_BUSY;
-                d->floor_dirty = true;
-                return;
-            }
-            if (c->r.oversize_bytes) {
-                c->r.stop = HH_DEFRAG_STOP_OVERSIZE;
-                d->floor_dirty = true;                 /* those holes are not stuck for a larger budget */
-                return;
-            }
-            c->r.compact = true;
-            c->r.stop = HH_DEFRAG_STOP_COMPACT;
-            d->known_compact = true;
-            d->known_mutations = h->mutations;
-            return;
-        }
-        c->work++;
-        size_t oversize_before = c->r.oversize_bytes;
-        move_plan mv;
-        choose(c, H, &mv);
-        if (c->work > c->work_max) {
-            c->r.stop = HH_DEFRAG_STOP_WORK;
-            return;
-        }
-        if (mv.absorb) {
-            size_t sliver = blk_size(H);
-            if (hhi_heap_absorb_hole(h, H)) {
-                if (c->d) c->d->absorbed_bytes += sliver;
-                continue;
-            }
-            hhi_block *Y = blk_next(h, H);            /* the block below has no slack room left: slide */
-            mv = slide_possible(c, H, Y) ? (move_plan){ .b = Y, .dst = H, .slide = true } : (move_plan){0};
-        }
-        if (mv.b == NULL && mv.capped) {               /* passed over: the cursor rises, no stuck hole */
-            d->floor = blk_offset(h, H) + blk_size(H);
-            d->floor_dirty = true;                     /* D1: it is not unclosable; rescan before compact */
-            c->capped = true;
-            continue;
-        }
-        if (mv.b == NULL) {                            /* stuck: the cursor rises above it */
-            hhi_block *Y = blk_next(h, H);
-            d->floor = blk_offset(h, H) + blk_size(H);
-            d->stuck_bytes += blk_size(H);
-            d->stuck_holes++;
-            if (Y && blk_pins(Y)) d->blocking_pinned += blk_size(Y);
-            if (c->r.oversize_bytes != oversize_before) d->floor_dirty = true;
-            continue;
-        }
-        size_t bytes = blk_usable(h, mv.b);
-        if (!budget_allows(c, bytes)) return;
-        window_remove(c, mv.b);
-        hhi_block *nb = mv.slide ? hhi_heap_slide_down(h, mv.dst, mv.b) : hhi_heap_move_into(h, mv.b, mv.dst, HHI_DEFRAG_ABSORB);
-        if (HH_NEVER(nb == NULL)) {                    /* choose() checked the slide can go down */
-            c->r.stop = HH_DEFRAG_STOP_WORK;
-            return;
-        }
-        c->r.moves++;
-        c->r.bytes_moved += bytes;
-        if (d->floor > 0) d->floor_dirty = true;
     }
 }
 
@@ -691,7 +741,7 @@ static bool finishing_pays(const hh_heap *h, struct hhi_defrag *d) {
 
 /* run_moves_inner with the window carried over from the last step when the
    heap has not changed since (same mutation count, same byte budget): a
-   fresh window costs HH_DEFRAG_WINDOW cold header reads. */
+   fresh window costs HHI_DEFRAG_WINDOW cold header reads. */
 static void run_moves(step_ctx *c) {
     struct hhi_defrag *d = c->d;
     if (d && d->win_saved && d->win_mutations == c->h->mutations && d->win_max_bytes == c->max_bytes) {
@@ -809,7 +859,7 @@ static void stress_moves(step_ctx *c) {
 static bool trigger_wants_work(hh_heap *h, struct hhi_defrag *d) {
     if (d == NULL || !d->cfg.trigger) return true;
     size_t fb = h->free_bytes, largest = hhi_freelist_largest(h);
-    double frag = fb ? 1.0 - (double)largest / (double)fb : 0.0;
+    double frag = hhi_fragmentation(largest, fb);
     if (!d->active) {
         if (frag > d->cfg.trigger_start_fragmentation && fb - largest >= d->cfg.trigger_start_wasted_bytes)
             d->active = true;
@@ -1065,15 +1115,10 @@ hh_status hh_defrag_metrics_get(const hh_heap *heap, hh_defrag_metrics *out) {
     out->largest_free = largest;
     out->top_free_bytes = top;
     out->hole_count = h->free_blocks - (t ? 1u : 0u);
-    out->fragmentation = fb ? 1.0 - (double)largest / (double)fb : 0.0;
-    if (fb) {
-        double scaled = ldexp((double)h->free_sumsq, 2 * (int)h->sq_shift);   /* undo the overflow shift */
-        out->fragmentation_sq = 1.0 - scaled / ((double)fb * (double)fb);
-        if (out->fragmentation_sq < 0.0) out->fragmentation_sq = 0.0;
-    }
-    /* Everything below the lowest free block is live, so the live bytes above
-       it are used_bytes less its offset. */
-    out->debt_bytes = (lo && lo != t) ? h->used_bytes - blk_offset(h, lo) : 0;
+    out->fragmentation = hhi_fragmentation(largest, fb);
+    out->fragmentation_sq = hhi_fragmentation_sq(ldexp((double)h->free_sumsq, 2 * (int)h->sq_shift), fb);   /* undo the overflow shift */
+    bool hole = lo && lo != t;
+    out->debt_bytes = hhi_compaction_debt(h->used_bytes, hole ? blk_offset(h, lo) : 0, hole);
     if (out->debt_bytes && h->live_blocks) {
         size_t holes = fb - top, need = out->debt_bytes < holes ? out->debt_bytes : holes;
         double avg = (double)h->used_bytes / (double)h->live_blocks;

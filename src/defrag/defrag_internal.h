@@ -32,6 +32,9 @@
 #define HHI_DEFRAG_START_FRAG   0.10
 #define HHI_DEFRAG_STOP_FRAG    0.02
 enum {
+    HHI_DEFRAG_WINDOW       = 32,           /* highest movable blocks a fill considers for one hole (16
+                                               measured clearly worse on repeated sizes: the small
+                                               blocks run out); defrag.h's contract names the number */
     HHI_DEFRAG_START_WASTED = 64 << 10,     /* bytes */
     HHI_DEFRAG_RETAIN       = 256 << 10,    /* bytes */
     HHI_DEFRAG_DECOMMIT_MIN = 64 << 10,     /* bytes */
@@ -40,7 +43,7 @@ enum {
     HHI_DEFRAG_RANGE_HOLES  = 8192,         /* holes its cheapest-range search looks at */
     HHI_DEFRAG_DEFAULT_N    = 16,           /* moves per frame assumed by the estimate before any step */
     HHI_DEFRAG_WORK_BASE    = 64,           /* work units of a bounded step, plus ... */
-    HHI_DEFRAG_WORK_PER_MOVE = HH_DEFRAG_WINDOW + 8,   /* ... this many per allowed move */
+    HHI_DEFRAG_WORK_PER_MOVE = HHI_DEFRAG_WINDOW + 8,   /* ... this many per allowed move */
     HHI_DEFRAG_WORK_NO_MOVES = 4096,        /* moves assumed when a bounded step has no move limit */
     HHI_DEFRAG_ABSORB       = 48,           /* a fill leaving at most this many bytes of its hole closes
                                                it: the rest becomes the moved block's slack (a sliver
@@ -77,7 +80,7 @@ struct hhi_defrag {
     uint64_t known_mutations;      /* heap->mutations when known_compact was set */
 
     /* the window of the last step, reused while the heap is unchanged */
-    hhi_block *win[HH_DEFRAG_WINDOW];   /* highest movable blocks, descending (may have been pinned since) */
+    hhi_block *win[HHI_DEFRAG_WINDOW];   /* highest movable blocks, descending (may have been pinned since) */
     unsigned win_n;
     bool     win_end;              /* that scan reached its lowest hole */
     bool     win_saved;            /* win[] is worth reusing (see win_mutations, win_max_bytes) */

@@ -5,8 +5,9 @@
  * Every public function validates its arguments, takes the heap lock when the
  * heap is HH_HEAP_THREADSAFE, and reports failures through hhi_error() without
  * touching any block. Moving a block is one function pair (slide_down /
- * move_into) that ends in move_record(): slot update, journal, counters,
- * on_move, debug poison and the memcheck mempool notification.
+ * move_into) that ends in move_record(): slot update, counters, debug poison
+ * and the memcheck mempool notification, then the one stream of move events
+ * (move_emit) that the journal, the event hook and on_move consume.
  */
 #include "heap_internal.h"
 
@@ -324,7 +325,7 @@ static void journal_reserve(hh_heap *h, size_t more) {
 }
 
 /* Slow path of journal_push: grows the journal, then stores. */
-HH_NOINLINE static void journal_push_slow(hh_heap *h, hh_handle hd, size_t src, size_t dst, size_t size) {
+HH_NOINLINE static void journal_push_slow(hh_heap *h, const hh_move_record *rec) {
     hhi_journal *j = &h->journal;
     size_t cap = j->cap ? j->cap * 2 : 64;
     hh_move_record *r = hhi_meta_alloc(cap * sizeof *r);
@@ -336,37 +337,50 @@ HH_NOINLINE static void journal_push_slow(hh_heap *h, hh_handle hd, size_t src, 
     hhi_meta_free(j->rec);
     j->rec = r;
     j->cap = cap;
-    j->rec[j->count++] = (hh_move_record){ hd, src, dst, size };
+    j->rec[j->count++] = *rec;
 }
 
-static inline void journal_push(hh_heap *h, hh_handle hd, size_t src, size_t dst, size_t size) {
+static inline void journal_push(hh_heap *h, const hh_move_record *rec) {
     hhi_journal *j = &h->journal;
-    if (hh_likely(j->count < j->cap)) j->rec[j->count++] = (hh_move_record){ hd, src, dst, size };
-    else journal_push_slow(h, hd, src, dst, size);
+    if (hh_likely(j->count < j->cap)) j->rec[j->count++] = *rec;
+    else journal_push_slow(h, rec);
 }
 
-/* Everything that follows a relocation of the block in `slot` from old payload
-   `op` (block offset src) to `nb` (already written, `moved` payload bytes
-   copied; `usable` is nb's payload size, equal to `moved` except for a resize). */
-static inline hh_handle move_note(hh_heap *h, hhi_block *nb, uint32_t slot, void *op, size_t src, size_t usable,
-                                  size_t moved) {
+/* The one stream of move events. Every relocation -- a step's, hh_defrag_full's,
+   allocation-time compaction's, a resize's -- ends here once the block's slot
+   points at its new place, and its consumers read the same record in this
+   order: the journal (hh_defrag_journal: the moves since the step began), the
+   event hook (HH_EV_MOVE, for tracers and tools) and desc.on_move. `op`/`np`
+   are the old and new payloads, `moved` the payload bytes copied. */
+static void move_emit(hh_heap *h, const hh_move_record *r, void *op, void *np, size_t moved) {
+    journal_push(h, r);
+    if (h->event_fn)
+        h->event_fn(&(hh_heap_event){ .kind = HH_EV_MOVE, .handle = r->handle, .size = r->size,
+                                      .src_offset = r->src_offset, .dst_offset = r->dst_offset },
+                    h->event_user);
+    if (h->desc.on_move) h->desc.on_move(r->handle, op, np, moved, h->desc.user);
+}
+
+/* The bookkeeping of a relocation of the block in `slot` from old payload `op`
+   (block offset src) to `nb` (already written, `moved` payload bytes copied;
+   `usable` is nb's payload size, equal to `moved` except for a resize): the
+   slot, the tools, the counters. Its record, for move_emit. */
+static inline hh_move_record move_note(hh_heap *h, hhi_block *nb, uint32_t slot, void *op, size_t src, size_t usable,
+                                       size_t moved) {
     void *np = blk_payload(nb);
-    size_t dst = blk_offset(h, nb);
     hh_handle_repoint_fast(&h->handles, slot, np);
     hh_track_move(h, op, np, usable);
-    hh_handle hd = slot_handle(h, slot);
-    journal_push(h, hd, src, dst, blk_size(nb));
     h->total_moves++;
     h->total_bytes_moved += moved;
-    return hd;
+    return (hh_move_record){ slot_handle(h, slot), src, blk_offset(h, nb), blk_size(nb) };
 }
 
-/* move_note + the on_move callback (single-block moves: every slot is current
-   when the callback runs). */
+/* move_note + move_emit (single-block moves: every slot is current when the
+   consumers run). */
 static inline void move_record(hh_heap *h, hhi_block *nb, uint32_t slot, void *op, size_t src, size_t usable,
                                size_t moved) {
-    hh_handle hd = move_note(h, nb, slot, op, src, usable, moved);
-    if (h->desc.on_move) h->desc.on_move(hd, op, blk_payload(nb), moved, h->desc.user);
+    hh_move_record r = move_note(h, nb, slot, op, src, usable, moved);
+    move_emit(h, &r, op, blk_payload(nb), moved);
 }
 
 /* Debug poison + no-access for the bytes of [op, op+len) that the new payload
@@ -507,7 +521,7 @@ hhi_block *hhi_heap_move_into(hh_heap *h, hhi_block *b, hhi_block *f, size_t abs
 
 /* Moves the run of blocks [run, end) down by gap with one memmove and records
    each block's move (its old start bit is already cleared). Every slot of the
-   run is updated before the first on_move callback, so a callback that derefs
+   run is updated before the first move event, so a consumer that derefs
    another block of the run sees its new address. */
 static void sweep_move_run(hh_heap *h, size_t run, size_t end, size_t gap, size_t *bytes, size_t *count) {
     if (gap == 0 || end <= run) return;
@@ -524,12 +538,12 @@ static void sweep_move_run(hh_heap *h, size_t run, size_t end, size_t gap, size_
         (*count)++;
         o += size;
     }
-    if (h->desc.on_move == NULL) return;
-    for (size_t o = run - gap; o < end - gap;) {
+    for (size_t o = run - gap; o < end - gap;) {        /* then the events, in address order */
         hhi_block *nb = blk_at(h, o);
-        h->desc.on_move(slot_handle(h, nb->u.live.slot), h->base + o + gap + HHI_HDR, blk_payload(nb), blk_usable(h, nb),
-                        h->desc.user);
-        o += blk_size(nb);
+        size_t usable = blk_usable(h, nb);
+        hh_move_record r = { slot_handle(h, nb->u.live.slot), o + gap, o, blk_size(nb) };
+        move_emit(h, &r, h->base + o + gap + HHI_HDR, blk_payload(nb), usable);
+        o += r.size;
     }
 }
 

@@ -7,6 +7,7 @@
 #include "heap_internal.h"
 
 #include "../common/hh_error.h"
+#include "../common/hh_frag.h"
 #include "../common/hh_track.h"
 
 /* ---------------------------------------------------------------------------
@@ -226,7 +227,7 @@ void hh_heap_stats_get(const hh_heap *heap, hh_heap_stats *out) {
     out->live_blocks = heap->live_blocks;
     out->free_blocks = heap->free_blocks;
     out->pinned_blocks = heap->pinned_blocks;
-    out->fragmentation = heap->free_bytes ? 1.0 - (double)out->largest_free / (double)heap->free_bytes : 0.0;
+    out->fragmentation = hhi_fragmentation(out->largest_free, heap->free_bytes);
     out->total_moves = heap->total_moves;
     out->total_bytes_moved = heap->total_bytes_moved;
     heap_unlock(heap);

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 
 #include "../common/hh_error.h"
+#include "../common/hh_frag.h"
 #include "../common/hh_meta.h"
 
 /* ---------------------------------------------------------------------------
@@ -56,7 +57,8 @@ typedef struct walk_state {
     double             sum_sq;                     /* sum of free_i^2 */
     bool               last_free;                  /* the previous block was free */
     uint64_t           last_free_size;             /* and its size */
-    bool               seen_free;                  /* a free block was seen */
+    bool               seen_free;                  /* a free block was seen ... */
+    uint64_t           first_free;                 /* ... and the offset of the first */
 } walk_state;
 
 /* ---------------------------------------------------------------------------
@@ -200,13 +202,13 @@ static void walk_block(const hh_block_info *b, void *user) {
         s->m.free_bytes += b->size;
         if (b->size > s->m.largest_free) s->m.largest_free = b->size;
         s->sum_sq += (double)b->size * (double)b->size;
+        if (!s->seen_free) s->first_free = b->offset;
         s->seen_free = true;
     } else {
         s->m.live_blocks++;
         s->m.used_bytes += b->size;
         s->m.high_water = b->offset + b->size;
         if (b->state == HH_BLOCK_PINNED) s->m.pinned_blocks++;
-        else if (s->seen_free) s->m.compaction_debt += b->size;
     }
 }
 
@@ -277,10 +279,10 @@ static void write_heap_sections(hh_mapdump_writer *w, const hh_defrag_report *st
 
     hh_mapdump_metrics *m = &s.m;
     m->managed_bytes = managed_bytes(w);
-    m->fragmentation = m->free_bytes ? 1.0 - (double)m->largest_free / (double)m->free_bytes : 0.0;
-    m->fragmentation_sq = m->free_bytes ? 1.0 - s.sum_sq / ((double)m->free_bytes * (double)m->free_bytes) : 0.0;
-    if (m->fragmentation_sq < 0) m->fragmentation_sq = 0;   /* rounding */
-    if (m->holes == 0) m->compaction_debt = 0;               /* the only free block is the top */
+    m->fragmentation = hhi_fragmentation(m->largest_free, m->free_bytes);
+    m->fragmentation_sq = hhi_fragmentation_sq(s.sum_sq, m->free_bytes);
+    m->compaction_debt = hhi_compaction_debt(m->used_bytes, s.first_free, m->holes > 0);   /* the first free block is a hole
+                                                                                             unless it is the top */
     m->moves = (uint32_t)nrec;
     m->bytes_moved = bytes_moved;
     m->defrag_ns = step ? step->elapsed_ns : 0;

@@ -50,6 +50,7 @@ static void trace_flush(hh_trace *t) {
 /* The event hook: one record per event (heap lock held by the caller). */
 static void trace_hook(const hh_heap_event *e, void *user) {
     hh_trace *t = user;
+    if (e->kind == HH_EV_MOVE) return;             /* a step's outcome, not an input: the replay makes it again */
     if (t->len + 2 * TRACE_EVENT_MAX > sizeof t->buf) trace_flush(t);
     uint8_t *p = t->buf + t->len;
     /* hh_defrag_set_policy has no event: a change shows up before the next one.

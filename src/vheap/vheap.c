@@ -8,6 +8,7 @@
 
 #include "../common/hh_assert.h"
 #include "../common/hh_error.h"
+#include "../common/hh_frag.h"
 #include "../common/hh_meta.h"
 
 /* ---------------------------------------------------------------------------
@@ -532,7 +533,7 @@ void hh_vheap_stats_get(const hh_vheap *heap, hh_vheap_stats *out) {
     out->live_blocks = heap->count[VB_LIVE] + heap->count[VB_SRC];
     out->free_blocks = heap->count[VB_FREE];
     out->pinned_blocks = heap->pinned;
-    out->fragmentation = out->free_bytes ? 1.0 - (double)out->largest_free / (double)out->free_bytes : 0.0;
+    out->fragmentation = hhi_fragmentation(out->largest_free, out->free_bytes);
     out->total_moves = heap->total_moves;
     out->total_bytes_moved = heap->total_bytes_moved;
     out->meta_bytes = sizeof *heap + (uint64_t)heap->rec_cap * sizeof(hhi_vblk) +

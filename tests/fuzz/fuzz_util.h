@@ -10,6 +10,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "hheap/testing.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
