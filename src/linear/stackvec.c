@@ -69,7 +69,8 @@ void *hh_stackvec_push(hh_stackvec *v) {
 }
 
 hh_status hh_stackvec_append(hh_stackvec *v, const void *src, size_t n) {
-    if (!vec_ok(v) || (src == NULL && n != 0)) return hhi_error(HH_E_INVALID_ARG, "hh_stackvec_append: bad argument");
+    if (!vec_ok(v)) return hhi_error(HH_E_INVALID_ARG, "hh_stackvec_append: vector not initialised");
+    if (src == NULL && n != 0) return hhi_error(HH_E_INVALID_ARG, "hh_stackvec_append: src is NULL");
     if (n > SIZE_MAX - v->count) return hhi_error(HH_E_NO_MEMORY, "hh_stackvec_append: count overflows");
     hh_status s = vec_grow(v, v->count + n);
     if (s != HH_OK) return s;

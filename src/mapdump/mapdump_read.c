@@ -389,7 +389,8 @@ static hh_status reader_start(hh_mapdump_reader *r, hh_mapdump_reader **out) {
 --------------------------------------------------------------------------- */
 hh_status hh_mapdump_open(const char *path, hh_mapdump_reader **out) {
     if (out) *out = NULL;
-    if (path == NULL || out == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_mapdump_open: NULL argument");
+    if (path == NULL || out == NULL)
+        return hhi_error(HH_E_INVALID_ARG, "hh_mapdump_open: %s is NULL", out == NULL ? "out" : "path");
     hh_mapdump_reader *r = hhi_meta_alloc(sizeof *r);
     if (r == NULL) return hhi_error(HH_E_NO_MEMORY, "hh_mapdump_open: no memory for the reader");
     r->f = fopen(path, "rb");
@@ -414,7 +415,8 @@ hh_status hh_mapdump_open(const char *path, hh_mapdump_reader **out) {
 
 hh_status hh_mapdump_open_memory(const void *data, size_t bytes, hh_mapdump_reader **out) {
     if (out) *out = NULL;
-    if ((data == NULL && bytes) || out == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_mapdump_open_memory: NULL argument");
+    if ((data == NULL && bytes) || out == NULL)
+        return hhi_error(HH_E_INVALID_ARG, "hh_mapdump_open_memory: %s is NULL", out == NULL ? "out" : "data");
     hh_mapdump_reader *r = hhi_meta_alloc(sizeof *r);
     if (r == NULL) return hhi_error(HH_E_NO_MEMORY, "hh_mapdump_open_memory: no memory for the reader");
     r->mem = data;

@@ -288,7 +288,8 @@ void hhi_vrelease(hh_vheap *h, uint32_t r) {
 --------------------------------------------------------------------------- */
 hh_status hh_vheap_create(const hh_vheap_desc *desc, hh_vheap **out) {
     if (out) *out = NULL;
-    if (desc == NULL || out == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_vheap_create: NULL argument");
+    if (desc == NULL || out == NULL)
+        return hhi_error(HH_E_INVALID_ARG, "hh_vheap_create: %s is NULL", out == NULL ? "out" : "desc");
     hh_vheap_desc d = *desc;
     d.size &= ~(uint64_t)(HH_VHEAP_GRANULE - 1);
     if (d.size == 0 || d.size > HH_VHEAP_MAX_SIZE)
