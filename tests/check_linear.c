@@ -1036,6 +1036,202 @@ START_TEST(pagepool_cache_limit_and_trim) {
 END_TEST
 
 /* ---------------------------------------------------------------------------
+   Error contracts of NULL objects and NULL outs (issue #15, item 6): every
+   NULL object or out is reported once (HH_E_INVALID_ARG, the message starts
+   with the function's name), a non-NULL out is cleared before that early
+   return, and nothing else changes.
+--------------------------------------------------------------------------- */
+/* Exactly one HH_E_INVALID_ARG since the last reset, its message led by fn. */
+static void expect_one_invalid(const char *fn) {
+    ck_assert_msg(hh_test_captured_count() == 1, "%s: %u messages, want 1", fn, hh_test_captured_count());
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_INVALID_ARG);
+    ck_assert_int_eq(hh_last_error(), HH_E_INVALID_ARG);
+    size_t n = strlen(fn);
+    ck_assert_msg(strncmp(hh_test_last_message(), fn, n) == 0 && hh_test_last_message()[n] == ':',
+                  "message \"%s\" is not led by %s", hh_test_last_message(), fn);
+    hh_test_reset_captured();
+    hh_clear_last_error();
+}
+
+static bool all_bytes(const void *p, size_t n, uint8_t v) {
+    for (size_t i = 0; i < n; i++)
+        if (((const uint8_t *)p)[i] != v) return false;
+    return true;
+}
+
+static int junk_object;   /* what a stale out pointer points at before a failing create */
+
+START_TEST(creates_clear_out_before_reporting_a_null_desc) {
+    hh_pool *pool = (hh_pool *)(void *)&junk_object;
+    ck_assert_int_eq(hh_pool_create(NULL, &pool), HH_E_INVALID_ARG);
+    ck_assert_ptr_null(pool);
+    expect_one_invalid("hh_pool_create");
+    hh_stack *st = (hh_stack *)(void *)&junk_object;
+    ck_assert_int_eq(hh_stack_create(NULL, &st), HH_E_INVALID_ARG);
+    ck_assert_ptr_null(st);
+    expect_one_invalid("hh_stack_create");
+    hh_dstack *ds = (hh_dstack *)(void *)&junk_object;
+    ck_assert_int_eq(hh_dstack_create(NULL, &ds), HH_E_INVALID_ARG);
+    ck_assert_ptr_null(ds);
+    expect_one_invalid("hh_dstack_create");
+    hh_frame *f = (hh_frame *)(void *)&junk_object;
+    ck_assert_int_eq(hh_frame_create(NULL, &f), HH_E_INVALID_ARG);
+    ck_assert_ptr_null(f);
+    expect_one_invalid("hh_frame_create");
+    hh_dframe *df = (hh_dframe *)(void *)&junk_object;
+    ck_assert_int_eq(hh_dframe_create(NULL, &df), HH_E_INVALID_ARG);
+    ck_assert_ptr_null(df);
+    expect_one_invalid("hh_dframe_create");
+    hh_memstack *ms = (hh_memstack *)(void *)&junk_object;   /* NULL desc is the defaults here: not an error */
+    ck_assert_int_eq(hh_memstack_create(NULL, &ms), HH_OK);
+    ck_assert_uint_eq(hh_test_captured_count(), 0);
+    hh_memstack_destroy(ms);
+    hh_scratch *sc = (hh_scratch *)(void *)&junk_object;
+    ck_assert_int_eq(hh_scratch_create(NULL, &sc), HH_OK);
+    ck_assert_uint_eq(hh_test_captured_count(), 0);
+    hh_scratch_destroy(sc);
+    /* NULL out: reported, nothing created */
+    ck_assert_int_eq(hh_pool_create(&(hh_pool_desc){ .elem_size = 8, .capacity = 4 }, NULL), HH_E_INVALID_ARG);
+    expect_one_invalid("hh_pool_create");
+    ck_assert_int_eq(hh_stack_create(&(hh_stack_desc){ .capacity = 64 }, NULL), HH_E_INVALID_ARG);
+    expect_one_invalid("hh_stack_create");
+    ck_assert_int_eq(hh_dstack_create(&(hh_stack_desc){ .capacity = 64 }, NULL), HH_E_INVALID_ARG);
+    expect_one_invalid("hh_dstack_create");
+    ck_assert_int_eq(hh_frame_create(&(hh_frame_desc){ .capacity = 64 }, NULL), HH_E_INVALID_ARG);
+    expect_one_invalid("hh_frame_create");
+    ck_assert_int_eq(hh_dframe_create(&(hh_frame_desc){ .capacity = 64 }, NULL), HH_E_INVALID_ARG);
+    expect_one_invalid("hh_dframe_create");
+    ck_assert_int_eq(hh_memstack_create(NULL, NULL), HH_E_INVALID_ARG);
+    expect_one_invalid("hh_memstack_create");
+    ck_assert_int_eq(hh_scratch_create(NULL, NULL), HH_E_INVALID_ARG);
+    expect_one_invalid("hh_scratch_create");
+}
+END_TEST
+
+START_TEST(info_getters_clear_out_for_a_null_object) {
+    hh_memstack_info mi;
+    memset(&mi, 0xA5, sizeof mi);
+    ck_assert_int_eq(hh_memstack_info_get(NULL, &mi), HH_E_INVALID_ARG);
+    ck_assert(all_bytes(&mi, sizeof mi, 0));
+    expect_one_invalid("hh_memstack_info_get");
+    hh_pool_info pi;
+    memset(&pi, 0xA5, sizeof pi);
+    ck_assert_int_eq(hh_pool_info_get(NULL, &pi), HH_E_INVALID_ARG);
+    ck_assert(all_bytes(&pi, sizeof pi, 0));
+    expect_one_invalid("hh_pool_info_get");
+    hh_scratch_info si;
+    memset(&si, 0xA5, sizeof si);
+    ck_assert_int_eq(hh_scratch_info_get(NULL, &si), HH_E_INVALID_ARG);
+    ck_assert(all_bytes(&si, sizeof si, 0));
+    expect_one_invalid("hh_scratch_info_get");
+    /* NULL out with a live object: reported, the object unchanged */
+    hh_memstack *ms = stack_new(0);
+    ck_assert_ptr_nonnull(hh_memstack_alloc(ms, 100, 16));
+    hh_memstack_info before = stack_info(ms);
+    ck_assert_int_eq(hh_memstack_info_get(ms, NULL), HH_E_INVALID_ARG);
+    expect_one_invalid("hh_memstack_info_get");
+    hh_memstack_info after = stack_info(ms);
+    ck_assert_uint_eq(after.used_bytes, before.used_bytes);
+    ck_assert_uint_eq(after.alloc_count, before.alloc_count);
+    hh_memstack_destroy(ms);
+    hh_pool *pool;
+    ck_assert_int_eq(hh_pool_create(&(hh_pool_desc){ .elem_size = 16, .capacity = 8 }, &pool), HH_OK);
+    ck_assert_int_eq(hh_pool_info_get(pool, NULL), HH_E_INVALID_ARG);
+    expect_one_invalid("hh_pool_info_get");
+    hh_pool_destroy(pool);
+    hh_scratch *sc;
+    ck_assert_int_eq(hh_scratch_create(NULL, &sc), HH_OK);
+    ck_assert_int_eq(hh_scratch_info_get(sc, NULL), HH_E_INVALID_ARG);
+    expect_one_invalid("hh_scratch_info_get");
+    hh_scratch_destroy(sc);
+    ck_assert_int_eq(hh_pagepool_stats_get(NULL), HH_E_INVALID_ARG);
+    expect_one_invalid("hh_pagepool_stats_get");
+}
+END_TEST
+
+/* hh_stackvec_init's vector is its out: a failed init leaves it empty, so a
+   later push is refused ("not initialised") instead of using stale fields. */
+START_TEST(stackvec_init_failure_leaves_the_vector_empty) {
+    hh_memstack *ms = stack_new(0);
+    hh_stackvec v;
+    const size_t bad[][2] = { { 0, 0 }, { 8, 24 } };   /* elem_size 0; align not a power of two */
+    for (unsigned k = 0; k < 3; k++) {
+        memset(&v, 0xA5, sizeof v);
+        hh_status s = k == 2 ? hh_stackvec_init(&v, NULL, 8, 0) : hh_stackvec_init(&v, ms, bad[k][0], bad[k][1]);
+        ck_assert_int_eq(s, HH_E_INVALID_ARG);
+        ck_assert(all_bytes(&v, sizeof v, 0));
+        expect_one_invalid("hh_stackvec_init");
+        ck_assert_ptr_null(hh_stackvec_push(&v));
+        expect_one_invalid("hh_stackvec_push");
+        ck_assert_ptr_null(hh_stackvec_at(&v, 0));      /* an empty vector: no element 0, no message */
+        ck_assert_uint_eq(hh_test_captured_count(), 0);
+    }
+    ck_assert_int_eq(hh_stackvec_init(NULL, ms, 8, 0), HH_E_INVALID_ARG);
+    expect_one_invalid("hh_stackvec_init");
+    ck_assert_uint_eq(stack_info(ms).chunk_count, 0);   /* nothing allocated on the stack */
+    hh_memstack_destroy(ms);
+}
+END_TEST
+
+/* Getters that return a value (no status) still report a NULL object; the
+   value is the documented neutral one (0, NULL, an empty marker). */
+START_TEST(value_getters_report_a_null_object) {
+    ck_assert_uint_eq(hh_stack_used(NULL), 0);
+    expect_one_invalid("hh_stack_used");
+    ck_assert_uint_eq(hh_stack_get_marker(NULL).offset, 0);
+    expect_one_invalid("hh_stack_get_marker");
+    ck_assert_uint_eq(hh_dstack_used(NULL, HH_DSTACK_LOW), 0);
+    expect_one_invalid("hh_dstack_used");
+    ck_assert_uint_eq(hh_dstack_free_bytes(NULL), 0);
+    expect_one_invalid("hh_dstack_free_bytes");
+    ck_assert_uint_eq(hh_dstack_get_marker(NULL, HH_DSTACK_HIGH).offset, 0);
+    expect_one_invalid("hh_dstack_get_marker");
+    ck_assert_uint_eq(hh_frame_used(NULL), 0);
+    expect_one_invalid("hh_frame_used");
+    ck_assert_uint_eq(hh_dframe_used(NULL), 0);
+    expect_one_invalid("hh_dframe_used");
+    ck_assert_uint_eq(hh_dframe_frame(NULL), 0);
+    expect_one_invalid("hh_dframe_frame");
+    ck_assert_ptr_null(hh_stackvec_at(NULL, 0));
+    expect_one_invalid("hh_stackvec_at");
+    hh_mark_scope_end(NULL);
+    expect_one_invalid("hh_mark_scope_end");
+    /* a bad end of a live double-ended stack: reported, the stack unchanged */
+    hh_dstack *ds;
+    ck_assert_int_eq(hh_dstack_create(&(hh_stack_desc){ .capacity = 256 }, &ds), HH_OK);
+    ck_assert_ptr_nonnull(hh_dstack_alloc(ds, HH_DSTACK_LOW, 32, 16));
+    ck_assert_uint_eq(hh_dstack_used(ds, (hh_dstack_end)7), 0);
+    expect_one_invalid("hh_dstack_used");
+    ck_assert_uint_eq(hh_dstack_used(ds, HH_DSTACK_LOW), 32);
+    ck_assert_uint_eq(hh_dstack_free_bytes(ds), 256 - 32);
+    ck_assert_uint_eq(hh_test_captured_count(), 0);
+    hh_dstack_destroy(ds);
+    /* the already-uniform NULL paths stay one message each */
+    ck_assert_int_eq(hh_memstack_walk(NULL, NULL, NULL), HH_E_INVALID_ARG);
+    expect_one_invalid("hh_memstack_walk");
+    ck_assert_int_eq(hh_memstack_walk_marks(NULL, NULL, NULL), HH_E_INVALID_ARG);
+    expect_one_invalid("hh_memstack_walk_marks");
+    ck_assert_int_eq(hh_memstack_check(NULL), HH_E_INVALID_ARG);
+    expect_one_invalid("hh_memstack_check");
+    ck_assert_int_eq(hh_memstack_trim(NULL), HH_E_INVALID_ARG);
+    expect_one_invalid("hh_memstack_trim");
+    ck_assert_int_eq(hh_stack_free_to_marker(NULL, (hh_stack_marker){ 0 }), HH_E_INVALID_ARG);
+    expect_one_invalid("hh_stack_free_to_marker");
+    ck_assert_int_eq(hh_pool_free(NULL, NULL), HH_E_INVALID_ARG);
+    expect_one_invalid("hh_pool_free");
+    /* destroy of NULL stays a silent no-op, like free(NULL) */
+    hh_memstack_destroy(NULL);
+    hh_stack_destroy(NULL);
+    hh_dstack_destroy(NULL);
+    hh_frame_destroy(NULL);
+    hh_dframe_destroy(NULL);
+    hh_pool_destroy(NULL);
+    hh_scratch_destroy(NULL);
+    ck_assert_uint_eq(hh_test_captured_count(), 0);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------
    Suite
 --------------------------------------------------------------------------- */
 Suite *hh_test_linear_suite(void) {
@@ -1072,5 +1268,13 @@ Suite *hh_test_linear_suite(void) {
     tcase_add_test(tg, scratch_growth_reset_and_alignment);
     tcase_add_test(tg, other_allocators_fault_injection);
     suite_add_tcase(s, tg);
+
+    TCase *tn = tcase_create("contracts");
+    tcase_add_checked_fixture(tn, setup, teardown);
+    tcase_add_test(tn, creates_clear_out_before_reporting_a_null_desc);
+    tcase_add_test(tn, info_getters_clear_out_for_a_null_object);
+    tcase_add_test(tn, stackvec_init_failure_leaves_the_vector_empty);
+    tcase_add_test(tn, value_getters_report_a_null_object);
+    suite_add_tcase(s, tn);
     return s;
 }

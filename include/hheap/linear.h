@@ -48,13 +48,26 @@
  * default, 16). Block starts are at least 8-byte aligned. Failures return NULL,
  * set hh_last_error() and send one message to the error handler.
  *
+ * NULL arguments (the same contract in every function below): a NULL object,
+ * out or callback is reported once (HH_E_INVALID_ARG, the message led by the
+ * function's name) and changes nothing. An out the call was given -- the
+ * pointer of a create, an info struct, the vector of hh_stackvec_init -- is
+ * cleared (NULL / all zero) before any early return, so a failed call never
+ * leaves stale data in it. Getters that return a value rather than a status
+ * (hh_stack_used, hh_dframe_frame ...) report a NULL object and return 0.
+ * Deliberate exceptions: destroy functions take NULL as a no-op (like free),
+ * hh_pool_free takes a NULL element as a no-op, and a NULL desc means the
+ * defaults for hh_memstack_create and hh_scratch_create (the others require one).
+ *
  * Memory checking: in a build with HH_TRACK_VALGRIND=1, memcheck reports a read
  * of popped / reset / freed memory as an invalid read, and reused memory reads
  * as uninitialised; with HH_TRACK_ASAN=1 the same ranges are poisoned.
  *
- * Threads: the page pool is thread-safe. Every other object is used by one
- * thread at a time (the caller serialises); hh_memstack_thread() gives each
- * thread its own stack, freed when the thread exits.
+ * Threads: the page pool is thread-safe (its getter, hh_pagepool_stats_get,
+ * takes the pool lock like every pool call). Every other object is used by one
+ * thread at a time (the caller serialises), so its getters take no lock;
+ * hh_memstack_thread() gives each thread its own stack, freed when the thread
+ * exits.
  */
 #ifndef HHEAP_LINEAR_H
 #define HHEAP_LINEAR_H
@@ -97,7 +110,8 @@ typedef struct hh_pagepool_stats {
     uint64_t os_maps, os_unmaps;  /* OS calls made since process start */
 } hh_pagepool_stats;
 
-/* Fills *out with a consistent snapshot. out NULL: HH_E_INVALID_ARG. */
+/* Fills *out with a consistent snapshot, taken under the pool lock.
+   out NULL: HH_E_INVALID_ARG. */
 HH_API hh_status hh_pagepool_stats_get(hh_pagepool_stats *out);
 /* Sets the cache limit in bytes (0 disables caching) and trims down to it. */
 HH_API void      hh_pagepool_set_cache_limit(size_t bytes);
@@ -164,7 +178,8 @@ HH_API void      hh_mark_push(hh_memstack *ms, hh_mark *mark);
    HH_E_MARK_ORDER (not the innermost open mark, or already popped: nothing
    changes), HH_E_INVALID_ARG (mark NULL). */
 HH_API hh_status hh_mark_pop(hh_mark *mark);
-/* Scope-exit helper for HH_MARK_SCOPE: pops the mark if it is still open. */
+/* Scope-exit helper for HH_MARK_SCOPE: pops the mark if it is still open (a
+   closed one is left alone, silently). mark NULL: HH_E_INVALID_ARG. */
 HH_API void      hh_mark_scope_end(hh_mark *mark);
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -226,7 +241,8 @@ typedef struct hh_memstack_info {
 typedef void (*hh_memstack_chunk_fn)(const hh_memstack_chunk_info *c, void *user);
 typedef void (*hh_memstack_mark_fn)(const hh_memstack_mark_info *m, void *user);
 
-/* Summary of ms. HH_E_INVALID_ARG if either pointer is NULL. */
+/* Summary of ms. HH_E_INVALID_ARG if either pointer is NULL (*out zeroed
+   when it is not). */
 HH_API hh_status hh_memstack_info_get(const hh_memstack *ms, hh_memstack_info *out);
 /* Calls fn for every chunk, oldest first. HH_E_INVALID_ARG if ms or fn is NULL. */
 HH_API hh_status hh_memstack_walk(const hh_memstack *ms, hh_memstack_chunk_fn fn, void *user);
@@ -253,7 +269,9 @@ typedef struct hh_stackvec {
     uint64_t     grow_copy;      /* growths that copied */
 } hh_stackvec;
 
-/* HH_E_INVALID_ARG (NULLs, elem_size 0, align not a power of two; 0: 16). */
+/* HH_E_INVALID_ARG (NULLs, elem_size 0, align not a power of two; 0: 16).
+   *v is the out: on failure it is left all zero, and every other call on it
+   then fails with HH_E_INVALID_ARG ("not initialised"). */
 HH_API hh_status hh_stackvec_init(hh_stackvec *v, hh_memstack *ms, size_t elem_size, size_t align);
 /* Ensures capacity >= n elements. HH_E_NO_MEMORY keeps the vector as it was. */
 HH_API hh_status hh_stackvec_reserve(hh_stackvec *v, size_t n);
@@ -261,7 +279,7 @@ HH_API hh_status hh_stackvec_reserve(hh_stackvec *v, size_t n);
 HH_API void     *hh_stackvec_push(hh_stackvec *v);
 /* Appends n elements copied from src. */
 HH_API hh_status hh_stackvec_append(hh_stackvec *v, const void *src, size_t n);
-/* Element i, NULL (no message) when i >= count. */
+/* Element i, NULL (no message) when i >= count; v NULL: NULL + HH_E_INVALID_ARG. */
 HH_API void     *hh_stackvec_at(const hh_stackvec *v, size_t i);
 
 /* ---------------------------------------------------------------------------
@@ -275,6 +293,7 @@ typedef struct hh_stack_desc {
     void   *memory;              /* caller buffer of capacity bytes; NULL: mapped by the stack */
 } hh_stack_desc;
 
+/* HH_E_INVALID_ARG (out or desc NULL, capacity 0 or too large), HH_E_NO_MEMORY. */
 HH_API hh_status hh_stack_create(const hh_stack_desc *desc, hh_stack **out);
 HH_API void      hh_stack_destroy(hh_stack *s);
 /* NULL + HH_E_NO_MEMORY when the buffer is full (nothing changes). */
@@ -284,6 +303,7 @@ HH_API hh_stack_marker hh_stack_get_marker(const hh_stack *s);
    above the current top (stale). */
 HH_API hh_status hh_stack_free_to_marker(hh_stack *s, hh_stack_marker m);
 HH_API void      hh_stack_clear(hh_stack *s);
+/* Bytes in use (0 + HH_E_INVALID_ARG for NULL). */
 HH_API size_t    hh_stack_used(const hh_stack *s);
 
 /* ---------------------------------------------------------------------------
@@ -300,7 +320,8 @@ HH_API void     *hh_dstack_alloc(hh_dstack *ds, hh_dstack_end end, size_t size, 
 HH_API hh_stack_marker hh_dstack_get_marker(const hh_dstack *ds, hh_dstack_end end);
 HH_API hh_status hh_dstack_free_to_marker(hh_dstack *ds, hh_dstack_end end, hh_stack_marker m);
 HH_API void      hh_dstack_clear(hh_dstack *ds, hh_dstack_end end);
-/* Bytes in use at one end; bytes still free between the ends. */
+/* Bytes in use at one end; bytes still free between the ends. 0 +
+   HH_E_INVALID_ARG for a NULL stack or an end that is neither LOW nor HIGH. */
 HH_API size_t    hh_dstack_used(const hh_dstack *ds, hh_dstack_end end);
 HH_API size_t    hh_dstack_free_bytes(const hh_dstack *ds);
 
@@ -322,13 +343,15 @@ HH_API hh_status hh_frame_create(const hh_frame_desc *desc, hh_frame **out);
 HH_API void      hh_frame_destroy(hh_frame *f);
 HH_API void     *hh_frame_alloc(hh_frame *f, size_t size, size_t align);
 HH_API void      hh_frame_reset(hh_frame *f);
+/* Bytes in use this frame (0 + HH_E_INVALID_ARG for NULL). */
 HH_API size_t    hh_frame_used(const hh_frame *f);
 
 HH_API hh_status hh_dframe_create(const hh_frame_desc *desc, hh_dframe **out);
 HH_API void      hh_dframe_destroy(hh_dframe *df);
 HH_API void     *hh_dframe_alloc(hh_dframe *df, size_t size, size_t align);
 HH_API void      hh_dframe_swap(hh_dframe *df);
-/* Bytes in use in the current buffer; frames swapped so far. */
+/* Bytes in use in the current buffer; frames swapped so far (each 0 +
+   HH_E_INVALID_ARG for NULL). */
 HH_API size_t    hh_dframe_used(const hh_dframe *df);
 HH_API uint64_t  hh_dframe_frame(const hh_dframe *df);
 
@@ -367,6 +390,7 @@ HH_API void      hh_pool_destroy(hh_pool *p);
 HH_API void     *hh_pool_alloc(hh_pool *p);
 /* NULL is a no-op (HH_OK). HH_E_FOREIGN_POINTER, HH_E_DOUBLE_FREE: nothing changes. */
 HH_API hh_status hh_pool_free(hh_pool *p, void *elem);
+/* HH_E_INVALID_ARG if either pointer is NULL (*out zeroed when it is not). */
 HH_API hh_status hh_pool_info_get(const hh_pool *p, hh_pool_info *out);
 
 /* ---------------------------------------------------------------------------
@@ -392,6 +416,7 @@ HH_API hh_status hh_scratch_create(const hh_scratch_desc *desc, hh_scratch **out
 HH_API void      hh_scratch_destroy(hh_scratch *s);
 HH_API void     *hh_scratch_alloc(hh_scratch *s, size_t size, size_t align);
 HH_API void      hh_scratch_reset(hh_scratch *s);
+/* HH_E_INVALID_ARG if either pointer is NULL (*out zeroed when it is not). */
 HH_API hh_status hh_scratch_info_get(const hh_scratch *s, hh_scratch_info *out);
 
 #ifdef __cplusplus

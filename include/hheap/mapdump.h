@@ -28,6 +28,15 @@
  * HH_E_CORRUPT and a message giving the byte offset; it never reads outside
  * what it has read in, whatever the file holds.
  *
+ * NULL arguments, in every function: a NULL writer, reader, path, desc or out
+ * is reported once (HH_E_INVALID_ARG, the message led by the function's name)
+ * and changes nothing; an out the call was given is cleared (NULL / all zero)
+ * before any early return. hh_mapdump_close(NULL) and
+ * hh_mapdump_reader_close(NULL) are no-ops (like free). Writers and readers
+ * are not thread-safe (one thread at a time), so their getters take no lock;
+ * the writer reads the heap through hh_heap_walk and the other heap getters,
+ * which take the heap's lock.
+ *
  * hh_mapdump_desc defaults (zero fields):
  *   heap            required, unless vheap is given instead
  *   vheap           NULL; a virtual heap (vheap.h) to record instead of heap: every
@@ -102,7 +111,7 @@ HH_API hh_status hh_mapdump_write_frame(hh_mapdump_writer *w, uint64_t frame, co
 /* Writes the end record, closes the file and frees w. Returns HH_E_IO if any
    write since create failed (the message says which). NULL: HH_OK. */
 HH_API hh_status hh_mapdump_close(hh_mapdump_writer *w);
-/* Bytes written so far (header and records). */
+/* Bytes written so far (header and records); 0 + HH_E_INVALID_ARG for NULL. */
 HH_API uint64_t  hh_mapdump_bytes_written(const hh_mapdump_writer *w);
 
 /* ---------------------------------------------------------------------------
@@ -222,15 +231,17 @@ typedef struct hh_mapdump_file_info {
 HH_API hh_status hh_mapdump_open(const char *path, hh_mapdump_reader **out);
 /* As hh_mapdump_open over bytes in memory (not copied: keep them alive). */
 HH_API hh_status hh_mapdump_open_memory(const void *data, size_t bytes, hh_mapdump_reader **out);
-/* The file header. HH_E_INVALID_ARG on NULL. */
+/* The file header. HH_E_INVALID_ARG on NULL (*out zeroed when only r is). */
 HH_API hh_status hh_mapdump_info(const hh_mapdump_reader *r, hh_mapdump_file_info *out);
 /* Reads the next frame into *out. At the end record: HH_OK and *out = NULL.
    HH_E_CORRUPT (bad record, checksum mismatch, or the file ends without an end
-   record: truncated) with *out = NULL; every later call fails the same way. */
+   record: truncated) with *out = NULL; every later call fails the same way.
+   r or out NULL: HH_E_INVALID_ARG (*out = NULL when out is not). */
 HH_API hh_status hh_mapdump_next(hh_mapdump_reader *r, const hh_mapdump_frame **out);
 /* Goes back to the first frame. HH_E_IO if the file cannot be re-read. */
 HH_API hh_status hh_mapdump_rewind(hh_mapdump_reader *r);
-/* Frames the end record says were written (0 until the end record is read). */
+/* Frames the end record says were written (0 until the end record is read;
+   0 + HH_E_INVALID_ARG for NULL). */
 HH_API uint64_t  hh_mapdump_frames_written(const hh_mapdump_reader *r);
 /* Closes the reader. NULL is a no-op. */
 HH_API void      hh_mapdump_reader_close(hh_mapdump_reader *r);

@@ -61,7 +61,14 @@
  * give HH_E_STALE_HANDLE. Metadata memory comes from the library's metadata
  * seam; when it runs out the call fails with HH_E_NO_MEMORY and changes
  * nothing (hh_vdefrag_begin may then plan fewer moves).
- * Not thread-safe: serialise all calls on one heap.
+ * NULL arguments, in every function: a NULL heap, out or callback is reported
+ * once (HH_E_INVALID_ARG, the message led by the function's name) and changes
+ * nothing; an out the call was given is cleared (NULL / 0 / all zero) before
+ * any early return. Getters that return a value report a NULL heap and a
+ * stale handle and return their neutral value (0, false, HH_VOFFSET_NONE).
+ * Optional outs, documented as "may be NULL", are not errors when NULL;
+ * hh_vheap_destroy(NULL) is a no-op (like free).
+ * Not thread-safe: serialise all calls on one heap (so no getter takes a lock).
  */
 #ifndef HHEAP_VHEAP_H
 #define HHEAP_VHEAP_H
@@ -105,7 +112,7 @@ typedef struct hh_vheap_desc {        /* zero-initialise; zero fields take defau
 HH_API hh_status hh_vheap_create(const hh_vheap_desc *desc, hh_vheap **out);
 /* Destroys the heap; every handle becomes invalid. NULL is a no-op. */
 HH_API void      hh_vheap_destroy(hh_vheap *heap);
-/* Current size of the range in bytes (0 for NULL). */
+/* Current size of the range in bytes (0 + HH_E_INVALID_ARG for NULL). */
 HH_API uint64_t  hh_vheap_size(const hh_vheap *heap);
 /* Extends the range to new_size bytes (rounded down to the granule); the new
    space joins the top free region. HH_E_INVALID_ARG if new_size is below the
@@ -113,8 +120,9 @@ HH_API uint64_t  hh_vheap_size(const hh_vheap *heap);
 HH_API hh_status hh_vheap_grow(hh_vheap *heap, uint64_t new_size);
 /* Cuts the top free region off: the range then ends at the highest used byte
    (live, pinned or reserved; 0 for an empty heap -- an empty range accepts no
-   allocation until it grows). *out_size (may be NULL) gets the new size. Run
-   passes to compactness first to shrink to the live bytes. */
+   allocation until it grows). *out_size (may be NULL) gets the new size (0
+   when heap is NULL: HH_E_INVALID_ARG). Run passes to compactness first to
+   shrink to the live bytes. */
 HH_API hh_status hh_vheap_shrink(hh_vheap *heap, uint64_t *out_size);
 
 /* ---------------------------------------------------------------------------
@@ -138,9 +146,10 @@ HH_API hh_status hh_vresize(hh_vheap *heap, hh_handle h, uint64_t new_size);
 /* Offset of h's block; HH_VOFFSET_NONE if h is null or stale (HH_E_STALE_HANDLE
    reported). Changes only at hh_vdefrag_end. */
 HH_API uint64_t  hh_voffset(const hh_vheap *heap, hh_handle h);
-/* Block bytes of h (at least what was asked for); 0 if stale. */
+/* Block bytes of h (at least what was asked for); 0 if h is null or stale
+   (HH_E_STALE_HANDLE reported, as by hh_voffset). */
 HH_API uint64_t  hh_vsize(const hh_vheap *heap, hh_handle h);
-/* Tag given at allocation; 0 if stale. */
+/* Tag given at allocation; 0 if h is null or stale (HH_E_STALE_HANDLE reported). */
 HH_API uint32_t  hh_vtag(const hh_vheap *heap, hh_handle h);
 /* Counted pin: a pinned block is never planned to move. HH_E_STALE_HANDLE;
    HH_E_INVALID_ARG when the count would pass HH_VHEAP_MAX_PINS. */
@@ -189,16 +198,19 @@ typedef struct hh_vdefrag_report {
    Cost: O((moves + blocks examined) log n); the blocks examined are bounded
    by the budget (a few per planned move), not by the heap's size.
    HH_E_INVALID_ARG (NULL heap or out, a pass already open, unknown policy), HH_E_NO_MEMORY
-   (no metadata for a single move; no pass opened). */
+   (no metadata for a single move; no pass opened). *out is zeroed before any
+   early return. */
 HH_API hh_status hh_vdefrag_begin(hh_vheap *heap, const hh_vdefrag_budget *budget, hh_vdefrag_pass *out);
 /* Closes the open pass. results[i] is the outcome of moves[i] (NULL: every
-   move done). report may be NULL. HH_E_INVALID_ARG (no pass open, a result out
-   of range: the pass stays open, nothing changed). Never fails for memory. */
+   move done). report may be NULL (else zeroed before any early return).
+   HH_E_INVALID_ARG (heap NULL, no pass open, a result out of range: the pass
+   stays open, nothing changed). Never fails for memory. */
 HH_API hh_status hh_vdefrag_end(hh_vheap *heap, const hh_vmove_result *results, hh_vdefrag_report *report);
-/* True while a pass is open. */
+/* True while a pass is open (false + HH_E_INVALID_ARG for NULL). */
 HH_API bool      hh_vdefrag_active(const hh_vheap *heap);
 /* The done moves of the last ended pass (offsets as planned); *out valid until
-   the next hh_vdefrag_begin. Returns their number. */
+   the next hh_vdefrag_begin. Returns their number. heap or out NULL: 0 +
+   HH_E_INVALID_ARG (*out set to NULL when out is not), as hh_defrag_journal. */
 HH_API size_t    hh_vdefrag_journal(const hh_vheap *heap, const hh_vmove **out);
 
 /* ---------------------------------------------------------------------------
@@ -217,10 +229,12 @@ typedef struct hh_vheap_stats {
     uint32_t records;                 /* block records in use (free + live + reserved blocks) */
 } hh_vheap_stats;
 /* Every figure but largest_free is kept by the mutations; largest_free is a
-   search of the free tree's largest size class (O(log n) in practice). */
+   search of the free tree's largest size class (O(log n) in practice).
+   HH_E_INVALID_ARG reported for a NULL out, or a NULL heap (*out zeroed). */
 HH_API void      hh_vheap_stats_get(const hh_vheap *heap, hh_vheap_stats *out);
 /* Calls fn for every block in address order (hh_block_info of heap.h: state
-   HH_BLOCK_FREE / LIVE / PINNED or HH_VBLOCK_RESERVED). fn must not mutate the heap. */
+   HH_BLOCK_FREE / LIVE / PINNED or HH_VBLOCK_RESERVED). fn must not mutate the heap.
+   heap or fn NULL: HH_E_INVALID_ARG reported, nothing called. */
 HH_API void      hh_vheap_walk(const hh_vheap *heap, hh_walk_fn fn, void *user);
 /* Checks every invariant (V1..V8 in src/vheap/vheap_internal.h); HH_OK or
    HH_E_CORRUPT with a message naming the first violation. O(n). */

@@ -29,8 +29,9 @@ struct hh_dframe {
    hh_frame
 --------------------------------------------------------------------------- */
 hh_status hh_frame_create(const hh_frame_desc *desc, hh_frame **out) {
-    if (out == NULL || desc == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_frame_create: NULL argument");
-    *out = NULL;
+    if (out == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_frame_create: out is NULL");
+    *out = NULL;  /* before any other early return: a failed create never leaves a stale pointer */
+    if (desc == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_frame_create: desc is NULL");
     hh_frame *f = hhi_meta_alloc(sizeof *f);
     if (f == NULL) return hhi_error(HH_E_NO_MEMORY, "hh_frame_create: no memory for the frame object");
     hh_status st = hhi_lstack_init(&f->s, desc->capacity, NULL, "hh_frame_create");
@@ -64,14 +65,18 @@ void hh_frame_reset(hh_frame *f) {
     hhi_lstack_cut(&f->s, 0);
 }
 
-size_t hh_frame_used(const hh_frame *f) { return f != NULL ? f->s.top : 0; }
+size_t hh_frame_used(const hh_frame *f) {
+    if (f == NULL) return hhi_linear_null_value("hh_frame_used", "frame");
+    return f->s.top;
+}
 
 /* ---------------------------------------------------------------------------
    hh_dframe
 --------------------------------------------------------------------------- */
 hh_status hh_dframe_create(const hh_frame_desc *desc, hh_dframe **out) {
-    if (out == NULL || desc == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_dframe_create: NULL argument");
-    *out = NULL;
+    if (out == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_dframe_create: out is NULL");
+    *out = NULL;  /* before any other early return: a failed create never leaves a stale pointer */
+    if (desc == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_dframe_create: desc is NULL");
     hh_dframe *df = hhi_meta_alloc(sizeof *df);
     if (df == NULL) return hhi_error(HH_E_NO_MEMORY, "hh_dframe_create: no memory for the frame object");
     for (unsigned i = 0; i < 2; i++) {
@@ -111,6 +116,12 @@ void hh_dframe_swap(hh_dframe *df) {
     df->frame++;
 }
 
-size_t hh_dframe_used(const hh_dframe *df) { return df != NULL ? df->s[df->cur].top : 0; }
+size_t hh_dframe_used(const hh_dframe *df) {
+    if (df == NULL) return hhi_linear_null_value("hh_dframe_used", "frame");
+    return df->s[df->cur].top;
+}
 
-uint64_t hh_dframe_frame(const hh_dframe *df) { return df != NULL ? df->frame : 0; }
+uint64_t hh_dframe_frame(const hh_dframe *df) {
+    if (df == NULL) return hhi_linear_null_value("hh_dframe_frame", "frame");
+    return df->frame;
+}

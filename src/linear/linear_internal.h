@@ -133,6 +133,11 @@ HH_INTERNAL void     *hhi_lstack_alloc(hhi_lstack *s, size_t size, size_t align,
 /* Frees everything above offset (offset <= top). */
 HH_INTERNAL void      hhi_lstack_cut(hhi_lstack *s, size_t offset);
 
+/* Reports a NULL object passed to a value getter (`who`: the public function,
+   `what`: the object's name) and returns the getter's neutral answer, 0
+   (stack.c). Cold and apart, so the getters stay a test and a load. */
+HH_INTERNAL HH_COLD HH_NOINLINE size_t hhi_linear_null_value(const char *who, const char *what);
+
 /* Cuts the memcheck pool `pool` back to [base, base+keep): allocations above
    are forgotten and the rest of [base, base+span) is made no-access. */
 static inline void hhi_linear_track_cut(void *pool, void *base, size_t keep, size_t span) {

@@ -365,7 +365,11 @@ hh_status hh_mark_pop(hh_mark *mark) {
 }
 
 void hh_mark_scope_end(hh_mark *mark) {
-    if (mark != NULL && mark->magic == HHI_MARK_MAGIC && mark->ms != NULL) (void)hh_mark_pop(mark);
+    if (mark == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_mark_scope_end: mark is NULL");
+        return;
+    }
+    if (mark->magic == HHI_MARK_MAGIC && mark->ms != NULL) (void)hh_mark_pop(mark);
 }
 
 /* ---------------------------------------------------------------------------
@@ -375,7 +379,8 @@ void hh_mark_scope_end(hh_mark *mark) {
 static uint8_t *chunk_top(const hh_memstack *ms, hhi_chunk *c) { return c == ms->chunk ? ms->top : c->top; }
 
 hh_status hh_memstack_walk(const hh_memstack *ms, hh_memstack_chunk_fn fn, void *user) {
-    if (ms == NULL || fn == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_memstack_walk: NULL argument");
+    if (ms == NULL || fn == NULL)
+        return hhi_error(HH_E_INVALID_ARG, "hh_memstack_walk: %s is NULL", ms == NULL ? "stack" : "fn");
     /* The chain runs newest to oldest; visit oldest first without allocating:
        for index i, walk down from the top (O(n^2), n is small: chunks are 64 KiB). */
     for (uint32_t i = 0; i < ms->chunk_count; i++) {
@@ -397,7 +402,8 @@ hh_status hh_memstack_walk(const hh_memstack *ms, hh_memstack_chunk_fn fn, void 
 }
 
 hh_status hh_memstack_walk_marks(const hh_memstack *ms, hh_memstack_mark_fn fn, void *user) {
-    if (ms == NULL || fn == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_memstack_walk_marks: NULL argument");
+    if (ms == NULL || fn == NULL)
+        return hhi_error(HH_E_INVALID_ARG, "hh_memstack_walk_marks: %s is NULL", ms == NULL ? "stack" : "fn");
     for (const hh_mark *m = ms->marks; m != NULL; m = m->prev) {
         const hhi_chunk *c = m->chunk;
         hh_memstack_mark_info info = {
@@ -411,7 +417,11 @@ hh_status hh_memstack_walk_marks(const hh_memstack *ms, hh_memstack_mark_fn fn, 
 }
 
 hh_status hh_memstack_info_get(const hh_memstack *ms, hh_memstack_info *out) {
-    if (ms == NULL || out == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_memstack_info_get: NULL argument");
+    if (out == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_memstack_info_get: out is NULL");
+    if (ms == NULL) {
+        memset(out, 0, sizeof *out);  /* the caller may read it without checking the status */
+        return hhi_error(HH_E_INVALID_ARG, "hh_memstack_info_get: stack is NULL");
+    }
     hh_memstack_info info = {
         .name = ms->name,
         .flags = ms->flags,

@@ -99,8 +99,9 @@ static size_t natural_align(size_t n) {
    Public interface
 --------------------------------------------------------------------------- */
 hh_status hh_pool_create(const hh_pool_desc *desc, hh_pool **out) {
-    if (out == NULL || desc == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_pool_create: NULL argument");
-    *out = NULL;
+    if (out == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_pool_create: out is NULL");
+    *out = NULL;  /* before any other early return: a failed create never leaves a stale pointer */
+    if (desc == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_pool_create: desc is NULL");
     if (desc->elem_size == 0 || desc->capacity == 0)
         return hhi_error(HH_E_INVALID_ARG, "hh_pool_create: elem_size and capacity must be non-zero");
     if ((desc->flags & ~(uint32_t)HH_POOL_INDEX16) != 0)
@@ -191,7 +192,11 @@ hh_status hh_pool_free(hh_pool *p, void *elem) {
 }
 
 hh_status hh_pool_info_get(const hh_pool *p, hh_pool_info *out) {
-    if (p == NULL || out == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_pool_info_get: NULL argument");
+    if (out == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_pool_info_get: out is NULL");
+    if (p == NULL) {
+        memset(out, 0, sizeof *out);  /* the caller may read it without checking the status */
+        return hhi_error(HH_E_INVALID_ARG, "hh_pool_info_get: pool is NULL");
+    }
     *out = (hh_pool_info){ .elem_size = p->elem_size, .elem_stride = p->stride, .capacity = p->capacity,
                            .live_count = p->live_count, .peak_count = p->peak_count, .index16 = p->index16 };
     return HH_OK;

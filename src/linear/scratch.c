@@ -17,6 +17,8 @@
  */
 #include "linear_internal.h"
 
+#include <string.h>
+
 #include "../common/hh_meta.h"
 #include "../common/hh_platform.h"
 
@@ -146,7 +148,11 @@ void hh_scratch_reset(hh_scratch *s) {
 }
 
 hh_status hh_scratch_info_get(const hh_scratch *s, hh_scratch_info *out) {
-    if (s == NULL || out == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_scratch_info_get: NULL argument");
+    if (out == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_scratch_info_get: out is NULL");
+    if (s == NULL) {
+        memset(out, 0, sizeof *out);  /* the caller may read it without checking the status */
+        return hhi_error(HH_E_INVALID_ARG, "hh_scratch_info_get: scratch is NULL");
+    }
     *out = (hh_scratch_info){
         .capacity_bytes = s->cur != NULL ? s->cur->size - SCRATCH_HEADER : 0,
         .used_bytes = s->cur != NULL ? (size_t)(s->ptr - buf_start(s->cur)) : 0,

@@ -52,6 +52,11 @@ static void buffer_drop(uint8_t *base, size_t capacity, bool owned) {
     if (owned) hhi_os_unmap(base, capacity);
 }
 
+size_t hhi_linear_null_value(const char *who, const char *what) {
+    hhi_error(HH_E_INVALID_ARG, "%s: %s is NULL", who, what);
+    return 0;
+}
+
 /* Validates size/align for a `who` allocation; false after reporting. */
 static bool alloc_args_ok(size_t size, size_t *align, const char *who) {
     size_t a = *align;
@@ -107,8 +112,9 @@ void hhi_lstack_cut(hhi_lstack *s, size_t offset) {
    hh_stack
 --------------------------------------------------------------------------- */
 hh_status hh_stack_create(const hh_stack_desc *desc, hh_stack **out) {
-    if (out == NULL || desc == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_stack_create: NULL argument");
-    *out = NULL;
+    if (out == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_stack_create: out is NULL");
+    *out = NULL;  /* before any other early return: a failed create never leaves a stale pointer */
+    if (desc == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_stack_create: desc is NULL");
     hh_stack *s = hhi_meta_alloc(sizeof *s);
     if (s == NULL) return hhi_error(HH_E_NO_MEMORY, "hh_stack_create: no memory for the stack object");
     hh_status st = hhi_lstack_init(&s->s, desc->capacity, desc->memory, "hh_stack_create");
@@ -159,7 +165,10 @@ void hh_stack_clear(hh_stack *s) {
     hhi_lstack_cut(&s->s, 0);
 }
 
-size_t hh_stack_used(const hh_stack *s) { return s != NULL ? s->s.top : 0; }
+size_t hh_stack_used(const hh_stack *s) {
+    if (s == NULL) return hhi_linear_null_value("hh_stack_used", "stack");
+    return s->s.top;
+}
 
 /* ---------------------------------------------------------------------------
    hh_dstack
@@ -186,8 +195,9 @@ static void dstack_cut(hh_dstack *ds, hh_dstack_end e, size_t keep) {
 }
 
 hh_status hh_dstack_create(const hh_stack_desc *desc, hh_dstack **out) {
-    if (out == NULL || desc == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_dstack_create: NULL argument");
-    *out = NULL;
+    if (out == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_dstack_create: out is NULL");
+    *out = NULL;  /* before any other early return: a failed create never leaves a stale pointer */
+    if (desc == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_dstack_create: desc is NULL");
     hh_dstack *ds = hhi_meta_alloc(sizeof *ds);
     if (ds == NULL) return hhi_error(HH_E_NO_MEMORY, "hh_dstack_create: no memory for the stack object");
     hh_status st = buffer_make(desc->capacity, desc->memory, "hh_dstack_create", &ds->base, &ds->owned);
@@ -242,14 +252,14 @@ void *hh_dstack_alloc(hh_dstack *ds, hh_dstack_end end, size_t size, size_t alig
 
 hh_stack_marker hh_dstack_get_marker(const hh_dstack *ds, hh_dstack_end end) {
     if (ds == NULL || !end_ok(end)) {
-        hhi_error(HH_E_INVALID_ARG, "hh_dstack_get_marker: bad argument");
+        hhi_error(HH_E_INVALID_ARG, "hh_dstack_get_marker: %s", ds == NULL ? "stack is NULL" : "bad end");
         return (hh_stack_marker){ 0 };
     }
     return (hh_stack_marker){ ds->used[end] };
 }
 
 hh_status hh_dstack_free_to_marker(hh_dstack *ds, hh_dstack_end end, hh_stack_marker m) {
-    if (ds == NULL || !end_ok(end)) return hhi_error(HH_E_INVALID_ARG, "hh_dstack_free_to_marker: bad argument");
+    if (ds == NULL || !end_ok(end)) return hhi_error(HH_E_INVALID_ARG, "hh_dstack_free_to_marker: %s", ds == NULL ? "stack is NULL" : "bad end");
     if (m.offset > ds->used[end])
         return hhi_error(HH_E_INVALID_ARG, "hh_dstack_free_to_marker: marker %zu is above the %s top %zu (stale)",
                          m.offset, end == HH_DSTACK_LOW ? "low" : "high", ds->used[end]);
@@ -259,16 +269,22 @@ hh_status hh_dstack_free_to_marker(hh_dstack *ds, hh_dstack_end end, hh_stack_ma
 
 void hh_dstack_clear(hh_dstack *ds, hh_dstack_end end) {
     if (ds == NULL || !end_ok(end)) {
-        hhi_error(HH_E_INVALID_ARG, "hh_dstack_clear: bad argument");
+        hhi_error(HH_E_INVALID_ARG, "hh_dstack_clear: %s", ds == NULL ? "stack is NULL" : "bad end");
         return;
     }
     dstack_cut(ds, end, 0);
 }
 
 size_t hh_dstack_used(const hh_dstack *ds, hh_dstack_end end) {
-    return ds != NULL && end_ok(end) ? ds->used[end] : 0;
+    if (ds == NULL) return hhi_linear_null_value("hh_dstack_used", "stack");
+    if (!end_ok(end)) {
+        hhi_error(HH_E_INVALID_ARG, "hh_dstack_used: end %d is neither HH_DSTACK_LOW nor HH_DSTACK_HIGH", (int)end);
+        return 0;
+    }
+    return ds->used[end];
 }
 
 size_t hh_dstack_free_bytes(const hh_dstack *ds) {
-    return ds != NULL ? ds->capacity - ds->used[0] - ds->used[1] : 0;
+    if (ds == NULL) return hhi_linear_null_value("hh_dstack_free_bytes", "stack");
+    return ds->capacity - ds->used[0] - ds->used[1];
 }

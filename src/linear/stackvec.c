@@ -44,7 +44,9 @@ static bool vec_ok(const hh_stackvec *v) { return v != NULL && v->ms != NULL && 
    Public interface
 --------------------------------------------------------------------------- */
 hh_status hh_stackvec_init(hh_stackvec *v, hh_memstack *ms, size_t elem_size, size_t align) {
-    if (v == NULL || ms == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_stackvec_init: NULL argument");
+    if (v == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_stackvec_init: vector is NULL");
+    *v = (hh_stackvec){ 0 };  /* v is the out: a failed init leaves an empty vector that every call refuses */
+    if (ms == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_stackvec_init: stack is NULL");
     if (elem_size == 0) return hhi_error(HH_E_INVALID_ARG, "hh_stackvec_init: elem_size 0");
     size_t a = align;
     if (!hhi_linear_align_ok(&a)) return hhi_error(HH_E_INVALID_ARG, "hh_stackvec_init: align %zu is not a power of two", align);
@@ -67,7 +69,8 @@ void *hh_stackvec_push(hh_stackvec *v) {
 }
 
 hh_status hh_stackvec_append(hh_stackvec *v, const void *src, size_t n) {
-    if (!vec_ok(v) || (src == NULL && n != 0)) return hhi_error(HH_E_INVALID_ARG, "hh_stackvec_append: bad argument");
+    if (!vec_ok(v)) return hhi_error(HH_E_INVALID_ARG, "hh_stackvec_append: vector not initialised");
+    if (src == NULL && n != 0) return hhi_error(HH_E_INVALID_ARG, "hh_stackvec_append: src is NULL");
     if (n > SIZE_MAX - v->count) return hhi_error(HH_E_NO_MEMORY, "hh_stackvec_append: count overflows");
     hh_status s = vec_grow(v, v->count + n);
     if (s != HH_OK) return s;
@@ -77,6 +80,10 @@ hh_status hh_stackvec_append(hh_stackvec *v, const void *src, size_t n) {
 }
 
 void *hh_stackvec_at(const hh_stackvec *v, size_t i) {
-    if (v == NULL || i >= v->count) return NULL;
+    if (v == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_stackvec_at: vector is NULL");
+        return NULL;
+    }
+    if (i >= v->count) return NULL;  /* a query answer, not an error (linear.h) */
     return (uint8_t *)v->data + v->elem_size * i;
 }

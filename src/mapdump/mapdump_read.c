@@ -389,7 +389,8 @@ static hh_status reader_start(hh_mapdump_reader *r, hh_mapdump_reader **out) {
 --------------------------------------------------------------------------- */
 hh_status hh_mapdump_open(const char *path, hh_mapdump_reader **out) {
     if (out) *out = NULL;
-    if (path == NULL || out == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_mapdump_open: NULL argument");
+    if (path == NULL || out == NULL)
+        return hhi_error(HH_E_INVALID_ARG, "hh_mapdump_open: %s is NULL", out == NULL ? "out" : "path");
     hh_mapdump_reader *r = hhi_meta_alloc(sizeof *r);
     if (r == NULL) return hhi_error(HH_E_NO_MEMORY, "hh_mapdump_open: no memory for the reader");
     r->f = fopen(path, "rb");
@@ -414,7 +415,8 @@ hh_status hh_mapdump_open(const char *path, hh_mapdump_reader **out) {
 
 hh_status hh_mapdump_open_memory(const void *data, size_t bytes, hh_mapdump_reader **out) {
     if (out) *out = NULL;
-    if ((data == NULL && bytes) || out == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_mapdump_open_memory: NULL argument");
+    if ((data == NULL && bytes) || out == NULL)
+        return hhi_error(HH_E_INVALID_ARG, "hh_mapdump_open_memory: %s is NULL", out == NULL ? "out" : "data");
     hh_mapdump_reader *r = hhi_meta_alloc(sizeof *r);
     if (r == NULL) return hhi_error(HH_E_NO_MEMORY, "hh_mapdump_open_memory: no memory for the reader");
     r->mem = data;
@@ -423,14 +425,19 @@ hh_status hh_mapdump_open_memory(const void *data, size_t bytes, hh_mapdump_read
 }
 
 hh_status hh_mapdump_info(const hh_mapdump_reader *r, hh_mapdump_file_info *out) {
-    if (r == NULL || out == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_mapdump_info: NULL argument");
+    if (out == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_mapdump_info: out is NULL");
+    if (r == NULL) {
+        memset(out, 0, sizeof *out);   /* the caller may read it without checking the status */
+        return hhi_error(HH_E_INVALID_ARG, "hh_mapdump_info: reader is NULL");
+    }
     *out = r->info;
     return HH_OK;
 }
 
 hh_status hh_mapdump_next(hh_mapdump_reader *r, const hh_mapdump_frame **out) {
     if (out) *out = NULL;
-    if (r == NULL || out == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_mapdump_next: NULL argument");
+    if (r == NULL || out == NULL)
+        return hhi_error(HH_E_INVALID_ARG, "hh_mapdump_next: %s is NULL", r == NULL ? "reader" : "out");
     if (r->status != HH_OK) return r->status;   /* R1: already reported once */
     if (r->at_end) return HH_OK;
 
@@ -492,7 +499,13 @@ hh_status hh_mapdump_rewind(hh_mapdump_reader *r) {
     return HH_OK;
 }
 
-uint64_t hh_mapdump_frames_written(const hh_mapdump_reader *r) { return r ? r->frames_written : 0; }
+uint64_t hh_mapdump_frames_written(const hh_mapdump_reader *r) {
+    if (r == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_mapdump_frames_written: reader is NULL");
+        return 0;
+    }
+    return r->frames_written;
+}
 
 void hh_mapdump_reader_close(hh_mapdump_reader *r) {
     if (r) reader_free(r);

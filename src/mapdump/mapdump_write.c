@@ -492,4 +492,10 @@ hh_status hh_mapdump_close(hh_mapdump_writer *w) {
     return s;
 }
 
-uint64_t hh_mapdump_bytes_written(const hh_mapdump_writer *w) { return w ? w->bytes : 0; }
+uint64_t hh_mapdump_bytes_written(const hh_mapdump_writer *w) {
+    if (w == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_mapdump_bytes_written: writer is NULL");
+        return 0;
+    }
+    return w->bytes;
+}

@@ -289,7 +289,8 @@ void hhi_vrelease(hh_vheap *h, uint32_t r) {
 --------------------------------------------------------------------------- */
 hh_status hh_vheap_create(const hh_vheap_desc *desc, hh_vheap **out) {
     if (out) *out = NULL;
-    if (desc == NULL || out == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_vheap_create: NULL argument");
+    if (desc == NULL || out == NULL)
+        return hhi_error(HH_E_INVALID_ARG, "hh_vheap_create: %s is NULL", out == NULL ? "out" : "desc");
     hh_vheap_desc d = *desc;
     d.size &= ~(uint64_t)(HH_VHEAP_GRANULE - 1);
     if (d.size == 0 || d.size > HH_VHEAP_MAX_SIZE)
@@ -333,7 +334,13 @@ void hh_vheap_destroy(hh_vheap *heap) {
     hhi_meta_free(heap);
 }
 
-uint64_t hh_vheap_size(const hh_vheap *heap) { return heap ? heap->size : 0; }
+uint64_t hh_vheap_size(const hh_vheap *heap) {
+    if (heap == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_vheap_size: heap is NULL");
+        return 0;
+    }
+    return heap->size;
+}
 
 hh_status hh_vheap_grow(hh_vheap *heap, uint64_t new_size) {
     if (heap == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_vheap_grow: heap is NULL");
@@ -352,7 +359,10 @@ hh_status hh_vheap_grow(hh_vheap *heap, uint64_t new_size) {
 }
 
 hh_status hh_vheap_shrink(hh_vheap *heap, uint64_t *out_size) {
-    if (heap == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_vheap_shrink: heap is NULL");
+    if (heap == NULL) {
+        if (out_size) *out_size = 0;   /* the out is cleared before every early return */
+        return hhi_error(HH_E_INVALID_ARG, "hh_vheap_shrink: heap is NULL");
+    }
     uint32_t t = heap->tail;
     if (t && vb_state(&heap->rec[t]) == VB_FREE) {
         tree_del(heap, t);
@@ -475,14 +485,16 @@ uint64_t hh_voffset(const hh_vheap *heap, hh_handle h) {
     return r ? heap->rec[r].off : HH_VOFFSET_NONE;
 }
 
+/* Like hh_voffset (and the relocatable heap's hh_size / hh_tag), the getters
+   report a NULL heap or a stale handle: a silent 0 would hide the bug. */
 uint64_t hh_vsize(const hh_vheap *heap, hh_handle h) {
-    void *p = heap ? hh_handle_lookup(&heap->handles, h) : NULL;
-    return p ? vb_size(&heap->rec[(uint32_t)(uintptr_t)p]) : 0;
+    uint32_t r = live_rec(heap, h, "hh_vsize");
+    return r ? vb_size(&heap->rec[r]) : 0;
 }
 
 uint32_t hh_vtag(const hh_vheap *heap, hh_handle h) {
-    void *p = heap ? hh_handle_lookup(&heap->handles, h) : NULL;
-    return p ? heap->rec[(uint32_t)(uintptr_t)p].u.l.tag : 0;
+    uint32_t r = live_rec(heap, h, "hh_vtag");
+    return r ? heap->rec[r].u.l.tag : 0;
 }
 
 hh_status hh_vpin(hh_vheap *heap, hh_handle h) {
@@ -519,9 +531,15 @@ static uint64_t t_largest(const hh_vheap *h, uint32_t n, unsigned c) {
 }
 
 void hh_vheap_stats_get(const hh_vheap *heap, hh_vheap_stats *out) {
-    if (out == NULL) return;
+    if (out == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_vheap_stats_get: out is NULL");
+        return;
+    }
     memset(out, 0, sizeof *out);
-    if (heap == NULL) return;
+    if (heap == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_vheap_stats_get: heap is NULL");
+        return;
+    }
     out->size = heap->size;
     out->used_bytes = heap->bytes[VB_LIVE] + heap->bytes[VB_SRC];
     out->reserved_bytes = heap->bytes[VB_DST] + heap->bytes[VB_ZOMBIE];
@@ -543,7 +561,10 @@ void hh_vheap_stats_get(const hh_vheap *heap, hh_vheap_stats *out) {
 }
 
 void hh_vheap_walk(const hh_vheap *heap, hh_walk_fn fn, void *user) {
-    if (heap == NULL || fn == NULL) return;
+    if (heap == NULL || fn == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_vheap_walk: %s is NULL", heap == NULL ? "heap" : "fn");
+        return;
+    }
     for (uint32_t r = heap->head; r; r = heap->rec[r].next) {
         const hhi_vblk *b = &heap->rec[r];
         hh_block_info info = { .offset = (size_t)b->off, .size = (size_t)vb_size(b), .handle = HH_NULL };

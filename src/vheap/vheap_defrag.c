@@ -119,7 +119,8 @@ static bool plan_slide(hh_vheap *heap, uint64_t max_bytes, uint64_t *budget, boo
 
 hh_status hh_vdefrag_begin(hh_vheap *heap, const hh_vdefrag_budget *budget, hh_vdefrag_pass *out) {
     if (out) memset(out, 0, sizeof *out);
-    if (heap == NULL || out == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_vdefrag_begin: NULL argument");
+    if (heap == NULL || out == NULL)
+        return hhi_error(HH_E_INVALID_ARG, "hh_vdefrag_begin: %s is NULL", heap == NULL ? "heap" : "out");
     if (heap->pass_open) return hhi_error(HH_E_INVALID_ARG, "hh_vdefrag_begin: a pass is already open; end it first");
     hh_vdefrag_policy policy = budget ? budget->policy : HH_VDEFRAG_FILL;
     if ((unsigned)policy > HH_VDEFRAG_AUTO)
@@ -249,9 +250,21 @@ hh_status hh_vdefrag_end(hh_vheap *heap, const hh_vmove_result *results, hh_vdef
     return HH_OK;
 }
 
-bool hh_vdefrag_active(const hh_vheap *heap) { return heap && heap->pass_open; }
+bool hh_vdefrag_active(const hh_vheap *heap) {
+    if (heap == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_vdefrag_active: heap is NULL");
+        return false;
+    }
+    return heap->pass_open;
+}
 
+/* As hh_defrag_journal: a NULL heap or out is reported, *out cleared first. */
 size_t hh_vdefrag_journal(const hh_vheap *heap, const hh_vmove **out) {
-    if (out) *out = heap ? heap->journal : NULL;
-    return heap ? heap->journal_count : 0;
+    if (out) *out = NULL;
+    if (heap == NULL || out == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_vdefrag_journal: %s is NULL", heap == NULL ? "heap" : "out");
+        return 0;
+    }
+    *out = heap->journal;
+    return heap->journal_count;
 }
