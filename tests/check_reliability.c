@@ -790,6 +790,53 @@ static void *fk_handler(void *arg) {
     return NULL;
 }
 
+/* The two getters that are lock-free by contract -- hh_defrag_get_policy (the
+   trace recorder calls it inside the event hook) and hh_trace_event_count --
+   read while other threads set the policy (the first set creates the defrag
+   state) and record events. TSan (make check-tsan) reported both before their
+   fields were published atomically. */
+typedef struct lf_ctx {
+    hh_heap *heap;
+    atomic_int stop;
+} lf_ctx;
+static void *lf_policy_setter(void *arg) {
+    lf_ctx *c = arg;
+    for (unsigned i = 0; !atomic_load(&c->stop) && i < 20000; i++)
+        hh_defrag_set_policy(c->heap, (hh_defrag_policy)(i % 3));
+    return NULL;
+}
+static void *lf_recorder(void *arg) {
+    lf_ctx *c = arg;
+    for (unsigned i = 0; !atomic_load(&c->stop) && i < 20000; i++) hh_free(c->heap, hh_alloc(c->heap, 64));
+    return NULL;
+}
+START_TEST(lock_free_getters_race_their_writers) {
+    char path[] = "/tmp/hh_lf_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    lf_ctx c = { 0 };
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 20, .flags = HH_HEAP_THREADSAFE }, &c.heap), HH_OK);
+    hh_trace *tr = NULL;
+    ck_assert_int_eq(hh_trace_open(c.heap, path, &tr), HH_OK);
+    pthread_t ts, tr_thread;
+    ck_assert_int_eq(pthread_create(&ts, NULL, lf_policy_setter, &c), 0);
+    ck_assert_int_eq(pthread_create(&tr_thread, NULL, lf_recorder, &c), 0);
+    uint64_t last = 0;
+    for (unsigned i = 0; i < 20000; i++) {
+        ck_assert_uint_le((unsigned)hh_defrag_get_policy(c.heap), HH_DEFRAG_FILL);
+        uint64_t n = hh_trace_event_count(tr);
+        ck_assert_uint_ge(n, last);                      /* never goes back */
+        last = n;
+    }
+    atomic_store(&c.stop, 1);
+    pthread_join(ts, NULL);
+    pthread_join(tr_thread, NULL);
+    ck_assert_int_eq(hh_trace_close(tr), HH_OK);
+    hh_heap_destroy(c.heap);
+    unlink(path);
+} END_TEST
+
 START_TEST(fork_while_threads_hold_every_lock) {
     atomic_store(&fk_stop, 0);
     hh_set_error_handler(fk_quiet, NULL);
@@ -913,6 +960,7 @@ Suite *hh_test_reliability_suite(void) {
     tcase_add_test(tc, binned_thread_churn);
     tcase_add_test(tc, fork_while_threads_hold_every_lock);
     tcase_add_test(tc, stale_deref_races_alloc_and_free);
+    tcase_add_test(tc, lock_free_getters_race_their_writers);
     suite_add_tcase(s, tc);
     return s;
 }

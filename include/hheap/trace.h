@@ -88,7 +88,8 @@ HH_API hh_status hh_trace_open(hh_heap *heap, const char *path, hh_trace **out);
    the file. Call it while the heap is alive and no other thread uses it.
    HH_E_IO if any write failed (the file is then incomplete); NULL: no-op, HH_OK. */
 HH_API hh_status hh_trace_close(hh_trace *t);
-/* Events recorded so far (0 for NULL). */
+/* Events recorded so far; 0 and HH_E_INVALID_ARG reported for NULL. Lock-free:
+   any thread may ask while others record. */
 HH_API uint64_t  hh_trace_event_count(const hh_trace *t);
 
 /* ---------------------------------------------------------------------------
@@ -145,7 +146,8 @@ HH_API void      hh_trace_desc(const hh_trace_info *info, hh_heap_desc *out);
 /* The summary of heap's current state (walk + stats); moves and bytes_moved are
    the heap's totals, events is 0. */
 HH_API void      hh_trace_summarise(const hh_heap *heap, hh_trace_summary *out);
-/* true if a and b describe the same heap state (events not compared). */
+/* true if a and b describe the same heap state (events not compared); false
+   and HH_E_INVALID_ARG reported if either is NULL. */
 HH_API bool      hh_trace_summary_equal(const hh_trace_summary *a, const hh_trace_summary *b);
 
 /* Called after each replayed event (index i) -- for measurements. */

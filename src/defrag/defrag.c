@@ -143,7 +143,7 @@ static struct hhi_defrag *defrag_state(hh_heap *h) {
         memset(d->done_used, 0xFF, (size_t)h->region_count * sizeof(uint32_t));
         d->cfg = config_defaults(NULL);
         d->seen_mutations = h->mutations;
-        h->defrag = d;
+        __atomic_store_n(&h->defrag, d, __ATOMIC_RELEASE);   /* read lock-free by hh_defrag_get_policy */
         h->defrag_free = defrag_state_free;
         h->compact_hook = defrag_compact_for;
     }
@@ -1036,20 +1036,22 @@ void hh_defrag_set_policy(hh_heap *heap, hh_defrag_policy policy) {
     }
     heap_lock(heap);
     struct hhi_defrag *d = defrag_state(heap);        /* installs allocation-time compaction too */
-    if (d) d->policy = policy;
+    if (d) __atomic_store_n(&d->policy, policy, __ATOMIC_RELAXED);   /* read lock-free by hh_defrag_get_policy */
     heap_unlock(heap);
     if (d == NULL) hhi_error(HH_E_NO_MEMORY, "hh_defrag_set_policy: cannot allocate the defrag state; policy unchanged");
 }
 
-/* No lock: one word read, as the trace recorder does from inside the event
-   hook, where the heap lock is already held. */
+/* Lock-free, the one getter that is: the trace recorder calls it from inside
+   the event hook, where the heap lock is already held. The state pointer is
+   published with release once built and the policy stored atomically, so a
+   reader on another thread sees either AUTO or a policy that was set. */
 hh_defrag_policy hh_defrag_get_policy(const hh_heap *heap) {
     if (heap == NULL) {
         hhi_error(HH_E_INVALID_ARG, "hh_defrag_get_policy: heap is NULL");
         return HH_DEFRAG_AUTO;
     }
-    const struct hhi_defrag *d = heap->defrag;
-    return d ? d->policy : HH_DEFRAG_AUTO;
+    const struct hhi_defrag *d = __atomic_load_n(&heap->defrag, __ATOMIC_ACQUIRE);
+    return d ? __atomic_load_n(&d->policy, __ATOMIC_RELAXED) : HH_DEFRAG_AUTO;
 }
 
 const char *hh_defrag_policy_str(hh_defrag_policy policy) {
@@ -1093,8 +1095,13 @@ hh_status hh_defrag_configure(hh_heap *heap, const hh_defrag_config *config) {
 }
 
 void hh_defrag_config_get(const hh_heap *heap, hh_defrag_config *out) {
-    if (heap == NULL || out == NULL) {
-        hhi_error(HH_E_INVALID_ARG, "hh_defrag_config_get: NULL argument");
+    if (out == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_defrag_config_get: out is NULL");
+        return;
+    }
+    if (heap == NULL) {
+        *out = (hh_defrag_config){0};
+        hhi_error(HH_E_INVALID_ARG, "hh_defrag_config_get: heap is NULL");
         return;
     }
     heap_lock(heap);

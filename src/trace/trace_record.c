@@ -60,7 +60,7 @@ static void trace_hook(const hh_heap_event *e, void *user) {
         *p++ = HH_TRACE_EV_POLICY;
         p = hhi_put_varint(p, (uint64_t)pol);
         t->policy = pol;
-        t->events++;
+        __atomic_store_n(&t->events, t->events + 1, __ATOMIC_RELAXED);   /* read lock-free by hh_trace_event_count */
     }
     *p++ = (uint8_t)e->kind;
     switch (e->kind) {
@@ -96,7 +96,7 @@ static void trace_hook(const hh_heap_event *e, void *user) {
         return;
     }
     t->len = (size_t)(p - t->buf);
-    t->events++;
+    __atomic_store_n(&t->events, t->events + 1, __ATOMIC_RELAXED);   /* read lock-free by hh_trace_event_count */
 }
 
 /* ---------------------------------------------------------------------------
@@ -152,7 +152,13 @@ hh_status hh_trace_open(hh_heap *heap, const char *path, hh_trace **out) {
     return HH_OK;
 }
 
-uint64_t hh_trace_event_count(const hh_trace *t) { return t ? t->events : 0; }
+uint64_t hh_trace_event_count(const hh_trace *t) {
+    if (t == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_trace_event_count: trace is NULL");
+        return 0;
+    }
+    return __atomic_load_n(&t->events, __ATOMIC_RELAXED);   /* no heap lock: the hook counts under it */
+}
 
 hh_status hh_trace_close(hh_trace *t) {
     if (t == NULL) return HH_OK;

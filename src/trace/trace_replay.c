@@ -143,8 +143,13 @@ static hh_status replay_one(hh_heap *heap, const hh_trace_event *te, size_t i, b
    Public API: replaying
 --------------------------------------------------------------------------- */
 void hh_trace_desc(const hh_trace_info *info, hh_heap_desc *out) {
-    if (info == NULL || out == NULL) {
-        hhi_error(HH_E_INVALID_ARG, "hh_trace_desc: NULL argument");
+    if (out == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_trace_desc: out is NULL");
+        return;
+    }
+    memset(out, 0, sizeof *out);
+    if (info == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_trace_desc: info is NULL");
         return;
     }
     memset(out, 0, sizeof *out);
@@ -154,8 +159,13 @@ void hh_trace_desc(const hh_trace_info *info, hh_heap_desc *out) {
 }
 
 void hh_trace_summarise(const hh_heap *heap, hh_trace_summary *out) {
-    if (heap == NULL || out == NULL) {
-        hhi_error(HH_E_INVALID_ARG, "hh_trace_summarise: NULL argument");
+    if (out == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_trace_summarise: out is NULL");
+        return;
+    }
+    memset(out, 0, sizeof *out);
+    if (heap == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_trace_summarise: heap is NULL");
         return;
     }
     walk_acc a = { 0, TRACE_FNV_OFFSET };
@@ -176,7 +186,10 @@ void hh_trace_summarise(const hh_heap *heap, hh_trace_summary *out) {
 }
 
 bool hh_trace_summary_equal(const hh_trace_summary *a, const hh_trace_summary *b) {
-    if (a == NULL || b == NULL) return false;
+    if (a == NULL || b == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_trace_summary_equal: %s is NULL", a == NULL ? "a" : "b");
+        return false;
+    }
     return a->blocks == b->blocks && a->walk_hash == b->walk_hash && a->used_bytes == b->used_bytes &&
            a->free_bytes == b->free_bytes && a->largest_free == b->largest_free && a->live_blocks == b->live_blocks &&
            a->free_blocks == b->free_blocks && a->pinned_blocks == b->pinned_blocks && a->moves == b->moves &&
