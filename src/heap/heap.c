@@ -346,18 +346,22 @@ static inline void journal_push(hh_heap *h, const hh_move_record *rec) {
     else journal_push_slow(h, rec);
 }
 
+/* HH_EV_MOVE for the event hook, apart: only tracers and tools install one. */
+HH_NOINLINE HH_COLD static void move_event(hh_heap *h, const hh_move_record *r) {
+    h->event_fn(&(hh_heap_event){ .kind = HH_EV_MOVE, .handle = r->handle, .size = r->size,
+                                  .src_offset = r->src_offset, .dst_offset = r->dst_offset },
+                h->event_user);
+}
+
 /* The one stream of move events. Every relocation -- a step's, hh_defrag_full's,
    allocation-time compaction's, a resize's -- ends here once the block's slot
    points at its new place, and its consumers read the same record in this
    order: the journal (hh_defrag_journal: the moves since the step began), the
    event hook (HH_EV_MOVE, for tracers and tools) and desc.on_move. `op`/`np`
    are the old and new payloads, `moved` the payload bytes copied. */
-static void move_emit(hh_heap *h, const hh_move_record *r, void *op, void *np, size_t moved) {
+static inline void move_emit(hh_heap *h, const hh_move_record *r, void *op, void *np, size_t moved) {
     journal_push(h, r);
-    if (h->event_fn)
-        h->event_fn(&(hh_heap_event){ .kind = HH_EV_MOVE, .handle = r->handle, .size = r->size,
-                                      .src_offset = r->src_offset, .dst_offset = r->dst_offset },
-                    h->event_user);
+    if (hh_unlikely(h->event_fn != NULL)) move_event(h, r);
     if (h->desc.on_move) h->desc.on_move(r->handle, op, np, moved, h->desc.user);
 }
 
