@@ -21,6 +21,18 @@
    and many blocks use REQUIRE, which only calls into Check on failure. */
 #define REQUIRE(cond) do { if (!(cond)) ck_abort_msg("%s:%d: %s failed", __FILE__, __LINE__, #cond); } while (0)
 
+/* Built with ThreadSanitizer (gcc says so with a macro, clang with a feature). */
+#if defined(__SANITIZE_THREAD__)
+#  define TEST_UNDER_TSAN 1
+#elif defined(__has_feature)
+#  if __has_feature(thread_sanitizer)
+#    define TEST_UNDER_TSAN 1
+#  endif
+#endif
+#ifndef TEST_UNDER_TSAN
+#  define TEST_UNDER_TSAN 0
+#endif
+
 /* A pointer that is surely not ours: a static object. (A stack address may
    not be: ASan's fake stacks are mmap'd, and can land on a range this
    allocator used and gave back, which reads as a double free.) */
@@ -801,6 +813,119 @@ START_TEST(decay_returns_memory_without_trim_calls) {
 }
 END_TEST
 
+/* Kicks the purge thread until the decay tick is two passes past `from`
+   (pages dirty at `from` are then decommitted); false if the thread made no
+   progress in 1000 kicks (no thread, or it does not run passes). Each kicked
+   pass reads the virtual clock, so a pass is due every few kicks. */
+static bool purge_until_tick(uint32_t from) {
+    for (int k = 0; k < 1000; k++) {
+        if ((int32_t)(atomic_load(&hhi_bg.decay_tick) - (from + 2)) >= 0 && !atomic_load(&hhi_bg.decay_more))
+            return true;
+        hhi_purge_kick_and_wait();
+    }
+    return false;
+}
+
+START_TEST(purge_thread_returns_memory_of_an_idle_program) {
+    /* A program frees a lot and then makes no allocator call at all: only
+       the background thread can give the memory back. Its passes are forced
+       by kicks, and the virtual clock (0.1 ms per reading, decay period 1 ms)
+       stands in for time: nothing is timed. */
+    enum { N = 3000 };
+    hh_binned_trim(0);
+    hhi_test_clock_step(100000);
+    ck_assert_int_eq(hh_binned_set_decay_ms(1), HH_OK);
+    ck_assert_int_eq(hh_binned_set_purge_thread(true), HH_OK);
+    ck_assert(hh_binned_purge_thread());
+    void **v = malloc(N * sizeof *v);
+    for (int i = 0; i < N; i++) v[i] = hh_bmalloc(1000);
+    for (int i = 0; i < N; i++) hh_bfree(v[i]);
+    free(v);
+    hh_binned_thread_flush();                       /* pages back to the pool, dirty */
+    hh_bfree(hh_bmalloc((size_t)1 << 20));          /* a cached 1 MiB mapping; a slow path: the thread starts */
+    ck_assert(hhi_purge_running());
+    uint32_t from = atomic_load(&hhi_bg.decay_tick);
+    /* From here on this thread calls nothing that allocates or frees. */
+    bool done = purge_until_tick(from);
+    hh_binned_stats after;
+    hh_binned_stats_get(&after);
+    ck_assert_int_eq(hh_binned_set_purge_thread(false), HH_OK);   /* stopped and joined */
+    ck_assert(!hhi_purge_running());
+    ck_assert(!hh_binned_purge_thread());
+    ck_assert_int_eq(hh_binned_set_decay_ms(0), HH_OK);
+    hhi_test_clock_step(0);
+    ck_assert_msg(done, "the purge thread ran no decay passes");
+    ck_assert_uint_eq(after.large_cached_bytes, 0);
+    ck_assert_uint_eq(after.pages_free, after.pages_decommitted);      /* none left dirty */
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+}
+END_TEST
+
+START_TEST(purge_thread_is_off_by_default_and_without_decay) {
+    /* The library default: no thread, ever, without a call; asked for with
+       decay off, it is not started either (nothing to do). */
+    ck_assert(!hh_binned_purge_thread());
+    hh_bfree(hh_bmalloc((size_t)1 << 20));
+    ck_assert(!hhi_purge_running());
+    ck_assert_int_eq(hh_binned_set_purge_thread(true), HH_OK);
+    hh_bfree(hh_bmalloc((size_t)1 << 20));
+    ck_assert(!hhi_purge_running());
+    ck_assert_int_eq(hh_binned_set_purge_thread(false), HH_OK);
+    ck_assert(!hh_binned_purge_thread());
+    hh_binned_trim(0);
+}
+END_TEST
+
+START_TEST(purge_thread_restarts_in_a_fork_child) {
+    /* The child has no purge thread (threads do not survive fork): it starts
+       its own on its first slow path, which returns the child's memory. */
+    hh_binned_trim(0);
+    hhi_test_clock_step(100000);
+    ck_assert_int_eq(hh_binned_set_decay_ms(1), HH_OK);
+    ck_assert_int_eq(hh_binned_set_purge_thread(true), HH_OK);
+    hh_bfree(hh_bmalloc((size_t)1 << 20));
+    ck_assert(hhi_purge_running());
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int code = 0;
+        if (hhi_purge_running()) code = 3;                  /* a thread the child does not have */
+        if (!hh_binned_purge_thread()) code = code ? code : 4;   /* forgot it was asked for */
+#if TEST_UNDER_TSAN
+        /* TSan refuses to start threads in the child of a threaded fork. */
+        hh_binned_set_purge_thread(false);
+#else
+        void **v = malloc(2000 * sizeof *v);
+        for (int i = 0; i < 2000; i++) v[i] = hh_bmalloc(2000);
+        for (int i = 0; i < 2000; i++) hh_bfree(v[i]);
+        free(v);
+        hh_binned_thread_flush();
+        hh_bfree(hh_bmalloc((size_t)1 << 20));
+        if (!hhi_purge_running()) code = code ? code : 5;   /* not restarted */
+        uint32_t from = atomic_load(&hhi_bg.decay_tick);
+        if (!purge_until_tick(from)) code = code ? code : 6;
+        hh_binned_stats st;
+        hh_binned_stats_get(&st);
+        if (st.pages_free != st.pages_decommitted || st.large_cached_bytes != 0) code = code ? code : 7;
+        hh_binned_set_purge_thread(false);
+#endif
+        if (hh_binned_check() != HH_OK) code = 8;
+        char cmd[16];
+        snprintf(cmd, sizeof cmd, "exit %d", code);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);   /* see fork_in_a_threaded_program */
+        _exit(code);
+    }
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(hhi_purge_running());                         /* the parent's is untouched */
+    ck_assert_int_eq(hh_binned_set_purge_thread(false), HH_OK);
+    ck_assert_int_eq(hh_binned_set_decay_ms(0), HH_OK);
+    hhi_test_clock_step(0);
+    ck_assert(WIFEXITED(status));
+    ck_assert_msg(WEXITSTATUS(status) == 0, "child exit %d", WEXITSTATUS(status));
+}
+END_TEST
+
 START_TEST(stats_walker_and_leak_report) {
     hh_binned_stats s0, s1;
     hh_binned_stats_get(&s0);
@@ -1187,6 +1312,9 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, trim_returns_pages);
     tcase_add_test(tc, trim_honours_its_time_budget);
     tcase_add_test(tc, decay_returns_memory_without_trim_calls);
+    tcase_add_test(tc, purge_thread_returns_memory_of_an_idle_program);
+    tcase_add_test(tc, purge_thread_is_off_by_default_and_without_decay);
+    tcase_add_test(tc, purge_thread_restarts_in_a_fork_child);
     tcase_add_test(tc, new_span_under_a_tight_address_space_limit);
     tcase_add_test(tc, stats_walker_and_leak_report);
     tcase_add_test(tc, fault_injection_until_success);

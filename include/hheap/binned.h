@@ -151,6 +151,25 @@ HH_API size_t hh_binned_trim(uint64_t max_ns);
    shim turns it on with 250 ms. HH_E_INVALID_ARG above 60000 ms. */
 HH_API hh_status hh_binned_set_decay_ms(uint32_t ms);
 
+/* Background purge thread: with on, one thread runs the decay pass twice per
+   period, so memory freed by a program that then goes quiet (no more slow
+   paths) still goes back -- one to two and a half periods after the free.
+   Started lazily, by the first slow path that sees decay on after memory
+   first became decay's to give back (an empty page, a freed large block): a
+   program that never frees that much never gets it. Its creation allocates
+   one block inside glibc (the thread's TLS vector), which a leak report at
+   exit lists. It touches only what a
+   decay pass touches (empty pages, pool pages, cached large mappings, under
+   the allocator's locks), never a thread cache or a live block, and runs
+   with every signal blocked. A fork child starts its own on its first slow
+   path; at exit (or with on == false) it is stopped and joined. Default: off
+   in the library (a game calls hh_binned_trim from its frame loop); the
+   LD_PRELOAD shim turns it on (HHEAP_PURGE_THREAD=0 keeps it off). If the
+   thread cannot be created, decay stays with the slow paths. Returns HH_OK. */
+HH_API hh_status hh_binned_set_purge_thread(bool on);
+/* Whether the purge thread is asked for (running or to be started). */
+HH_API bool      hh_binned_purge_thread(void);
+
 /* Full walk of every invariant of the global structures (spans, pages, class
    lists, the page pool, large blocks) and of the calling thread's cache.
    HH_OK, or HH_E_CORRUPT with one message naming the first broken invariant. */

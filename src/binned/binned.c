@@ -42,11 +42,13 @@ static void *small_alloc_slow(unsigned c, unsigned flags) {
     void *b = NULL;
     if (tc != NULL) {
         hhi_tbin *bin = &tc->bins[c];
+        /* Before the bin is read: the pass may start the purge thread, and
+           pthread_create may allocate (into this very bin). */
+        if (bin->head == NULL) hhi_decay_maybe(true);
         bin->cap = atomic_load_explicit(&hhi_bg.cap[c], memory_order_relaxed);
         if (bin->head == NULL && bin->cap > 0) {
             hhi_bblock *list = NULL;
             uint32_t want = (bin->cap + 1) / 2;
-            hhi_decay_maybe(true);
             uint32_t got = hhi_class_take(c, &list, want);
             if (got > 0) {
                 hhi_stat_inc(&bin->misses);
