@@ -436,32 +436,90 @@ START_TEST(foreign_pointers_are_reported_and_harmless) {
 }
 END_TEST
 
+/* Expects hh_binned_check to fail with one message naming invariant n. */
+static void expect_check_names(unsigned n) {
+    hh_test_reset_captured();
+    ck_assert_int_eq(hh_binned_check(), HH_E_CORRUPT);
+    ck_assert_uint_eq(hh_test_captured_count(), 1);
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_CORRUPT);
+    char want[32];
+    snprintf(want, sizeof want, "invariant %u (", n);
+    ck_assert_msg(strstr(hh_test_last_message(), want) != NULL, "wanted \"%s\" in: %s", want,
+                  hh_test_last_message());
+}
+
 START_TEST(check_finds_broken_metadata) {
-    char *p = hh_bmalloc(96), *q = hh_bmalloc(96);
+    /* Each invariant's checker finds its own breakage and names itself; the
+       field is put back each time and the check passes again. */
+    char *p = hh_bmalloc(96), *q = hh_bmalloc(96), *big = hh_bmalloc(100000);
     hh_bfree(q);   /* q now waits in this thread's cache */
     ck_assert_int_eq(hh_binned_check(), HH_OK);
     hhi_bpage *pg = hhi_page_of((uintptr_t)p);
+    hhi_bspan *sp = hhi_span_of((uintptr_t)p);
     hhi_bclass *k = &hhi_bg.classes[pg->cls];
-    /* 1: a page count that disagrees with its free list */
+    /* 1: a span count that disagrees with the span list */
+    hhi_lock_acquire(&hhi_bg.pool_lock);
+    hhi_bg.n_spans++;
+    hhi_lock_release(&hhi_bg.pool_lock);
+    expect_check_names(1);
+    hhi_lock_acquire(&hhi_bg.pool_lock);
+    hhi_bg.n_spans--;
+    hhi_lock_release(&hhi_bg.pool_lock);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    /* 2: a class page with another class's geometry */
+    hhi_lock_acquire(&k->lock);
+    pg->block_size += 16;
+    hhi_lock_release(&k->lock);
+    expect_check_names(2);
+    hhi_lock_acquire(&k->lock);
+    pg->block_size -= 16;
+    hhi_lock_release(&k->lock);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    /* 3: a page count that disagrees with its free list */
     hhi_lock_acquire(&k->lock);
     pg->used++;
     hhi_lock_release(&k->lock);
-    ck_assert_int_eq(hh_binned_check(), HH_E_CORRUPT);
-    ck_assert_int_eq(hh_test_last_captured(), HH_E_CORRUPT);
+    expect_check_names(3);
     hhi_lock_acquire(&k->lock);
     pg->used--;
     hhi_lock_release(&k->lock);
     ck_assert_int_eq(hh_binned_check(), HH_OK);
-    /* 2: a cached block marked live */
+    /* 4: a class's empty-page count that disagrees with its pages */
+    hhi_lock_acquire(&k->lock);
+    k->empty++;
+    hhi_lock_release(&k->lock);
+    expect_check_names(4);
+    hhi_lock_acquire(&k->lock);
+    k->empty--;
+    hhi_lock_release(&k->lock);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    /* 5: a cached block marked live */
     hhi_bpage *qp = hhi_page_of((uintptr_t)q);
     uint32_t qi = hhi_block_index(qp, (uintptr_t)q);
     hhi_state_set(qp, qi, HHI_ST_LIVE);
-    hh_test_reset_captured();
-    ck_assert_int_eq(hh_binned_check(), HH_E_CORRUPT);
-    ck_assert_uint_eq(hh_test_captured_count(), 1);
+    expect_check_names(5);
     hhi_state_set(qp, qi, HHI_ST_FREED);
     ck_assert_int_eq(hh_binned_check(), HH_OK);
+    /* 6: a large-block count that disagrees with the list */
+    hhi_lock_acquire(&hhi_bg.large_lock);
+    hhi_bg.large_count++;
+    hhi_lock_release(&hhi_bg.large_lock);
+    expect_check_names(6);
+    hhi_lock_acquire(&hhi_bg.large_lock);
+    hhi_bg.large_count--;
+    hhi_lock_release(&hhi_bg.large_lock);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    /* 7: a span's pooled-page count that disagrees with its pages */
+    hhi_lock_acquire(&hhi_bg.pool_lock);
+    sp->free_pages++;
+    hhi_lock_release(&hhi_bg.pool_lock);
+    expect_check_names(7);
+    hhi_lock_acquire(&hhi_bg.pool_lock);
+    sp->free_pages--;
+    hhi_lock_release(&hhi_bg.pool_lock);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
     hh_bfree(p);
+    hh_bfree(big);
 }
 END_TEST
 
