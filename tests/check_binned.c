@@ -111,11 +111,22 @@ START_TEST(block_index_is_exact_for_every_offset) {
 END_TEST
 
 START_TEST(thread_cache_caps_stay_within_limit) {
-    ck_assert_uint_eq(hh_binned_thread_cache_limit(), 1u << 20);
+    ck_assert_uint_eq(hh_binned_thread_cache_limit(), 2u << 20);
     size_t sum = 0;
     for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) sum += (size_t)hhi_bg.cap[c] * hhi_class_size[c];
-    ck_assert_uint_le(sum, 1u << 20);
-    ck_assert_uint_gt(sum, 1u << 19);   /* the budget is actually used */
+    ck_assert_uint_le(sum, 2u << 20);
+    ck_assert_uint_gt(sum, 1u << 20);   /* the budget is actually used */
+    /* Large classes are cached deep enough to hold a few blocks (they held
+       2 when they got a byte share like the small ones). */
+    for (unsigned c = 0; c < HHI_CLASS_COUNT; c++)
+        if (hhi_class_size[c] > 1024) ck_assert_uint_ge(hhi_bg.cap[c], hhi_class_size[c] <= 8192 ? 8 : 4);
+    /* A small limit still holds: the largest classes are cut first. */
+    ck_assert_int_eq(hh_binned_set_thread_cache_limit(100000), HH_OK);
+    sum = 0;
+    for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) sum += (size_t)hhi_bg.cap[c] * hhi_class_size[c];
+    ck_assert_uint_le(sum, 100000);
+    ck_assert_uint_ge(hhi_bg.cap[0], 2);
+    ck_assert_uint_eq(hhi_bg.cap[HHI_CLASS_COUNT - 1], 0);
     ck_assert_int_eq(hh_binned_set_thread_cache_limit((size_t)65 << 20), HH_E_INVALID_ARG);
     ck_assert_int_eq(hh_test_last_captured(), HH_E_INVALID_ARG);
     /* Caching off: everything still works through the cacheless path. */
@@ -131,7 +142,7 @@ START_TEST(thread_cache_caps_stay_within_limit) {
         hh_bfree(v[i]);
     }
     ck_assert_uint_eq(hhi_bin_count(&hhi_tc_self->bins[hhi_size_class(24)]), 0);
-    ck_assert_int_eq(hh_binned_set_thread_cache_limit(1u << 20), HH_OK);
+    ck_assert_int_eq(hh_binned_set_thread_cache_limit(2u << 20), HH_OK);
     ck_assert_uint_eq(hh_test_captured_count(), 1);
 }
 END_TEST

@@ -9,7 +9,8 @@
  *   - per-thread caches with batched refill/flush to per-class global lists
  *     under per-class locks (no global lock on any path that serves a block);
  *     a thread holds at most hh_binned_thread_cache_limit() bytes in its cache
- *     (default 1 MiB); a thread's cache is flushed when it exits;
+ *     (default 2 MiB: up to 256 blocks of each class to 1 KiB, 8 of each
+ *     to 8 KiB, 4 above); a thread's cache is flushed when it exits;
  *   - blocks above 32 KiB (or with an alignment no class can give) are mapped
  *     straight from the OS with a header, found again in O(1);
  *   - every free is validated in O(1) in every build: a pointer that is not a
@@ -92,7 +93,9 @@ HH_API int    hh_binned_class_of(size_t size);
 /* Returns every block cached by the calling thread to the global lists (the
    same happens automatically when a thread exits). */
 HH_API void   hh_binned_thread_flush(void);
-/* Bytes one thread may hold in its cache (default 1048576). Caches adapt at
+/* Bytes one thread may hold in its cache (default 2097152; classes to 1 KiB
+   get limit/64 bytes each, larger ones 8 blocks to 8 KiB and 4 above, the
+   largest cut first when the limit is lower). Caches adapt at
    their next refill/flush. bytes 0 disables caching; above 64 MiB fails with
    HH_E_INVALID_ARG. */
 HH_API hh_status hh_binned_set_thread_cache_limit(size_t bytes);

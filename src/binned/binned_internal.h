@@ -92,9 +92,10 @@
 #define HHI_DECAY_BUDGET_NS ((uint64_t)1000000) /* one decay pass: about 1 ms at most */
 #define HHI_KEEP_EMPTY      1u                  /* empty pages a class keeps as spare */
 #define HHI_NO_CLASS        0xFFu
-#define HHI_DEFAULT_CACHE_LIMIT ((size_t)1 << 20)
+#define HHI_DEFAULT_CACHE_LIMIT ((size_t)2 << 20)   /* per thread: 0.75 MiB small classes, ~1 MiB above 1 KiB */
 #define HHI_MAX_CACHE_LIMIT     ((size_t)64 << 20)
 #define HHI_BIN_MAX         256u                /* blocks per thread-cache bin at most */
+#define HHI_BIN_DEEP        8u                  /* blocks per bin of the classes 1..8 KiB (half above) */
 
 _Static_assert(HHI_PAGES_PER_SPAN == 64, "span geometry");
 _Static_assert(HHI_SMALL_MAX * 2 <= HHI_PAGE_SIZE, "two blocks of the largest class fit in a page");
