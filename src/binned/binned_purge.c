@@ -32,15 +32,20 @@
 
 enum { PURGE_OFF = 0, PURGE_WANTED, PURGE_STARTING, PURGE_RUNNING };
 
-/* The thread's bookkeeping. `lock` guards stop/kick and the state changes
-   that start or end the thread; the thread holds it only around its waits. */
+/* The thread's bookkeeping. `lock` guards current/kick and the state changes
+   that start or end the thread; the thread holds it only around its waits.
+   Each thread gets its own id and runs while `current` holds it: a stop
+   sets current to 0 and a newer start to the newer id, so a thread told to
+   stop can never be revived by a newer start (a plain stop flag, cleared by
+   the next start, could be). */
 static struct {
     _Atomic int state;              /* PURGE_* */
     pthread_mutex_t lock;
     pthread_cond_t wake;            /* stop or kick (CLOCK_MONOTONIC timed waits) */
     pthread_cond_t passed;          /* a pass ended (hhi_purge_wait_pass) */
     bool cond_ready;                /* wake/passed set up with the monotonic clock */
-    bool stop;                      /* the thread should exit */
+    uint64_t current;               /* id of the thread that should run, 0: none */
+    uint64_t last_id;               /* ids handed out */
     bool kick;                      /* run a pass now (tests) */
     pthread_t tid;
     _Atomic uint64_t passes;        /* passes the thread has run */
@@ -74,13 +79,13 @@ static struct timespec purge_next_wake(void) {
 }
 
 static void *purge_main(void *arg) {
-    (void)arg;
+    uint64_t mine = (uint64_t)(uintptr_t)arg;
     for (;;) {
         pthread_mutex_lock(&purge.lock);
         struct timespec until = purge_next_wake();
-        while (!purge.stop && !purge.kick)
+        while (purge.current == mine && !purge.kick)
             if (pthread_cond_timedwait(&purge.wake, &purge.lock, &until) != 0) break;   /* timed out */
-        bool stop = purge.stop;
+        bool stop = purge.current != mine;
         purge.kick = false;
         pthread_mutex_unlock(&purge.lock);
         if (stop) return NULL;
@@ -100,26 +105,16 @@ static void *purge_main(void *arg) {
 static void purge_stop(int then) {
     pthread_mutex_lock(&purge.lock);
     int st = atomic_load(&purge.state);
-    if (st == PURGE_STARTING) {
-        /* Another thread is inside pthread_create: it sees `then` and stops
-           what it started. */
-        atomic_store(&purge.state, then);
-        pthread_mutex_unlock(&purge.lock);
-        return;
-    }
+    /* STARTING: another thread is inside pthread_create; it sees `then`
+       and stops what it started. */
     atomic_store(&purge.state, then);
-    if (st != PURGE_RUNNING) {
-        pthread_mutex_unlock(&purge.lock);
-        return;
-    }
-    purge.stop = true;
-    pthread_cond_broadcast(&purge.wake);
     pthread_t tid = purge.tid;
+    if (st == PURGE_RUNNING) {
+        purge.current = 0;
+        pthread_cond_broadcast(&purge.wake);
+    }
     pthread_mutex_unlock(&purge.lock);
-    pthread_join(tid, NULL);
-    pthread_mutex_lock(&purge.lock);
-    purge.stop = false;
-    pthread_mutex_unlock(&purge.lock);
+    if (st == PURGE_RUNNING) pthread_join(tid, NULL);
 }
 
 void hhi_purge_start(void) {
@@ -127,7 +122,9 @@ void hhi_purge_start(void) {
     if (!atomic_compare_exchange_strong(&purge.state, &expect, PURGE_STARTING)) return;
     pthread_mutex_lock(&purge.lock);
     if (!purge.cond_ready) purge_cond_init();
-    purge.stop = purge.kick = false;
+    purge.kick = false;
+    uint64_t id = ++purge.last_id;
+    purge.current = id;
     pthread_mutex_unlock(&purge.lock);
     /* Created with every signal blocked (it inherits the mask), then the
        caller's mask is put back. pthread_create may call malloc: the nested
@@ -136,7 +133,7 @@ void hhi_purge_start(void) {
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     pthread_t tid;
-    bool made = pthread_create(&tid, NULL, purge_main, NULL) == 0;
+    bool made = pthread_create(&tid, NULL, purge_main, (void *)(uintptr_t)id) == 0;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_mutex_lock(&purge.lock);
     expect = PURGE_STARTING;
@@ -145,20 +142,17 @@ void hhi_purge_start(void) {
         pthread_mutex_unlock(&purge.lock);
         return;
     }
-    /* Turned off meanwhile (the state says what to), or no thread could be
-       made: decay stays with the slow paths (OFF, no retry on every call). */
-    if (!made) atomic_store(&purge.state, PURGE_OFF);
-    if (made) {
-        purge.stop = true;
-        pthread_cond_broadcast(&purge.wake);
+    /* No thread could be made: decay stays with the slow paths (OFF, no
+       retry on every call). Or the state changed meanwhile (a stop, perhaps
+       a new start): it says what to do, and this thread goes. */
+    if (!made) {
+        expect = PURGE_STARTING;
+        atomic_compare_exchange_strong(&purge.state, &expect, PURGE_OFF);
     }
+    if (purge.current == id) purge.current = 0;   /* else a newer start owns it */
+    pthread_cond_broadcast(&purge.wake);
     pthread_mutex_unlock(&purge.lock);
-    if (made) {
-        pthread_join(tid, NULL);
-        pthread_mutex_lock(&purge.lock);
-        purge.stop = false;
-        pthread_mutex_unlock(&purge.lock);
-    }
+    if (made) pthread_join(tid, NULL);
 }
 
 bool hhi_purge_wanted(void) {
@@ -175,7 +169,7 @@ void hhi_purge_fork_child(void) {
     int st = atomic_load(&purge.state);
     if (st == PURGE_RUNNING || st == PURGE_STARTING) atomic_store(&purge.state, PURGE_WANTED);
     if (purge.cond_ready) purge_cond_init();
-    purge.stop = purge.kick = false;
+    purge.kick = false;
     pthread_mutex_unlock(&purge.lock);
 }
 
