@@ -15,7 +15,8 @@
  *            the nested calls see STARTING and do not start another)
  *   RUNNING  the thread exists
  * fork: the child has no thread; a RUNNING or STARTING parent leaves the
- * child WANTED, so the child starts its own on its first slow path.
+ * child WANTED, so the child starts its own on the first slow path after it
+ * freed something decay can give back.
  * Exit: a destructor stops and joins the thread, so nothing runs in it while
  * the process tears down and memcheck sees no thread left behind.
  *
@@ -164,10 +165,13 @@ bool hhi_purge_wanted(void) {
 void hhi_purge_fork_prepare(void) { pthread_mutex_lock(&purge.lock); }
 void hhi_purge_fork_parent(void) { pthread_mutex_unlock(&purge.lock); }
 /* The thread does not exist in the child: fresh condition variables (the
-   parent's may record its waiter) and WANTED if the parent had one. */
+   parent's may record its waiter) and WANTED if the parent had one -- started
+   once the child itself gives memory to decay (a child that only execs, as
+   a shell's do, never pays for a thread). */
 void hhi_purge_fork_child(void) {
     int st = atomic_load(&purge.state);
     if (st == PURGE_RUNNING || st == PURGE_STARTING) atomic_store(&purge.state, PURGE_WANTED);
+    atomic_store_explicit(&hhi_bg.decay_work, false, memory_order_relaxed);
     if (purge.cond_ready) purge_cond_init();
     purge.kick = false;
     pthread_mutex_unlock(&purge.lock);
