@@ -5,7 +5,9 @@
  *   churn     larson-like: 4 threads (BENCH_CHURN_THREADS) replace random slots of their own array
  *             of 8000 blocks (16..1024 B, ~16 MB live in all); one free in
  *             eight is of a block another thread allocated (blocks travel
- *             through per-thread mailboxes)
+ *             through per-thread mailboxes); 12M replacements in all
+ *   many      churn with 16 threads on this 2-core machine (many threads:
+ *             preemption inside the allocator, 16 thread caches)
  *   prodcons  one thread allocates 64..256 B blocks, another frees them
  *   mixed     a "game frame" loop: 150000 long-lived nodes (~17 MB), short
  *             strings, growing arrays (realloc), a few 64 KiB..1 MiB buffers
@@ -13,6 +15,11 @@
  *   large     malloc-large-like: 8 slots of 5..25 MiB blocks replaced at
  *             random, every page of each new block written once (so mapping,
  *             unmapping and page faults count)
+ *   release   memory that goes back without calls from the program: 8 MB
+ *             stay live while 400 MB (3/4 in 16..2048 B blocks, 1/4 in
+ *             64 KiB..1 MiB buffers) are allocated, written and freed; the
+ *             program then sleeps 1 s, idle, and its rss figure is the
+ *             resident size then (VmRSS), not the peak
  *
  * Part 1, in process: hh_b* against glibc malloc, interleaved (A B A B ...),
  * medians of bench_reps() runs: BENCH binned <workload> ns/op hh ... glibc ...
@@ -22,7 +29,9 @@
  *   BENCH binned preload-<workload> ns/op shim ... <peer> ...
  *   BENCH binned rss-<workload> bytes shim ... glibc ...   (peak RSS: VmHWM)
  * Internal mode: bench_binned --child <workload> <hh|libc> runs once and
- * prints "RESULT <ns/op> <peak RSS bytes>".
+ * prints "RESULT <ns/op> <peak RSS bytes>" (the `release` workload: RSS 1 s
+ * after its frees instead).
+ * BENCH_BINNED_ONLY=w1,w2 runs only the named workloads (both parts).
  */
 #define _GNU_SOURCE 1
 #include <errno.h>
@@ -32,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bench_util.h"
@@ -108,7 +118,7 @@ static double scale = 1.0;     /* QUICK=1: a third of the work */
                                                                                                           \
     static double churn_##NAME(void) {                                                                    \
         pthread_t t[CHURN_MAX];                                                                       \
-        churn_ops_##NAME = (long)(3000000 * scale);                                                       \
+        churn_ops_##NAME = (long)(12000000 * scale) / churn_threads; /* 12M operations in all */           \
         for (int i = 0; i < churn_threads; i++) {                                                         \
             pthread_mutex_init(&churn_box_##NAME[i].lock, NULL);                                          \
             churn_box_##NAME[i].n = 0;                                                                    \
@@ -121,6 +131,14 @@ static double scale = 1.0;     /* QUICK=1: a third of the work */
             for (unsigned j = 0; j < churn_box_##NAME[i].n; j++) FREE(churn_box_##NAME[i].mail[j]);      \
             churn_box_##NAME[i].n = 0;                                                                    \
         }                                                                                                 \
+        return ns;                                                                                        \
+    }                                                                                                     \
+                                                                                                          \
+    static double many_##NAME(void) {                                                                     \
+        int keep = churn_threads;                                                                         \
+        churn_threads = CHURN_MAX;                                                                        \
+        double ns = churn_##NAME();                                                                       \
+        churn_threads = keep;                                                                             \
         return ns;                                                                                        \
     }                                                                                                     \
                                                                                                           \
@@ -249,12 +267,48 @@ static double scale = 1.0;     /* QUICK=1: a third of the work */
         return ns;                                                                                        \
     }
 
+/* Set by a workload whose memory figure is not the peak (release). */
+static double rss_result;
+
+#define DEFINE_RELEASE(NAME, MALLOC, FREE)                                                                \
+    static double release_##NAME(void) {                                                                  \
+        enum { KEEP = 8000 };                                                                             \
+        size_t total = (size_t)(400e6 * (scale < 1 ? 0.5 : 1.0)), got = 0, n = 0, cap = 1 << 20;          \
+        void **keep = calloc(KEEP, sizeof *keep), **v = malloc(cap * sizeof *v);                          \
+        hh_rng s = { 5 };                                                                                 \
+        for (int i = 0; i < KEEP; i++) {                                                                  \
+            keep[i] = MALLOC(1000);                                                                       \
+            memset(keep[i], 1, 1000);                                                                     \
+        }                                                                                                 \
+        uint64_t t0 = bench_now_ns();                                                                     \
+        while (got < total && n < cap) {                                                                  \
+            uint64_t r = hh_rng_next(&s);                                                                 \
+            /* one block in 1024 a buffer: about 3/4 of the bytes small */                                \
+            size_t size = r % 1024 != 0 ? 16 + (size_t)(r >> 16) % 2033 : ((size_t)64 << 10) << ((r >> 16) % 5); \
+            char *p = MALLOC(size);                                                                       \
+            memset(p, 7, size);                                                                           \
+            v[n++] = p;                                                                                   \
+            got += size;                                                                                  \
+        }                                                                                                 \
+        for (size_t i = 0; i < n; i++) FREE(v[i]);                                                        \
+        double ns = (double)(bench_now_ns() - t0) / (double)n;                                            \
+        free(v);                                                                                          \
+        struct timespec idle = { 1, 0 };                                                                  \
+        while (nanosleep(&idle, &idle) != 0 && errno == EINTR) {}                                         \
+        rss_result = bench_vm_bytes("VmRSS:");                                                                           \
+        for (int i = 0; i < KEEP; i++) FREE(keep[i]);                                                     \
+        free(keep);                                                                                       \
+        return ns;                                                                                        \
+    }
+
 enum { CHURN_MAX = 16, PC_BATCH = 256 };
 
 DEFINE_WORKLOADS(hh, hh_bmalloc, hh_bfree, hh_brealloc)
 DEFINE_WORKLOADS(libc, malloc, free, realloc)
 DEFINE_LARGE(hh, hh_bmalloc, hh_bfree)
 DEFINE_LARGE(libc, malloc, free)
+DEFINE_RELEASE(hh, hh_bmalloc, hh_bfree)
+DEFINE_RELEASE(libc, malloc, free)
 
 typedef struct workload {
     const char *name;
@@ -265,10 +319,22 @@ typedef struct workload {
 static const workload workloads[] = {
     { "pairs", pairs_hh, pairs_libc },
     { "churn", churn_hh, churn_libc },
+    { "many", many_hh, many_libc },
     { "prodcons", prodcons_hh, prodcons_libc },
     { "mixed", mixed_hh, mixed_libc },
     { "large", large_hh, large_libc },
+    { "release", release_hh, release_libc },
 };
+
+/* BENCH_BINNED_ONLY: a comma-separated list of workloads to run (all if unset). */
+static int selected(const char *name) {
+    const char *only = getenv("BENCH_BINNED_ONLY");
+    if (only == NULL || *only == 0) return 1;
+    size_t len = strlen(name);
+    for (const char *p = only; (p = strstr(p, name)) != NULL; p += len)
+        if ((p == only || p[-1] == ',') && (p[len] == 0 || p[len] == ',')) return 1;
+    return 0;
+}
 enum { NW = sizeof workloads / sizeof workloads[0] };
 
 static double call_hh(void *ctx) { return ((const workload *)ctx)->hh(); }
@@ -292,7 +358,7 @@ static int child_main(const char *w, const char *api) {
         double ns = strcmp(api, "hh") == 0 ? workloads[i].hh() : workloads[i].libc();
         /* VmHWM, not ru_maxrss: the latter survives exec and would report the
            parent's peak. */
-        printf("RESULT %.4f %.0f\n", ns, bench_vm_bytes("VmHWM:"));
+        printf("RESULT %.4f %.0f\n", ns, rss_result > 0 ? rss_result : bench_vm_bytes("VmHWM:"));
         return 0;
     }
     return 2;
@@ -308,7 +374,7 @@ int main(int argc, char **argv) {
     printf("bench_binned: part 1, in process, hh_b* vs glibc malloc (%d interleaved runs, %d threads in churn)\n", reps,
            churn_threads);
     for (int i = 0; i < NW; i++)
-        bench_pair("binned", workloads[i].name, "ns/op", call_hh, "glibc", call_libc, (void *)&workloads[i], reps);
+        if (selected(workloads[i].name)) bench_pair("binned", workloads[i].name, "ns/op", call_hh, "glibc", call_libc, (void *)&workloads[i], reps);
 
     /* Part 2: peers given as name=path; "shim" is ours. */
     peer peers[8];
@@ -335,6 +401,7 @@ int main(int argc, char **argv) {
     printf("bench_binned: part 2, the same workload binary on plain malloc, LD_PRELOAD per allocator "
            "(%d interleaved runs)\n", reps);
     for (int w = 0; w < NW; w++) {
+        if (!selected(workloads[w].name)) continue;
         /* columns: 0 shim, 1 glibc, 2.. peers */
         double ns[10][64], rss[10][64];
         int ok = 1;

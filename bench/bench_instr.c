@@ -177,7 +177,29 @@ static BENCH_NOINLINE void loop_bfree(void) {
     for (int i = 0; i < K; i++) hh_bfree(ps[i]);
 }
 
+/* The fast paths alone: each block freed at once, so the bin never runs dry
+   or full (K blocks in a row would count refills and flushes too). */
+static BENCH_NOINLINE void loop_bpair(size_t size) {
+    for (int i = 0; i < K; i++) {
+        void *p = hh_bmalloc(size);
+        ps[i & 7] = p;
+        hh_bfree(p);
+    }
+}
+static BENCH_NOINLINE void loop_pair(size_t size) {
+    for (int i = 0; i < K; i++) {
+        void *p = malloc(size);
+        ps[i & 7] = p;
+        free(p);
+    }
+}
+
 static void instr_binned(void) {
+    loop_bpair(64);
+    MEASURE("bpair", loop_bpair(64));
+    loop_pair(64);
+    MEASURE("glibc_pair64", loop_pair(64));
+    instr_line("binned", "hh_bmalloc+hh_bfree_64B_pair", K, "bpair", "malloc+free", K, "glibc_pair64");
     loop_bmalloc(64); loop_bfree();
     MEASURE("bmalloc", loop_bmalloc(64));
     MEASURE("bfree", loop_bfree());

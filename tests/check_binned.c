@@ -21,6 +21,18 @@
    and many blocks use REQUIRE, which only calls into Check on failure. */
 #define REQUIRE(cond) do { if (!(cond)) ck_abort_msg("%s:%d: %s failed", __FILE__, __LINE__, #cond); } while (0)
 
+/* Built with ThreadSanitizer (gcc says so with a macro, clang with a feature). */
+#if defined(__SANITIZE_THREAD__)
+#  define TEST_UNDER_TSAN 1
+#elif defined(__has_feature)
+#  if __has_feature(thread_sanitizer)
+#    define TEST_UNDER_TSAN 1
+#  endif
+#endif
+#ifndef TEST_UNDER_TSAN
+#  define TEST_UNDER_TSAN 0
+#endif
+
 /* A pointer that is surely not ours: a static object. (A stack address may
    not be: ASan's fake stacks are mmap'd, and can land on a range this
    allocator used and gave back, which reads as a double free.) */
@@ -99,11 +111,22 @@ START_TEST(block_index_is_exact_for_every_offset) {
 END_TEST
 
 START_TEST(thread_cache_caps_stay_within_limit) {
-    ck_assert_uint_eq(hh_binned_thread_cache_limit(), 1u << 20);
+    ck_assert_uint_eq(hh_binned_thread_cache_limit(), 2u << 20);
     size_t sum = 0;
     for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) sum += (size_t)hhi_bg.cap[c] * hhi_class_size[c];
-    ck_assert_uint_le(sum, 1u << 20);
-    ck_assert_uint_gt(sum, 1u << 19);   /* the budget is actually used */
+    ck_assert_uint_le(sum, 2u << 20);
+    ck_assert_uint_gt(sum, 1u << 20);   /* the budget is actually used */
+    /* Large classes are cached deep enough to hold a few blocks (they held
+       2 when they got a byte share like the small ones). */
+    for (unsigned c = 0; c < HHI_CLASS_COUNT; c++)
+        if (hhi_class_size[c] > 1024) ck_assert_uint_ge(hhi_bg.cap[c], hhi_class_size[c] <= 8192 ? 8 : 4);
+    /* A small limit still holds: the largest classes are cut first. */
+    ck_assert_int_eq(hh_binned_set_thread_cache_limit(100000), HH_OK);
+    sum = 0;
+    for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) sum += (size_t)hhi_bg.cap[c] * hhi_class_size[c];
+    ck_assert_uint_le(sum, 100000);
+    ck_assert_uint_ge(hhi_bg.cap[0], 2);
+    ck_assert_uint_eq(hhi_bg.cap[HHI_CLASS_COUNT - 1], 0);
     ck_assert_int_eq(hh_binned_set_thread_cache_limit((size_t)65 << 20), HH_E_INVALID_ARG);
     ck_assert_int_eq(hh_test_last_captured(), HH_E_INVALID_ARG);
     /* Caching off: everything still works through the cacheless path. */
@@ -119,7 +142,7 @@ START_TEST(thread_cache_caps_stay_within_limit) {
         hh_bfree(v[i]);
     }
     ck_assert_uint_eq(hhi_bin_count(&hhi_tc_self->bins[hhi_size_class(24)]), 0);
-    ck_assert_int_eq(hh_binned_set_thread_cache_limit(1u << 20), HH_OK);
+    ck_assert_int_eq(hh_binned_set_thread_cache_limit(2u << 20), HH_OK);
     ck_assert_uint_eq(hh_test_captured_count(), 1);
 }
 END_TEST
@@ -424,32 +447,90 @@ START_TEST(foreign_pointers_are_reported_and_harmless) {
 }
 END_TEST
 
+/* Expects hh_binned_check to fail with one message naming invariant n. */
+static void expect_check_names(unsigned n) {
+    hh_test_reset_captured();
+    ck_assert_int_eq(hh_binned_check(), HH_E_CORRUPT);
+    ck_assert_uint_eq(hh_test_captured_count(), 1);
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_CORRUPT);
+    char want[32];
+    snprintf(want, sizeof want, "invariant %u (", n);
+    ck_assert_msg(strstr(hh_test_last_message(), want) != NULL, "wanted \"%s\" in: %s", want,
+                  hh_test_last_message());
+}
+
 START_TEST(check_finds_broken_metadata) {
-    char *p = hh_bmalloc(96), *q = hh_bmalloc(96);
+    /* Each invariant's checker finds its own breakage and names itself; the
+       field is put back each time and the check passes again. */
+    char *p = hh_bmalloc(96), *q = hh_bmalloc(96), *big = hh_bmalloc(100000);
     hh_bfree(q);   /* q now waits in this thread's cache */
     ck_assert_int_eq(hh_binned_check(), HH_OK);
     hhi_bpage *pg = hhi_page_of((uintptr_t)p);
+    hhi_bspan *sp = hhi_span_of((uintptr_t)p);
     hhi_bclass *k = &hhi_bg.classes[pg->cls];
-    /* 1: a page count that disagrees with its free list */
+    /* 1: a span count that disagrees with the span list */
+    hhi_lock_acquire(&hhi_bg.pool_lock);
+    hhi_bg.n_spans++;
+    hhi_lock_release(&hhi_bg.pool_lock);
+    expect_check_names(1);
+    hhi_lock_acquire(&hhi_bg.pool_lock);
+    hhi_bg.n_spans--;
+    hhi_lock_release(&hhi_bg.pool_lock);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    /* 2: a class page with another class's geometry */
+    hhi_lock_acquire(&k->lock);
+    pg->block_size += 16;
+    hhi_lock_release(&k->lock);
+    expect_check_names(2);
+    hhi_lock_acquire(&k->lock);
+    pg->block_size -= 16;
+    hhi_lock_release(&k->lock);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    /* 3: a page count that disagrees with its free list */
     hhi_lock_acquire(&k->lock);
     pg->used++;
     hhi_lock_release(&k->lock);
-    ck_assert_int_eq(hh_binned_check(), HH_E_CORRUPT);
-    ck_assert_int_eq(hh_test_last_captured(), HH_E_CORRUPT);
+    expect_check_names(3);
     hhi_lock_acquire(&k->lock);
     pg->used--;
     hhi_lock_release(&k->lock);
     ck_assert_int_eq(hh_binned_check(), HH_OK);
-    /* 2: a cached block marked live */
+    /* 4: a class's empty-page count that disagrees with its pages */
+    hhi_lock_acquire(&k->lock);
+    k->empty++;
+    hhi_lock_release(&k->lock);
+    expect_check_names(4);
+    hhi_lock_acquire(&k->lock);
+    k->empty--;
+    hhi_lock_release(&k->lock);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    /* 5: a cached block marked live */
     hhi_bpage *qp = hhi_page_of((uintptr_t)q);
     uint32_t qi = hhi_block_index(qp, (uintptr_t)q);
     hhi_state_set(qp, qi, HHI_ST_LIVE);
-    hh_test_reset_captured();
-    ck_assert_int_eq(hh_binned_check(), HH_E_CORRUPT);
-    ck_assert_uint_eq(hh_test_captured_count(), 1);
+    expect_check_names(5);
     hhi_state_set(qp, qi, HHI_ST_FREED);
     ck_assert_int_eq(hh_binned_check(), HH_OK);
+    /* 6: a large-block count that disagrees with the list */
+    hhi_lock_acquire(&hhi_bg.large_lock);
+    hhi_bg.large_count++;
+    hhi_lock_release(&hhi_bg.large_lock);
+    expect_check_names(6);
+    hhi_lock_acquire(&hhi_bg.large_lock);
+    hhi_bg.large_count--;
+    hhi_lock_release(&hhi_bg.large_lock);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    /* 7: a span's pooled-page count that disagrees with its pages */
+    hhi_lock_acquire(&hhi_bg.pool_lock);
+    sp->free_pages++;
+    hhi_lock_release(&hhi_bg.pool_lock);
+    expect_check_names(7);
+    hhi_lock_acquire(&hhi_bg.pool_lock);
+    sp->free_pages--;
+    hhi_lock_release(&hhi_bg.pool_lock);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
     hh_bfree(p);
+    hh_bfree(big);
 }
 END_TEST
 
@@ -798,6 +879,119 @@ START_TEST(decay_returns_memory_without_trim_calls) {
     ck_assert_uint_eq(after.pages_free, after.pages_decommitted);      /* none left dirty */
     ck_assert_int_eq(hh_binned_set_decay_ms(60001), HH_E_INVALID_ARG);
     ck_assert_int_eq(hh_binned_check(), HH_OK);
+}
+END_TEST
+
+/* Kicks the purge thread until the decay tick is two passes past `from`
+   (pages dirty at `from` are then decommitted); false if the thread made no
+   progress in 1000 kicks (no thread, or it does not run passes). Each kicked
+   pass reads the virtual clock, so a pass is due every few kicks. */
+static bool purge_until_tick(uint32_t from) {
+    for (int k = 0; k < 1000; k++) {
+        if ((int32_t)(atomic_load(&hhi_bg.decay_tick) - (from + 2)) >= 0 && !atomic_load(&hhi_bg.decay_more))
+            return true;
+        hhi_purge_kick_and_wait();
+    }
+    return false;
+}
+
+START_TEST(purge_thread_returns_memory_of_an_idle_program) {
+    /* A program frees a lot and then makes no allocator call at all: only
+       the background thread can give the memory back. Its passes are forced
+       by kicks, and the virtual clock (0.1 ms per reading, decay period 1 ms)
+       stands in for time: nothing is timed. */
+    enum { N = 3000 };
+    hh_binned_trim(0);
+    hhi_test_clock_step(100000);
+    ck_assert_int_eq(hh_binned_set_decay_ms(1), HH_OK);
+    ck_assert_int_eq(hh_binned_set_purge_thread(true), HH_OK);
+    ck_assert(hh_binned_purge_thread());
+    void **v = malloc(N * sizeof *v);
+    for (int i = 0; i < N; i++) v[i] = hh_bmalloc(1000);
+    for (int i = 0; i < N; i++) hh_bfree(v[i]);
+    free(v);
+    hh_binned_thread_flush();                       /* pages back to the pool, dirty */
+    hh_bfree(hh_bmalloc((size_t)1 << 20));          /* a cached 1 MiB mapping; a slow path: the thread starts */
+    ck_assert(hhi_purge_running());
+    uint32_t from = atomic_load(&hhi_bg.decay_tick);
+    /* From here on this thread calls nothing that allocates or frees. */
+    bool done = purge_until_tick(from);
+    hh_binned_stats after;
+    hh_binned_stats_get(&after);
+    ck_assert_int_eq(hh_binned_set_purge_thread(false), HH_OK);   /* stopped and joined */
+    ck_assert(!hhi_purge_running());
+    ck_assert(!hh_binned_purge_thread());
+    ck_assert_int_eq(hh_binned_set_decay_ms(0), HH_OK);
+    hhi_test_clock_step(0);
+    ck_assert_msg(done, "the purge thread ran no decay passes");
+    ck_assert_uint_eq(after.large_cached_bytes, 0);
+    ck_assert_uint_eq(after.pages_free, after.pages_decommitted);      /* none left dirty */
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+}
+END_TEST
+
+START_TEST(purge_thread_is_off_by_default_and_without_decay) {
+    /* The library default: no thread, ever, without a call; asked for with
+       decay off, it is not started either (nothing to do). */
+    ck_assert(!hh_binned_purge_thread());
+    hh_bfree(hh_bmalloc((size_t)1 << 20));
+    ck_assert(!hhi_purge_running());
+    ck_assert_int_eq(hh_binned_set_purge_thread(true), HH_OK);
+    hh_bfree(hh_bmalloc((size_t)1 << 20));
+    ck_assert(!hhi_purge_running());
+    ck_assert_int_eq(hh_binned_set_purge_thread(false), HH_OK);
+    ck_assert(!hh_binned_purge_thread());
+    hh_binned_trim(0);
+}
+END_TEST
+
+START_TEST(purge_thread_restarts_in_a_fork_child) {
+    /* The child has no purge thread (threads do not survive fork): it starts
+       its own on its first slow path, which returns the child's memory. */
+    hh_binned_trim(0);
+    hhi_test_clock_step(100000);
+    ck_assert_int_eq(hh_binned_set_decay_ms(1), HH_OK);
+    ck_assert_int_eq(hh_binned_set_purge_thread(true), HH_OK);
+    hh_bfree(hh_bmalloc((size_t)1 << 20));
+    ck_assert(hhi_purge_running());
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int code = 0;
+        if (hhi_purge_running()) code = 3;                  /* a thread the child does not have */
+        if (!hh_binned_purge_thread()) code = code ? code : 4;   /* forgot it was asked for */
+#if TEST_UNDER_TSAN
+        /* TSan refuses to start threads in the child of a threaded fork. */
+        hh_binned_set_purge_thread(false);
+#else
+        void **v = malloc(2000 * sizeof *v);
+        for (int i = 0; i < 2000; i++) v[i] = hh_bmalloc(2000);
+        for (int i = 0; i < 2000; i++) hh_bfree(v[i]);
+        free(v);
+        hh_binned_thread_flush();
+        hh_bfree(hh_bmalloc((size_t)1 << 20));
+        if (!hhi_purge_running()) code = code ? code : 5;   /* not restarted */
+        uint32_t from = atomic_load(&hhi_bg.decay_tick);
+        if (!purge_until_tick(from)) code = code ? code : 6;
+        hh_binned_stats st;
+        hh_binned_stats_get(&st);
+        if (st.pages_free != st.pages_decommitted || st.large_cached_bytes != 0) code = code ? code : 7;
+        hh_binned_set_purge_thread(false);
+#endif
+        if (hh_binned_check() != HH_OK) code = 8;
+        char cmd[16];
+        snprintf(cmd, sizeof cmd, "exit %d", code);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);   /* see fork_in_a_threaded_program */
+        _exit(code);
+    }
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(hhi_purge_running());                         /* the parent's is untouched */
+    ck_assert_int_eq(hh_binned_set_purge_thread(false), HH_OK);
+    ck_assert_int_eq(hh_binned_set_decay_ms(0), HH_OK);
+    hhi_test_clock_step(0);
+    ck_assert(WIFEXITED(status));
+    ck_assert_msg(WEXITSTATUS(status) == 0, "child exit %d", WEXITSTATUS(status));
 }
 END_TEST
 
@@ -1187,6 +1381,9 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, trim_returns_pages);
     tcase_add_test(tc, trim_honours_its_time_budget);
     tcase_add_test(tc, decay_returns_memory_without_trim_calls);
+    tcase_add_test(tc, purge_thread_returns_memory_of_an_idle_program);
+    tcase_add_test(tc, purge_thread_is_off_by_default_and_without_decay);
+    tcase_add_test(tc, purge_thread_restarts_in_a_fork_child);
     tcase_add_test(tc, new_span_under_a_tight_address_space_limit);
     tcase_add_test(tc, stats_walker_and_leak_report);
     tcase_add_test(tc, fault_injection_until_success);

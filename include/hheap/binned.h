@@ -9,7 +9,8 @@
  *   - per-thread caches with batched refill/flush to per-class global lists
  *     under per-class locks (no global lock on any path that serves a block);
  *     a thread holds at most hh_binned_thread_cache_limit() bytes in its cache
- *     (default 1 MiB); a thread's cache is flushed when it exits;
+ *     (default 2 MiB: up to 256 blocks of each class to 1 KiB, 8 of each
+ *     to 8 KiB, 4 above); a thread's cache is flushed when it exits;
  *   - blocks above 32 KiB (or with an alignment no class can give) are mapped
  *     straight from the OS with a header, found again in O(1);
  *   - every free is validated in O(1) in every build: a pointer that is not a
@@ -92,7 +93,9 @@ HH_API int    hh_binned_class_of(size_t size);
 /* Returns every block cached by the calling thread to the global lists (the
    same happens automatically when a thread exits). */
 HH_API void   hh_binned_thread_flush(void);
-/* Bytes one thread may hold in its cache (default 1048576). Caches adapt at
+/* Bytes one thread may hold in its cache (default 2097152; classes to 1 KiB
+   get limit/64 bytes each, larger ones 8 blocks to 8 KiB and 4 above, the
+   largest cut first when the limit is lower). Caches adapt at
    their next refill/flush. bytes 0 disables caching; above 64 MiB fails with
    HH_E_INVALID_ARG. */
 HH_API hh_status hh_binned_set_thread_cache_limit(size_t bytes);
@@ -150,6 +153,25 @@ HH_API size_t hh_binned_trim(uint64_t max_ns);
    default: a game calls hh_binned_trim itself) turns it off. The LD_PRELOAD
    shim turns it on with 250 ms. HH_E_INVALID_ARG above 60000 ms. */
 HH_API hh_status hh_binned_set_decay_ms(uint32_t ms);
+
+/* Background purge thread: with on, one thread runs the decay pass twice per
+   period, so memory freed by a program that then goes quiet (no more slow
+   paths) still goes back -- one to two and a half periods after the free.
+   Started lazily, by the first slow path that sees decay on after memory
+   first became decay's to give back (an empty page, a freed large block): a
+   program that never frees that much never gets it. Its creation allocates
+   one block inside glibc (the thread's TLS vector), which a leak report at
+   exit lists. It touches only what a
+   decay pass touches (empty pages, pool pages, cached large mappings, under
+   the allocator's locks), never a thread cache or a live block, and runs
+   with every signal blocked. A fork child starts its own on its first slow
+   path; at exit (or with on == false) it is stopped and joined. Default: off
+   in the library (a game calls hh_binned_trim from its frame loop); the
+   LD_PRELOAD shim turns it on (HHEAP_PURGE_THREAD=0 keeps it off). If the
+   thread cannot be created, decay stays with the slow paths. Returns HH_OK. */
+HH_API hh_status hh_binned_set_purge_thread(bool on);
+/* Whether the purge thread is asked for (running or to be started). */
+HH_API bool      hh_binned_purge_thread(void);
 
 /* Full walk of every invariant of the global structures (spans, pages, class
    lists, the page pool, large blocks) and of the calling thread's cache.

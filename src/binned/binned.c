@@ -5,6 +5,7 @@
 
 #include "../common/hh_error.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 
 hh_status hhi_binned_fail(hh_status s, unsigned flags, const char *msg, const void *p) {
@@ -42,11 +43,13 @@ static void *small_alloc_slow(unsigned c, unsigned flags) {
     void *b = NULL;
     if (tc != NULL) {
         hhi_tbin *bin = &tc->bins[c];
+        /* Before the bin is read: the pass may start the purge thread, and
+           pthread_create may allocate (into this very bin). */
+        if (bin->head == NULL) hhi_decay_maybe(true);
         bin->cap = atomic_load_explicit(&hhi_bg.cap[c], memory_order_relaxed);
         if (bin->head == NULL && bin->cap > 0) {
             hhi_bblock *list = NULL;
             uint32_t want = (bin->cap + 1) / 2;
-            hhi_decay_maybe(true);
             uint32_t got = hhi_class_take(c, &list, want);
             if (got > 0) {
                 hhi_stat_inc(&bin->misses);
@@ -103,8 +106,10 @@ static hh_status small_lookup(uintptr_t a, hhi_bpage **out_pg, uint32_t *out_i) 
 void (*hhi_binned_test_lookup_hook)(void) = NULL;
 #endif
 
-/* Classifies p: HH_OK for a live small block (page/index out), HH_E_NONE-like
-   codes otherwise; *large set for a pointer into a large chunk. */
+/* Classifies p: HH_OK for a live small block (page and index out) or a
+   pointer into a large chunk (*large set; hhi_large_free validates it under
+   the large lock); otherwise the status a free of p deserves:
+   HH_E_DOUBLE_FREE or HH_E_FOREIGN_POINTER. */
 static hh_status classify(uintptr_t a, hhi_bpage **pg, uint32_t *i, bool *large) {
     *large = false;
     if (!atomic_load_explicit(&hhi_bg.ready, memory_order_acquire) || (a >> HHI_ADDR_BITS) != 0)
@@ -373,158 +378,246 @@ hh_status hh_binned_set_decay_ms(uint32_t ms) {
 }
 
 /* ---------------------------------------------------------------------------
-   Check (all locks held; see the invariants in binned_internal.h)
+   Check: one function per numbered invariant of binned_internal.h, each run
+   with every lock held, each naming its invariant in the message of the
+   first violation it finds. Invariant 8 (lock order) is a rule for the code,
+   not a property of the data: nothing here can check it.
 --------------------------------------------------------------------------- */
-/* The first broken invariant is formatted under the locks and reported after
-   they are released (the error handler may allocate). */
-#define CHECK(cond, ...)                               \
-    do {                                               \
-        if (!(cond)) {                                 \
-            snprintf(msg, sizeof msg, __VA_ARGS__);    \
-            st = HH_E_CORRUPT;                         \
-            goto done;                                 \
-        }                                              \
+/* What the checks share: the first failure's message (formatted under the
+   locks, reported after they are released: the error handler may
+   allocate), and per-class tallies that invariant 3's walk gathers for 4. */
+typedef struct check_ctx {
+    char msg[256];
+    uint32_t class_pages[HHI_CLASS_COUNT];   /* pages found owned by each class */
+    uint32_t class_empty[HHI_CLASS_COUNT];   /* of those, with used == 0 */
+    uint64_t class_used[HHI_CLASS_COUNT];    /* sum of their used counts */
+} check_ctx;
+
+static bool check_fail(check_ctx *cx, const char *what, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool check_fail(check_ctx *cx, const char *what, const char *fmt, ...) {
+    int n = snprintf(cx->msg, sizeof cx->msg, "binned check: invariant %s: ", what);
+    if (n < 0 || (size_t)n >= sizeof cx->msg) return false;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cx->msg + n, sizeof cx->msg - (size_t)n, fmt, ap);
+    va_end(ap);
+    return false;
+}
+/* In a check function whose `what` names its invariant: fail unless cond. */
+#define CHECK(cond, ...)                                              \
+    do {                                                              \
+        if (!(cond)) return check_fail(cx, what, __VA_ARGS__);        \
     } while (0)
 
-hh_status hh_binned_check(void) {
-    if (!atomic_load_explicit(&hhi_bg.ready, memory_order_acquire)) return HH_OK;
-    hh_status st = HH_OK;
-    char msg[256];
-    uint32_t class_pages[HHI_CLASS_COUNT] = { 0 }, class_empty[HHI_CLASS_COUNT] = { 0 };
-    uint64_t class_used[HHI_CLASS_COUNT] = { 0 };
-    hhi_lock_acquire(&hhi_bg.trim_lock);
-    hhi_lock_all();
-    /* Caps within the limit (5). */
-    size_t sum = 0;
-    for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) sum += (size_t)hhi_bg.cap[c] * hhi_class_size[c];
-    CHECK(sum <= hhi_bg.cache_limit, "binned check: cache caps sum %zu > limit %zu", sum, (size_t)hhi_bg.cache_limit);
-    uint32_t n_spans = 0, n_pool = 0, n_decommitted = 0;
+/* 1: every span on g.spans is aligned, has its magic and is registered SPAN;
+   the list is well linked and as long as g.n_spans. */
+static bool check_inv1_spans_registered(check_ctx *cx) {
+    static const char what[] = "1 (spans registered)";
+    uint32_t n = 0;
     for (hhi_bspan *s = hhi_bg.spans; s != NULL; s = s->next) {
-        n_spans++;
-        CHECK(((uintptr_t)s & HHI_SPAN_MASK) == 0 && s->magic == HHI_SPAN_MAGIC, "binned check: span %p bad", (void *)s);
-        CHECK(hhi_registry_get((uintptr_t)s) == HHI_REG_SPAN, "binned check: span %p not registered (1)", (void *)s);
-        CHECK(s->next == NULL || s->next->prev == s, "binned check: span list broken at %p", (void *)s);
-        CHECK(n_spans <= (1u << 25), "binned check: span list cycles");
-        uint32_t free_pages = 0;
-        CHECK(s->pages[0].capacity == 0, "binned check: metadata page of %p serves blocks", (void *)s);
+        CHECK(++n <= (1u << 25), "span list cycles");
+        CHECK(((uintptr_t)s & HHI_SPAN_MASK) == 0 && s->magic == HHI_SPAN_MAGIC, "span %p bad", (void *)s);
+        CHECK(hhi_registry_get((uintptr_t)s) == HHI_REG_SPAN, "span %p not registered", (void *)s);
+        CHECK(s->next == NULL || s->next->prev == s, "span list broken at %p", (void *)s);
+        CHECK(s->pages[0].capacity == 0, "metadata page of %p serves blocks", (void *)s);
+    }
+    CHECK(n == hhi_bg.n_spans, "%u spans listed, %u counted", n, hhi_bg.n_spans);
+    return true;
+}
+
+/* 2: each page is pooled (no class, on a pool list, nothing used, no LIVE
+   state) or owned by one class with that class's geometry. */
+static bool check_inv2_page_owner(check_ctx *cx) {
+    static const char what[] = "2 (one owner per page)";
+    for (hhi_bspan *s = hhi_bg.spans; s != NULL; s = s->next)
         for (unsigned pi = 1; pi < HHI_PAGES_PER_SPAN; pi++) {
             hhi_bpage *pg = &s->pages[pi];
-            CHECK(pg->index == pi, "binned check: page %u of span %p has index %u", pi, (void *)s, pg->index);
+            void *base = (void *)hhi_page_base(pg);
+            CHECK(pg->index == pi, "page %u of span %p has index %u", pi, (void *)s, pg->index);
             if (pg->cls == HHI_NO_CLASS) {
                 CHECK(pg->pool != HHI_POOL_NONE && pg->used == 0 && pg->free == NULL,
-                      "binned check: page %p owned by no class but not pooled (2)", (void *)hhi_page_base(pg));
+                      "page %p owned by no class but not pooled", base);
                 for (uint32_t i = 0; i < pg->capacity; i++)
-                    CHECK(hhi_state_get(pg, i) != HHI_ST_LIVE, "binned check: pooled page %p has a live block (2)",
-                          (void *)hhi_page_base(pg));
-                free_pages++;
-                n_pool++;
-                if (pg->pool == HHI_POOL_DECOMMITTED) n_decommitted++;
+                    CHECK(hhi_state_get(pg, i) != HHI_ST_LIVE, "pooled page %p has a live block", base);
                 continue;
             }
             unsigned c = pg->cls;
             CHECK(c < HHI_CLASS_COUNT && pg->pool == HHI_POOL_NONE && pg->block_size == hhi_class_size[c] &&
                       pg->capacity == hhi_class_capacity(c),
-                  "binned check: page %p has bad class fields (2)", (void *)hhi_page_base(pg));
-            class_pages[c]++;
-            CHECK(pg->carved <= pg->capacity && pg->used <= pg->carved, "binned check: page %p counts %u/%u/%u (3)",
-                  (void *)hhi_page_base(pg), pg->used, pg->carved, pg->capacity);
-            uint32_t nfree = 0;
+                  "page %p has bad class fields", base);
+        }
+    return true;
+}
+
+/* 3: in every class page, used + free-list length == carved <= capacity;
+   free blocks are carved block starts of the page, none LIVE; uncarved
+   blocks are NEVER; no more LIVE blocks than used. Tallies per class for 4. */
+static bool check_inv3_block_accounting(check_ctx *cx) {
+    static const char what[] = "3 (block accounting)";
+    for (hhi_bspan *s = hhi_bg.spans; s != NULL; s = s->next)
+        for (unsigned pi = 1; pi < HHI_PAGES_PER_SPAN; pi++) {
+            hhi_bpage *pg = &s->pages[pi];
+            if (pg->cls == HHI_NO_CLASS) continue;
             uintptr_t base = hhi_page_base(pg);
+            CHECK(pg->carved <= pg->capacity && pg->used <= pg->carved, "page %p counts %u/%u/%u", (void *)base,
+                  pg->used, pg->carved, pg->capacity);
+            uint32_t nfree = 0;
             for (hhi_bblock *b = pg->free; b != NULL; b = hhi_block_next(b)) {
                 uintptr_t a = (uintptr_t)b;
-                CHECK(nfree < pg->capacity, "binned check: page %p free list too long or cyclic (3)", (void *)base);
-                CHECK(a >= base && a < base + HHI_PAGE_SIZE, "binned check: free block %p outside page %p (3)",
-                      (void *)b, (void *)base);
+                CHECK(nfree < pg->capacity, "page %p free list too long or cyclic", (void *)base);
+                CHECK(a >= base && a < base + HHI_PAGE_SIZE, "free block %p outside page %p", (void *)b,
+                      (void *)base);
                 uint32_t i = hhi_block_index(pg, a);
-                CHECK(i < pg->carved && i * pg->block_size == (a & HHI_PAGE_MASK),
-                      "binned check: free block %p misplaced (3)", (void *)b);
-                CHECK(hhi_state_get(pg, i) != HHI_ST_LIVE, "binned check: free block %p marked live (3)", (void *)b);
+                CHECK(i < pg->carved && i * pg->block_size == (a & HHI_PAGE_MASK), "free block %p misplaced",
+                      (void *)b);
+                CHECK(hhi_state_get(pg, i) != HHI_ST_LIVE, "free block %p marked live", (void *)b);
                 nfree++;
             }
-            CHECK(pg->used + nfree == pg->carved, "binned check: page %p used %u + free %u != carved %u (3)",
-                  (void *)base, pg->used, nfree, pg->carved);
+            CHECK(pg->used + nfree == pg->carved, "page %p used %u + free %u != carved %u", (void *)base, pg->used,
+                  nfree, pg->carved);
             uint32_t live = 0;
             for (uint32_t i = 0; i < pg->capacity; i++) {
                 unsigned v = hhi_state_get(pg, i);
-                CHECK(v <= HHI_ST_FREED && (i < pg->carved || v == HHI_ST_NEVER),
-                      "binned check: page %p block %u state %u (3)", (void *)base, i, v);
+                CHECK(v <= HHI_ST_FREED && (i < pg->carved || v == HHI_ST_NEVER), "page %p block %u state %u",
+                      (void *)base, i, v);
                 live += v == HHI_ST_LIVE;
             }
-            CHECK(live <= pg->used, "binned check: page %p has %u live > %u used (3)", (void *)base, live, pg->used);
-            bool has_room = pg->free != NULL || pg->carved < pg->capacity;
-            CHECK(has_room == (pg->in_partial != 0), "binned check: page %p partial-list membership wrong (4)",
-                  (void *)base);
-            if (pg->used == 0) class_empty[c]++;
-            class_used[c] += pg->used;
+            CHECK(live <= pg->used, "page %p has %u live > %u used", (void *)base, live, pg->used);
+            cx->class_pages[pg->cls]++;
+            if (pg->used == 0) cx->class_empty[pg->cls]++;
+            cx->class_used[pg->cls] += pg->used;
         }
-        CHECK(free_pages == s->free_pages, "binned check: span %p free_pages %u != %u (7)", (void *)s, s->free_pages,
-              free_pages);
-    }
-    CHECK(n_spans == hhi_bg.n_spans && n_pool == hhi_bg.n_dirty + hhi_bg.n_clean &&
-              n_decommitted == hhi_bg.n_decommitted,
-          "binned check: pool counters disagree with the spans");
+    return true;
+}
+
+/* 4: a page is on its class's partial list iff it has a free or uncarved
+   block; empty pages sit at the tail, at most HHI_KEEP_EMPTY of them; the
+   class counters match the pages (tallied by 3). */
+static bool check_inv4_partial_lists(check_ctx *cx) {
+    static const char what[] = "4 (partial lists)";
+    for (hhi_bspan *s = hhi_bg.spans; s != NULL; s = s->next)
+        for (unsigned pi = 1; pi < HHI_PAGES_PER_SPAN; pi++) {
+            hhi_bpage *pg = &s->pages[pi];
+            if (pg->cls == HHI_NO_CLASS) continue;
+            bool has_room = pg->free != NULL || pg->carved < pg->capacity;
+            CHECK(has_room == (pg->in_partial != 0), "page %p partial-list membership wrong",
+                  (void *)hhi_page_base(pg));
+        }
     for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
         hhi_bclass *k = &hhi_bg.classes[c];
         uint32_t n = 0;
         bool seen_empty = false;
         for (hhi_bpage *pg = k->head; pg != NULL; pg = pg->next) {
-            CHECK(n++ < class_pages[c] && pg->cls == c && pg->in_partial,
-                  "binned check: class %u partial list holds a wrong page (4)", c);
-            CHECK(pg->next != NULL || k->tail == pg, "binned check: class %u tail wrong (4)", c);
+            CHECK(n++ < cx->class_pages[c] && pg->cls == c && pg->in_partial, "class %u partial list holds a wrong page",
+                  c);
+            CHECK(pg->next != NULL || k->tail == pg, "class %u tail wrong", c);
             if (pg->used == 0) seen_empty = true;
-            else CHECK(!seen_empty, "binned check: class %u has a used page after an empty one (4)", c);
+            else CHECK(!seen_empty, "class %u has a used page after an empty one", c);
         }
-        CHECK(k->pages == class_pages[c] && k->empty == class_empty[c] && k->empty <= HHI_KEEP_EMPTY &&
-                  k->used == class_used[c],
-              "binned check: class %u counts pages %u/%u empty %u/%u (4)", c, k->pages, class_pages[c], k->empty,
-              class_empty[c]);
+        CHECK(k->pages == cx->class_pages[c] && k->empty == cx->class_empty[c] && k->empty <= HHI_KEEP_EMPTY &&
+                  k->used == cx->class_used[c],
+              "class %u counts pages %u/%u empty %u/%u", c, k->pages, cx->class_pages[c], k->empty,
+              cx->class_empty[c]);
     }
+    return true;
+}
+
+/* 5: the bin caps fit the cache limit; the calling thread's bins hold at
+   most their cap of carved, non-LIVE blocks of their class. */
+static bool check_inv5_thread_cache(check_ctx *cx) {
+    static const char what[] = "5 (thread caches)";
+    size_t sum = 0;
+    for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) sum += (size_t)hhi_bg.cap[c] * hhi_class_size[c];
+    CHECK(sum <= hhi_bg.cache_limit, "cache caps sum %zu > limit %zu", sum, (size_t)hhi_bg.cache_limit);
+    hhi_tcache *tc = hhi_tc_self;
+    if (tc == NULL) return true;
+    for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
+        uint32_t n = 0;
+        for (hhi_bblock *b = tc->bins[c].head; b != NULL; b = hhi_block_next(b)) {
+            uintptr_t a = (uintptr_t)b;
+            CHECK(n++ < hhi_bin_count(&tc->bins[c]), "cache bin %u longer than its count", c);
+            CHECK(hhi_registry_get(a) == HHI_REG_SPAN, "cached block %p not in a span", (void *)b);
+            hhi_bpage *pg = hhi_page_of(a);
+            uint32_t i = hhi_block_index(pg, a);
+            CHECK(pg->cls == c && i < pg->carved && i * pg->block_size == (a & HHI_PAGE_MASK) &&
+                      hhi_state_get(pg, i) != HHI_ST_LIVE,
+                  "cached block %p of class %u is wrong", (void *)b, c);
+        }
+        CHECK(n == hhi_bin_count(&tc->bins[c]) && n <= tc->bins[c].cap, "cache bin %u count %u != %u or above cap",
+              c, hhi_bin_count(&tc->bins[c]), n);
+    }
+    return true;
+}
+
+/* 6: live large blocks have a good header, registry byte(s) and count; the
+   large cache holds LCACHE-marked, LARGE_FREED mappings within its limits. */
+static bool check_inv6_large_blocks(check_ctx *cx) {
+    static const char what[] = "6 (large blocks)";
     uint64_t nlarge = 0;
     for (hhi_blarge *h = hhi_bg.large; h != NULL; h = h->next) {
-        CHECK(nlarge++ < hhi_bg.large_count, "binned check: large list longer than its count (6)");
+        CHECK(nlarge++ < hhi_bg.large_count, "large list longer than its count");
         CHECK(((uintptr_t)h & HHI_SPAN_MASK) == 0 && h->magic == HHI_LARGE_MAGIC && h->offset <= HHI_SPAN_SIZE &&
                   h->offset + h->size <= h->map_size && hhi_registry_get((uintptr_t)h) == HHI_REG_LARGE &&
                   (h->offset < HHI_SPAN_SIZE || hhi_registry_get((uintptr_t)h + h->offset) == HHI_REG_LARGE_FAR),
-              "binned check: large block %p bad (6)", (void *)h);
+              "large block %p bad", (void *)h);
     }
-    CHECK(nlarge == hhi_bg.large_count, "binned check: large count %llu != %llu (6)", (unsigned long long)nlarge,
+    CHECK(nlarge == hhi_bg.large_count, "large count %llu != %llu", (unsigned long long)nlarge,
           (unsigned long long)hhi_bg.large_count);
     uint32_t ncached = 0;
     size_t cached_bytes = 0;
     for (hhi_blarge *h = hhi_bg.lcache; h != NULL; h = h->next) {
-        CHECK(ncached++ < hhi_bg.n_lcache, "binned check: large cache longer than its count (6)");
+        CHECK(ncached++ < hhi_bg.n_lcache, "large cache longer than its count");
         CHECK(((uintptr_t)h & HHI_SPAN_MASK) == 0 && h->magic == HHI_LCACHE_MAGIC &&
                   hhi_registry_get((uintptr_t)h) == HHI_REG_LARGE_FREED && (h->next == NULL || h->next->prev == h),
-              "binned check: cached large mapping %p bad (6)", (void *)h);
+              "cached large mapping %p bad", (void *)h);
         cached_bytes += h->map_size;
     }
     CHECK(ncached == hhi_bg.n_lcache && cached_bytes == hhi_bg.lcache_bytes && ncached <= HHI_LCACHE_MAX &&
               cached_bytes <= HHI_LCACHE_BYTES,
-          "binned check: large cache counters disagree (6)");
-    /* The calling thread's cache (5). */
-    hhi_tcache *tc = hhi_tc_self;
-    if (tc != NULL) {
-        for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
-            uint32_t n = 0;
-            for (hhi_bblock *b = tc->bins[c].head; b != NULL; b = hhi_block_next(b)) {
-                uintptr_t a = (uintptr_t)b;
-                CHECK(n++ < hhi_bin_count(&tc->bins[c]), "binned check: cache bin %u longer than its count (5)", c);
-                CHECK(hhi_registry_get(a) == HHI_REG_SPAN, "binned check: cached block %p not in a span (5)", (void *)b);
-                hhi_bpage *pg = hhi_page_of(a);
-                uint32_t i = hhi_block_index(pg, a);
-                CHECK(pg->cls == c && i < pg->carved && i * pg->block_size == (a & HHI_PAGE_MASK) &&
-                          hhi_state_get(pg, i) != HHI_ST_LIVE,
-                      "binned check: cached block %p of class %u is wrong (5)", (void *)b, c);
-            }
-            CHECK(n == hhi_bin_count(&tc->bins[c]) && n <= tc->bins[c].cap,
-                  "binned check: cache bin %u count %u != %u or above cap (5)", c, hhi_bin_count(&tc->bins[c]), n);
+          "large cache counters disagree");
+    return true;
+}
+
+/* 7: each span's free_pages counts its pooled pages; the pool counters
+   match the pages. */
+static bool check_inv7_pool_counts(check_ctx *cx) {
+    static const char what[] = "7 (pool counts)";
+    uint32_t n_pool = 0, n_decommitted = 0;
+    for (hhi_bspan *s = hhi_bg.spans; s != NULL; s = s->next) {
+        uint32_t free_pages = 0;
+        for (unsigned pi = 1; pi < HHI_PAGES_PER_SPAN; pi++) {
+            const hhi_bpage *pg = &s->pages[pi];
+            if (pg->cls != HHI_NO_CLASS) continue;
+            free_pages++;
+            if (pg->pool == HHI_POOL_DECOMMITTED) n_decommitted++;
         }
+        CHECK(free_pages == s->free_pages, "span %p free_pages %u != %u", (void *)s, s->free_pages, free_pages);
+        n_pool += free_pages;
     }
-done:
+    CHECK(n_pool == hhi_bg.n_dirty + hhi_bg.n_clean && n_decommitted == hhi_bg.n_decommitted,
+          "pool counters disagree with the spans");
+    return true;
+}
+#undef CHECK
+
+hh_status hh_binned_check(void) {
+    if (!atomic_load_explicit(&hhi_bg.ready, memory_order_acquire)) return HH_OK;
+    /* In order: 1 makes the span list safe to walk for the others, 3
+       tallies the classes for 4. */
+    static bool (*const checks[])(check_ctx *) = {
+        check_inv1_spans_registered, check_inv2_page_owner,   check_inv3_block_accounting, check_inv4_partial_lists,
+        check_inv5_thread_cache,     check_inv6_large_blocks, check_inv7_pool_counts,
+    };
+    check_ctx cx;
+    memset(&cx, 0, sizeof cx);
+    bool ok = true;
+    hhi_lock_acquire(&hhi_bg.trim_lock);
+    hhi_lock_all();
+    for (size_t i = 0; ok && i < HH_ARRAY_LEN(checks); i++) ok = checks[i](&cx);
     hhi_unlock_all();
     hhi_lock_release(&hhi_bg.trim_lock);
-    if (st != HH_OK) hhi_error(st, "%s", msg);
-    return st;
+    if (ok) return HH_OK;
+    return hhi_error(HH_E_CORRUPT, "%s", cx.msg);
 }
 
 /* ---------------------------------------------------------------------------

@@ -92,9 +92,10 @@
 #define HHI_DECAY_BUDGET_NS ((uint64_t)1000000) /* one decay pass: about 1 ms at most */
 #define HHI_KEEP_EMPTY      1u                  /* empty pages a class keeps as spare */
 #define HHI_NO_CLASS        0xFFu
-#define HHI_DEFAULT_CACHE_LIMIT ((size_t)1 << 20)
+#define HHI_DEFAULT_CACHE_LIMIT ((size_t)2 << 20)   /* per thread: 0.75 MiB small classes, ~1 MiB above 1 KiB */
 #define HHI_MAX_CACHE_LIMIT     ((size_t)64 << 20)
 #define HHI_BIN_MAX         256u                /* blocks per thread-cache bin at most */
+#define HHI_BIN_DEEP        8u                  /* blocks per bin of the classes 1..8 KiB (half above) */
 
 _Static_assert(HHI_PAGES_PER_SPAN == 64, "span geometry");
 _Static_assert(HHI_SMALL_MAX * 2 <= HHI_PAGE_SIZE, "two blocks of the largest class fit in a page");
@@ -241,6 +242,14 @@ typedef struct hhi_bglobal {
     _Atomic uint64_t decay_ns;      /* period, 0: off */
     _Atomic uint64_t decay_next_ns; /* when the next pass is due */
     _Atomic uint32_t decay_tick;    /* passes so far: dirty pages older than one pass are purged */
+    /* A pass that ran out of its budget leaves the rest here; the purge
+       thread finishes it in further bounded slices (slow paths do not: they
+       keep their 1 ms bound and the rest waits for the next period). */
+    _Atomic bool decay_work;        /* a page went to the dirty pool or a mapping to the large
+                                       cache once: the purge thread has something to do */
+    _Atomic bool decay_more;        /* the last pass stopped at its deadline */
+    _Atomic uint32_t decay_more_tick;     /* its tick: pool pages dirty before it go */
+    _Atomic uint64_t decay_more_cutoff;   /* its cutoff: cached mappings freed before it go */
 } hhi_bglobal;
 
 HH_INTERNAL hhi_bglobal hhi_bg;
@@ -371,8 +380,34 @@ HH_INTERNAL size_t   hhi_pool_trim(uint64_t deadline_ns);
 HH_INTERNAL size_t   hhi_pool_decay(uint32_t older_than, uint64_t deadline_ns);
 /* Decay: a pass if one is due (cheap check otherwise; sampled: the clock is
    read on every 32nd call only -- small-block refills and flushes). Holds
-   no lock on entry. */
+   no lock on entry, and no thread-cache bin is half updated: it may start
+   the purge thread, and pthread_create may allocate. */
 HH_INTERNAL void     hhi_decay_maybe(bool sampled);
+/* The pass alone, without starting the purge thread (the thread's own). */
+HH_INTERNAL void     hhi_decay_pass(bool sampled);
+/* One more bounded slice of a pass that ran out of budget; false when
+   nothing is left (or a trim holds the trim lock: it does the work). */
+HH_INTERNAL bool     hhi_decay_continue(void);
+
+/* Notes that decay has something to give back (pool or large lock held):
+   one load, and one store the first time only. */
+HH_INLINE void hhi_decay_work_note(void) {
+    if (!atomic_load_explicit(&hhi_bg.decay_work, memory_order_relaxed))
+        atomic_store_explicit(&hhi_bg.decay_work, true, memory_order_relaxed);
+}
+
+/* binned_purge.c: the background purge thread (hh_binned_set_purge_thread). */
+HH_INTERNAL bool     hhi_purge_wanted(void);     /* asked for and not started yet */
+HH_INTERNAL void     hhi_purge_start(void);      /* starts it if still wanted (no lock held) */
+HH_INTERNAL void     hhi_purge_fork_prepare(void);
+HH_INTERNAL void     hhi_purge_fork_parent(void);
+HH_INTERNAL void     hhi_purge_fork_child(void);
+#if HH_TESTING
+HH_INTERNAL bool     hhi_purge_running(void);
+/* Wakes the thread until it has ended a pass begun after the call; returns
+   its pass count (unchanged when no thread runs). */
+HH_INTERNAL uint64_t hhi_purge_kick_and_wait(void);
+#endif
 
 /* binned_tcache.c */
 HH_INTERNAL hhi_tcache *hhi_tcache_get(void);      /* NULL: use the cacheless path */

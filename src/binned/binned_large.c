@@ -249,6 +249,7 @@ hh_status hhi_large_free(uintptr_t a, unsigned flags) {
         hhi_bg.lcache = h;
         hhi_bg.n_lcache++;
         hhi_bg.lcache_bytes += map_size;
+        hhi_decay_work_note();
     } else {
         large_forget(h);
         h->magic = 0;

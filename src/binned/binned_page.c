@@ -24,15 +24,21 @@ static void fork_prepare(void) {
     hhi_lock_acquire(&hhi_bg.trim_lock);
     hhi_lock_acquire(&hhi_bg.tc_lock);
     hhi_lock_all();
+    hhi_purge_fork_prepare();
 }
-static void fork_parent(void) {
+static void fork_unlock(void) {
     hhi_unlock_all();
     hhi_lock_release(&hhi_bg.tc_lock);
     hhi_lock_release(&hhi_bg.trim_lock);
     pthread_mutex_unlock(&init_lock);
 }
+static void fork_parent(void) {
+    hhi_purge_fork_parent();
+    fork_unlock();
+}
 static void fork_child(void) {
-    fork_parent();
+    hhi_purge_fork_child();
+    fork_unlock();
     if (atomic_load_explicit(&hhi_bg.ready, memory_order_acquire)) hhi_tcache_fork_child();
 }
 
@@ -107,6 +113,7 @@ static void pool_insert(hhi_bpage *pg, unsigned which) {
     pg->pool = (uint8_t)which;
     if (which == HHI_POOL_DIRTY) {
         pg->dirty_tick = atomic_load_explicit(&hhi_bg.decay_tick, memory_order_relaxed);
+        hhi_decay_work_note();
         list_push_front(&hhi_bg.dirty, NULL, pg);
         hhi_bg.n_dirty++;
     } else {
@@ -389,14 +396,30 @@ static size_t spans_retire(uint64_t deadline_ns) {
 }
 
 /* ---------------------------------------------------------------------------
-   Decay: one bounded pass per period, run by whichever thread's slow path
-   notices it is due (the CAS on decay_next_ns elects one). A pass unmaps
-   large mappings cached for at least a period and decommits pool pages that
-   were dirty at the previous pass already (so one to two periods old).
+   Decay: one bounded pass per period, run by whichever thread notices it is
+   due (the CAS on decay_next_ns elects one): a slow path (refill, flush,
+   large block) or the purge thread (binned_purge.c). A pass unmaps large
+   mappings cached for at least a period and decommits pool pages that were
+   dirty at the previous pass already (so one to two periods old).
 --------------------------------------------------------------------------- */
-void hhi_decay_maybe(bool sampled) {
+/* The work of a pass (trim lock held): large mappings freed before cutoff,
+   spare empty pages, pool pages dirty before tick, until the deadline.
+   Records whether it stopped at the deadline with work maybe left. */
+static void decay_work(uint32_t tick, uint64_t cutoff_ns, uint64_t deadline_ns) {
+    hhi_large_decay(cutoff_ns, deadline_ns);
+    classes_release_empty();
+    hhi_pool_decay(tick, deadline_ns);
+    bool more = hhi_now_ns() >= deadline_ns;
+    if (more) {
+        atomic_store_explicit(&hhi_bg.decay_more_tick, tick, memory_order_relaxed);
+        atomic_store_explicit(&hhi_bg.decay_more_cutoff, cutoff_ns, memory_order_relaxed);
+    }
+    atomic_store_explicit(&hhi_bg.decay_more, more, memory_order_release);
+}
+
+void hhi_decay_pass(bool sampled) {
     uint64_t period = atomic_load_explicit(&hhi_bg.decay_ns, memory_order_relaxed);
-    if (hh_likely(period == 0)) return;
+    if (period == 0) return;
     /* Refills and flushes look at the clock only every 32nd time: a clock
        read costs as much as the rest of a refill of a small class. */
     static _Thread_local uint32_t calls HHI_TLS_MODEL;
@@ -406,11 +429,29 @@ void hhi_decay_maybe(bool sampled) {
     if (!atomic_compare_exchange_strong(&hhi_bg.decay_next_ns, &due, now + period)) return;   /* another thread */
     if (pthread_mutex_trylock(&hhi_bg.trim_lock.m) != 0) return;   /* a trim is running: it does the work */
     uint32_t tick = atomic_fetch_add(&hhi_bg.decay_tick, 1);       /* pages of this tick or later stay */
-    uint64_t deadline = now + HHI_DECAY_BUDGET_NS;
-    hhi_large_decay(now - period, deadline);
-    classes_release_empty();
-    hhi_pool_decay(tick, deadline);
+    decay_work(tick, now - period, now + HHI_DECAY_BUDGET_NS);
     hhi_lock_release(&hhi_bg.trim_lock);
+}
+
+bool hhi_decay_continue(void) {
+    if (!atomic_load_explicit(&hhi_bg.decay_more, memory_order_acquire)) return false;
+    if (pthread_mutex_trylock(&hhi_bg.trim_lock.m) != 0) return false;
+    if (atomic_load_explicit(&hhi_bg.decay_more, memory_order_relaxed))
+        decay_work(atomic_load_explicit(&hhi_bg.decay_more_tick, memory_order_relaxed),
+                   atomic_load_explicit(&hhi_bg.decay_more_cutoff, memory_order_relaxed),
+                   hhi_now_ns() + HHI_DECAY_BUDGET_NS);
+    bool more = atomic_load_explicit(&hhi_bg.decay_more, memory_order_relaxed);
+    hhi_lock_release(&hhi_bg.trim_lock);
+    return more;
+}
+
+void hhi_decay_maybe(bool sampled) {
+    if (hh_likely(atomic_load_explicit(&hhi_bg.decay_ns, memory_order_relaxed) == 0)) return;
+    /* The thread starts once there is something for it to give back: a
+       program that never frees a page's worth never gets one. */
+    if (hh_unlikely(hhi_purge_wanted()) && atomic_load_explicit(&hhi_bg.decay_work, memory_order_relaxed))
+        hhi_purge_start();
+    hhi_decay_pass(sampled);
 }
 
 /* ---------------------------------------------------------------------------

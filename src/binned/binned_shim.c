@@ -37,6 +37,9 @@
      HHEAP_LEAK_REPORT=1  blocks still live at exit: count, bytes, the first few
      HHEAP_DECAY_MS=n     decay period (default 250; 0: memory goes back only
                           when the program calls hh_binned_trim)
+     HHEAP_PURGE_THREAD=0 no background purge thread (default: one, started
+                          at the first free that gives memory back to decay,
+                          so freed memory goes back in an idle program too)
 --------------------------------------------------------------------------- */
 enum { SHIM_DECAY_MS_DEFAULT = 250, SHIM_LEAKS_LISTED = 10 };
 
@@ -219,12 +222,16 @@ __attribute__((constructor)) static void shim_load(void) {
         else if (shim_opt.verbose) say("hheap: HHEAP_DECAY_MS=%s ignored (0..60000)\n", d);
     }
     hh_binned_set_decay_ms(decay);
+    const char *pt = getenv("HHEAP_PURGE_THREAD");
+    bool purge_thread = !(pt != NULL && pt[0] == '0' && pt[1] == 0);
+    hh_binned_set_purge_thread(purge_thread && decay != 0);
     if (shim_opt.show_stats || shim_opt.leak_report) {
         int fd = fcntl(2, F_DUPFD_CLOEXEC, 10);
         if (fd >= 0) shim_opt.fd = fd;
         atexit(shim_at_exit);
     }
     if (shim_opt.verbose)
-        say("hheap: libhheap_malloc.so active in pid %d (decay %u ms%s%s)\n", (int)getpid(), (unsigned)decay,
+        say("hheap: libhheap_malloc.so active in pid %d (decay %u ms%s%s%s)\n", (int)getpid(), (unsigned)decay,
+            purge_thread && decay != 0 ? ", purge thread" : "",
             shim_opt.show_stats ? ", stats at exit" : "", shim_opt.leak_report ? ", leak report at exit" : "");
 }

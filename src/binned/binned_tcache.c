@@ -23,18 +23,22 @@ static pthread_key_t tc_key;
 static atomic_int tc_key_state = 0;     /* 0 none, 1 creating, 2 made, 3 failed */
 #define TC_SLAB_SIZE ((size_t)65536)
 
-/* Thread-cache bin caps from a byte limit: about limit/32 bytes per class up
-   to 1 KiB (where most allocations are) and limit/64 above, between 2 and
-   HHI_BIN_MAX blocks, smallest classes first, never more than the limit in
-   total (invariant 5): the largest classes get what is left. */
+/* Thread-cache bin caps from a byte limit (invariant 5). Classes up to 1 KiB,
+   where most allocations are, get limit/64 bytes each (2..HHI_BIN_MAX
+   blocks: 256 blocks of 16..128 B, 32 of 1 KiB at the default 2 MiB).
+   Larger classes get a block count instead -- HHI_BIN_DEEP (8) up to 8 KiB,
+   HHI_BIN_DEEP / 2 above -- since a byte share gave them two blocks, and a
+   loop that holds three 8 KiB buffers then missed on every third
+   allocation. Smallest classes first; whatever does not fit the limit is
+   cut from the largest classes (never more than the limit in total). */
 void hhi_tcache_compute_caps(size_t limit) {
     size_t left = limit;
     for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
         size_t size = hhi_class_size[c];
-        size_t cap = (size <= 1024 ? limit / 32 : limit / 64) / size;
+        size_t cap = size <= 1024 ? limit / 64 / size : size <= 8192 ? HHI_BIN_DEEP : HHI_BIN_DEEP / 2;
         if (cap < 2) cap = 2;
         if (cap > HHI_BIN_MAX) cap = HHI_BIN_MAX;
-        while (cap > 0 && cap * size > left) cap--;
+        if (cap * size > left) cap = left / size;
         left -= cap * size;
         atomic_store_explicit(&hhi_bg.cap[c], (uint32_t)cap, memory_order_relaxed);
     }

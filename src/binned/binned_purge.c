@@ -1,0 +1,215 @@
+/* binned_purge.c -- the optional background purge thread: decay passes for a
+ * program that has gone quiet.
+ *
+ * Decay (hh_binned_set_decay_ms) runs from the allocator's own slow paths, so
+ * a program that frees 400 MB and then waits -- for input, a timer, the next
+ * level -- keeps it all resident: no slow path runs to notice that time has
+ * passed. This thread runs the same bounded pass every half period instead.
+ *
+ * Life cycle (purge_state):
+ *   OFF      no thread; hh_binned_set_purge_thread(false), the library default
+ *   WANTED   asked for; the next decay-aware slow path starts it (lazily: a
+ *            program that never frees much never gets a thread, and nothing
+ *            is started from a constructor or under an allocator lock)
+ *   STARTING one slow path is inside pthread_create (which may allocate:
+ *            the nested calls see STARTING and do not start another)
+ *   RUNNING  the thread exists
+ * fork: the child has no thread; a RUNNING or STARTING parent leaves the
+ * child WANTED, so the child starts its own on the first slow path after it
+ * freed something decay can give back.
+ * Exit: a destructor stops and joins the thread, so nothing runs in it while
+ * the process tears down and memcheck sees no thread left behind.
+ *
+ * What it touches: only what a decay pass touches -- empty pages (no block
+ * handed out to a cache or a user), pool pages and cached large mappings,
+ * under the allocator's own locks. Never a thread cache, never a live block.
+ * All signals are blocked in it: process signals go to the program's threads.
+ */
+#include "binned_internal.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+
+enum { PURGE_OFF = 0, PURGE_WANTED, PURGE_STARTING, PURGE_RUNNING };
+
+/* The thread's bookkeeping. `lock` guards current/kick and the state changes
+   that start or end the thread; the thread holds it only around its waits.
+   Each thread gets its own id and runs while `current` holds it: a stop
+   sets current to 0 and a newer start to the newer id, so a thread told to
+   stop can never be revived by a newer start (a plain stop flag, cleared by
+   the next start, could be). */
+static struct {
+    _Atomic int state;              /* PURGE_* */
+    pthread_mutex_t lock;
+    pthread_cond_t wake;            /* stop or kick (CLOCK_MONOTONIC timed waits) */
+    pthread_cond_t passed;          /* a pass ended (hhi_purge_wait_pass) */
+    bool cond_ready;                /* wake/passed set up with the monotonic clock */
+    uint64_t current;               /* id of the thread that should run, 0: none */
+    uint64_t last_id;               /* ids handed out */
+    bool kick;                      /* run a pass now (tests) */
+    pthread_t tid;
+    _Atomic uint64_t passes;        /* passes the thread has run */
+} purge = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* Sets up the condition variables on the monotonic clock (purge.lock held):
+   the wall clock may jump. */
+static void purge_cond_init(void) {
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&purge.wake, &attr);
+    pthread_cond_init(&purge.passed, &attr);
+    pthread_condattr_destroy(&attr);
+    purge.cond_ready = true;
+}
+
+/* Half a decay period (a second when decay is off), as an absolute
+   CLOCK_MONOTONIC time: a pass is due once per period, so looking twice per
+   period returns a page one to two and a half periods after it was freed. */
+static struct timespec purge_next_wake(void) {
+    uint64_t period = atomic_load_explicit(&hhi_bg.decay_ns, memory_order_relaxed);
+    uint64_t wait = period ? period / 2 : 1000000000u;
+    if (wait < 1000000u) wait = 1000000u;   /* 1 ms at least */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t ns = (uint64_t)ts.tv_nsec + wait % 1000000000u;
+    ts.tv_sec += (time_t)(wait / 1000000000u + ns / 1000000000u);
+    ts.tv_nsec = (long)(ns % 1000000000u);
+    return ts;
+}
+
+static void *purge_main(void *arg) {
+    uint64_t mine = (uint64_t)(uintptr_t)arg;
+    for (;;) {
+        pthread_mutex_lock(&purge.lock);
+        struct timespec until = purge_next_wake();
+        while (purge.current == mine && !purge.kick)
+            if (pthread_cond_timedwait(&purge.wake, &purge.lock, &until) != 0) break;   /* timed out */
+        bool stop = purge.current != mine;
+        purge.kick = false;
+        pthread_mutex_unlock(&purge.lock);
+        if (stop) return NULL;
+        hhi_decay_pass(false);
+        /* A pass stopped at its 1 ms budget: finish it in more slices (the
+           locks are let go between them, so allocating threads get in). */
+        for (unsigned slices = 0; slices < 4096 && hhi_decay_continue(); slices++)
+            if (atomic_load_explicit(&purge.state, memory_order_relaxed) != PURGE_RUNNING) break;
+        pthread_mutex_lock(&purge.lock);
+        atomic_fetch_add(&purge.passes, 1);
+        pthread_cond_broadcast(&purge.passed);
+        pthread_mutex_unlock(&purge.lock);
+    }
+}
+
+/* Stops and joins the thread if there is one; the state becomes `then`. */
+static void purge_stop(int then) {
+    pthread_mutex_lock(&purge.lock);
+    int st = atomic_load(&purge.state);
+    /* STARTING: another thread is inside pthread_create; it sees `then`
+       and stops what it started. */
+    atomic_store(&purge.state, then);
+    pthread_t tid = purge.tid;
+    if (st == PURGE_RUNNING) {
+        purge.current = 0;
+        pthread_cond_broadcast(&purge.wake);
+    }
+    pthread_mutex_unlock(&purge.lock);
+    if (st == PURGE_RUNNING) pthread_join(tid, NULL);
+}
+
+void hhi_purge_start(void) {
+    int expect = PURGE_WANTED;
+    if (!atomic_compare_exchange_strong(&purge.state, &expect, PURGE_STARTING)) return;
+    pthread_mutex_lock(&purge.lock);
+    if (!purge.cond_ready) purge_cond_init();
+    purge.kick = false;
+    uint64_t id = ++purge.last_id;
+    purge.current = id;
+    pthread_mutex_unlock(&purge.lock);
+    /* Created with every signal blocked (it inherits the mask), then the
+       caller's mask is put back. pthread_create may call malloc: the nested
+       slow paths see STARTING. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_t tid;
+    bool made = pthread_create(&tid, NULL, purge_main, (void *)(uintptr_t)id) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_mutex_lock(&purge.lock);
+    expect = PURGE_STARTING;
+    if (made && atomic_compare_exchange_strong(&purge.state, &expect, PURGE_RUNNING)) {
+        purge.tid = tid;
+        pthread_mutex_unlock(&purge.lock);
+        return;
+    }
+    /* No thread could be made: decay stays with the slow paths (OFF, no
+       retry on every call). Or the state changed meanwhile (a stop, perhaps
+       a new start): it says what to do, and this thread goes. */
+    if (!made) {
+        expect = PURGE_STARTING;
+        atomic_compare_exchange_strong(&purge.state, &expect, PURGE_OFF);
+    }
+    if (purge.current == id) purge.current = 0;   /* else a newer start owns it */
+    pthread_cond_broadcast(&purge.wake);
+    pthread_mutex_unlock(&purge.lock);
+    if (made) pthread_join(tid, NULL);
+}
+
+bool hhi_purge_wanted(void) {
+    return atomic_load_explicit(&purge.state, memory_order_relaxed) == PURGE_WANTED;
+}
+
+/* fork: the purge lock is held across fork() (after every allocator lock),
+   so the child's copy is in a known state. */
+void hhi_purge_fork_prepare(void) { pthread_mutex_lock(&purge.lock); }
+void hhi_purge_fork_parent(void) { pthread_mutex_unlock(&purge.lock); }
+/* The thread does not exist in the child: fresh condition variables (the
+   parent's may record its waiter) and WANTED if the parent had one -- started
+   once the child itself gives memory to decay (a child that only execs, as
+   a shell's do, never pays for a thread). */
+void hhi_purge_fork_child(void) {
+    int st = atomic_load(&purge.state);
+    if (st == PURGE_RUNNING || st == PURGE_STARTING) atomic_store(&purge.state, PURGE_WANTED);
+    atomic_store_explicit(&hhi_bg.decay_work, false, memory_order_relaxed);
+    if (purge.cond_ready) purge_cond_init();
+    purge.kick = false;
+    pthread_mutex_unlock(&purge.lock);
+}
+
+#if HH_TESTING
+bool hhi_purge_running(void) { return atomic_load(&purge.state) == PURGE_RUNNING; }
+
+/* Kicks the thread until it has ended a pass that began after this call
+   (a pass under way at the kick may have begun before it): returns the
+   thread's pass count, or the old count at once when no thread runs. */
+uint64_t hhi_purge_kick_and_wait(void) {
+    pthread_mutex_lock(&purge.lock);
+    uint64_t want = atomic_load(&purge.passes) + 2;
+    while (atomic_load(&purge.passes) < want && atomic_load(&purge.state) == PURGE_RUNNING) {
+        purge.kick = true;
+        pthread_cond_broadcast(&purge.wake);
+        pthread_cond_wait(&purge.passed, &purge.lock);
+    }
+    uint64_t now = atomic_load(&purge.passes);
+    pthread_mutex_unlock(&purge.lock);
+    return now;
+}
+#endif
+
+/* Process exit (or the library's unload): no thread outlives us. */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((destructor)) static void purge_at_exit(void) { purge_stop(PURGE_OFF); }
+#endif
+
+hh_status hh_binned_set_purge_thread(bool on) {
+    if (on) {
+        int expect = PURGE_OFF;
+        atomic_compare_exchange_strong(&purge.state, &expect, PURGE_WANTED);
+    } else {
+        purge_stop(PURGE_OFF);
+    }
+    return HH_OK;
+}
+
+bool hh_binned_purge_thread(void) { return atomic_load(&purge.state) != PURGE_OFF; }
