@@ -295,7 +295,7 @@ static double rss_result;
         free(v);                                                                                          \
         struct timespec idle = { 1, 0 };                                                                  \
         while (nanosleep(&idle, &idle) != 0 && errno == EINTR) {}                                         \
-        rss_result = bench_vm_bytes("VmRSS:");                                                                           \
+        rss_result = bench_vm_bytes("VmRSS:");                                                            \
         for (int i = 0; i < KEEP; i++) FREE(keep[i]);                                                     \
         free(keep);                                                                                       \
         return ns;                                                                                        \
