@@ -1058,6 +1058,7 @@ hh_status hh_defrag_metrics_get(const hh_heap *heap, hh_defrag_metrics *out) {
     if (heap == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_defrag_metrics_get: heap is NULL");
     const hh_heap *h = heap;
     heap_lock(h);
+    hhi_heap_cache_flush((hh_heap *)heap);            /* the holes the heap's free-block cache holds count */
     const struct hhi_defrag *d = h->defrag;
     hhi_block *t = hhi_heap_top_free(h), *lo = hhi_heap_lowest_free(h);
     size_t fb = h->free_bytes, largest = hhi_freelist_largest(h), top = t ? blk_size(t) : 0;

@@ -74,6 +74,14 @@ static bool guard_intact(const hh_heap *h, const hhi_block *b) {
     return ok;
 }
 
+/* The free-block cache's byte limit for the current managed size: small
+   enough that the uncoalesced holes cannot starve a large request for long
+   (a failing one flushes first anyway), large enough to hold a frame's churn. */
+static void heap_cache_limit_set(hh_heap *h) {
+    size_t l = h->managed >> HHI_CACHE_LIMIT_SHIFT;
+    h->cache_limit = l < HHI_CACHE_MIN_LIMIT ? HHI_CACHE_MIN_LIMIT : l;
+}
+
 /* ---------------------------------------------------------------------------
    Free blocks
 --------------------------------------------------------------------------- */
@@ -185,7 +193,7 @@ static hhi_block *region_release(hh_heap *h, size_t off, size_t size, bool prev_
    as slack (checked possible by hhi_heap_fits). */
 static void lead_absorb(hh_heap *h, size_t foff, size_t lead) {
     hhi_block *p = hhi_heap_block_before(h, blk_at(h, foff));
-    hh_assert(p != NULL && !blk_is_free(p));
+    hh_assert(p != NULL && !blk_is_free(p) && !blk_cached(p));
     unsigned slack = blk_slack(p) + (unsigned)(lead / HHI_GRANULE);
     hh_assert(slack <= HHI_MAX_SLACK);
     p->word = (p->word & ~((uint64_t)0xF << BLK_SLACK_SHIFT) & ~BLK_SIZE_MASK) | (uint64_t)(blk_size(p) + lead) |
@@ -221,7 +229,8 @@ static size_t place_dst(const hh_heap *h, const hhi_block *f, size_t align, size
     size_t foff = blk_offset(h, f), dst = hh_align_up(foff, align);
     if (dst - foff > 0 && dst - foff < HHI_MIN_BLOCK) {
         const hhi_block *p = foff ? hhi_heap_block_before(h, f) : NULL;
-        if (p == NULL || blk_slack(p) + (dst - foff) / HHI_GRANULE > HHI_MAX_SLACK) dst += align;
+        /* a cached block keeps its exact size (I13): it takes no slack */
+        if (p == NULL || blk_cached(p) || blk_slack(p) + (dst - foff) / HHI_GRANULE > HHI_MAX_SLACK) dst += align;
     }
     *lead = dst - foff;
     return dst;
@@ -597,7 +606,36 @@ bool hhi_heap_absorb_hole(hh_heap *h, hhi_block *f) {
     return true;
 }
 
+/* Cache flush: each cached block is released as hh_free's slow path would
+   have (its bytes leave used_bytes and the regions, then it coalesces). The
+   PREV_FREE bit of a cached block is kept exact while it waits (a neighbour
+   freed below it sets it), and is read right before each release, so blocks
+   cached side by side merge as they are released. */
+HH_NOINLINE HH_COLD void hhi_heap_cache_flush(hh_heap *h) {
+    if (h->cached_blocks == 0) return;
+    size_t low = SIZE_MAX;
+    for (unsigned c = 0; c < HHI_CACHE_CLASSES; c++) {
+        uint32_t g = h->cache[c];
+        h->cache[c] = HHI_NONE;
+        while (g != HHI_NONE) {
+            size_t off = granule_off(g);
+            hhi_block *b = blk_at(h, off);
+            size_t size = blk_size(b);
+            bool prev_free = blk_prev_free(b);
+            g = b->u.free.next;
+            size_t touched = prev_free ? blk_offset(h, blk_prev_free_block(b)) : off;
+            if (touched < low) low = touched;
+            used_sub(h, off, size);
+            region_release(h, off, size, prev_free);
+        }
+    }
+    h->cached_blocks = 0;
+    h->cached_bytes = 0;
+    heap_touch(h, low);
+}
+
 void hhi_heap_journal_reset(hh_heap *h) {
+    hhi_heap_cache_flush(h);
     if (h->quar_count) hhi_heap_quarantine_release(h);
     h->journal.count = 0;
     h->journal.overflow = false;
@@ -864,6 +902,8 @@ hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
     while ((limit >> h->sq_shift) >= ((size_t)1 << 31)) h->sq_shift++;   /* keeps the sum of squares < 2^63 */
     hhi_lock_init(&h->lock);
     hhi_freelist_init(h);
+    for (unsigned c = 0; c < HHI_CACHE_CLASSES; c++) h->cache[c] = HHI_NONE;
+    heap_cache_limit_set(h);
     hh_track_pool_create(h, base);
     hh_track_noaccess(base, managed);
     free_block_make(h, 0, managed);
@@ -956,6 +996,7 @@ HH_NOINLINE HH_COLD static hhi_block *heap_grow(hh_heap *h, size_t bs, size_t al
         h->decommitted = h->dc_hi - h->dc_lo;
     }
     heap_touch(h, old);
+    heap_cache_limit_set(h);
     t = hhi_heap_top_free(h);
     return t && hhi_heap_fits(h, t, bs, align, NULL) ? t : NULL;
 }
@@ -963,6 +1004,11 @@ HH_NOINLINE HH_COLD static hhi_block *heap_grow(hh_heap *h, size_t bs, size_t al
 /* The slow path of allocation: no free block fits. Compacts when enough free
    bytes exist (unless the heap forbids it). NULL when the bytes are not there. */
 HH_NOINLINE HH_COLD static hhi_block *alloc_find_slow(hh_heap *h, size_t bs, size_t align) {
+    if (h->cached_blocks) {                         /* the cached holes first: they may coalesce into room */
+        hhi_heap_cache_flush(h);
+        hhi_block *c = align <= HHI_GRANULE ? fl_exact_then_find(h, bs) : fl_find(h, bs + align);
+        if (c && hhi_heap_fits(h, c, bs, align, NULL)) return c;
+    }
     hhi_block *f = fl_find(h, bs + 2 * align);     /* worst-case lead for aligned blocks */
     if (f && hhi_heap_fits(h, f, bs, align, NULL)) return f;
     f = hhi_heap_top_free(h);                       /* good fit skips the request's own list: try the top */
@@ -1039,15 +1085,27 @@ HH_INLINE hh_handle heap_alloc(hh_heap *h, size_t size, size_t align, uint32_t t
     size_t bs = blk_min_size(h, size);
     heap_lock(h);
     if (hh_unlikely(!table_ready(&h->handles))) return alloc_fail(h, size, align, who, true);
-    hhi_block *f = alloc_find(h, bs, align);
-    if (hh_unlikely(f == NULL)) return alloc_fail(h, size, align, who, false);
-    hhi_block *b = align <= HHI_GRANULE ? carve16(h, f, bs) : carve(h, f, bs, align, 0);
+    hhi_block *b;
+    size_t boff;
+    uint32_t cg = align <= HHI_GRANULE && bs <= HHI_CACHE_MAX_BLOCK ? h->cache[bs / HHI_GRANULE] : HHI_NONE;
+    if (cg != HHI_NONE) {                            /* a cached block of this size: already counted as used */
+        boff = granule_off(cg);
+        b = blk_at(h, boff);
+        h->cache[bs / HHI_GRANULE] = b->u.free.next;
+        h->cached_blocks--;
+        h->cached_bytes -= bs;
+        b->word = (b->word & BLK_PREV_FREE) | live_word(bs, HHI_GRANULE, 0, 0, false);
+    } else {
+        hhi_block *f = alloc_find(h, bs, align);
+        if (hh_unlikely(f == NULL)) return alloc_fail(h, size, align, who, false);
+        b = align <= HHI_GRANULE ? carve16(h, f, bs) : carve(h, f, bs, align, 0);
+        boff = blk_offset(h, b);
+        used_add(h, boff, blk_size(b));
+    }
     void *p = blk_payload(b);
     hh_handle hd = hh_handle_issue_fast(&h->handles, p);    /* cannot fail: checked table_ready */
     b->u.live.slot = hh_handle_index(hd);
     b->u.live.tag = tag;
-    size_t boff = blk_offset(h, b);
-    used_add(h, boff, blk_size(b));
     h->regions[boff >> h->region_shift].epoch = h->alloc_epoch = h->epoch;
     h->live_blocks++;
     heap_touch(h, boff);
@@ -1163,6 +1221,21 @@ hh_status hh_free(hh_heap *heap, hh_handle h) {
     size_t off = (size_t)((char *)b - heap->base), size = (size_t)(w & BLK_SIZE_MASK);
     bool prev_free = (w & BLK_PREV_FREE) != 0;
     hh_handle_drop_fast(t, s, idx);
+    if (hh_likely(size <= HHI_CACHE_MAX_BLOCK && heap->cached_bytes + size <= heap->cache_limit)) {
+        /* into the cache: the block stays as it is to its neighbours (I13) */
+        heap_touch(heap, off);
+        heap->live_blocks--;
+        hh_track_free(heap, p, blk_usable(heap, b));
+        b->word = (w & (BLK_SIZE_MASK | BLK_PREV_FREE)) | BLK_CACHED;
+        b->u.free.next = heap->cache[size / HHI_GRANULE];
+        heap->cache[size / HHI_GRANULE] = off_granule(off);
+        heap->cached_blocks++;
+        heap->cached_bytes += size;
+        if (hh_unlikely(heap->event_fn != NULL)) event_free(heap, h);
+        hh_assert_expensive(hhi_heap_is_valid(heap));
+        heap_unlock(heap);
+        return HH_OK;
+    }
     heap_touch(heap, prev_free ? blk_offset(heap, blk_prev_free_block(b)) : off);
     used_sub(heap, off, size);
     heap->live_blocks--;
@@ -1236,6 +1309,10 @@ static hhi_block *resize_move(hh_heap *h, hhi_block *b, size_t nbs) {
         hhi_heap_quarantine_release(h);
         f = hhi_heap_find_fit(h, nbs, align);
     }
+    if (f == NULL && h->cached_blocks) {              /* the cached holes may coalesce into room */
+        hhi_heap_cache_flush(h);
+        f = hhi_heap_find_fit(h, nbs, align);
+    }
     if (f == NULL && h->managed < h->limit) f = heap_grow(h, nbs, align);   /* nothing moves */
     if (f == NULL && h->free_bytes >= nbs && !(h->flags & HH_HEAP_NO_AUTO_COMPACT)) {
         heap_touch(h, 0);
@@ -1278,6 +1355,11 @@ hh_status hh_resize(hh_heap *heap, hh_handle h, size_t new_size) {
     if (b == NULL) return hh_last_error();
     size_t nbs = blk_min_size(heap, new_size);
     heap_touch(heap, blk_offset(heap, b));
+    if (nbs > blk_size(b) && heap->cached_blocks) {   /* growing: a cached neighbour (past a free one) is room */
+        hhi_block *n = blk_next(heap, b);
+        if (n && blk_is_free(n)) n = blk_next(heap, n);
+        if (n && blk_cached(n)) hhi_heap_cache_flush(heap);
+    }
     if (resize_in_place(heap, b, nbs)) {
         heap_event(heap, &(hh_heap_event){ .kind = HH_EV_RESIZE, .handle = h, .size = new_size });
         heap_unlock(heap);

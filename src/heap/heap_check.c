@@ -1,5 +1,9 @@
 /* heap_check.c -- hh_heap_check, hh_heap_walk, hh_heap_stats_get.
  *
+ * The walk and the stats flush the free-block cache first (the heap is
+ * logically const: flushing changes how free bytes are kept, not which bytes
+ * are free, and moves nothing); the checker does not, it verifies I13 as is.
+ *
  * The checker walks every block once and verifies invariants I1..I12 of
  * heap_internal.h, naming the first one broken. It is public API (tools and
  * tests call it) and backs hh_assert_expensive through hhi_heap_is_valid.
@@ -48,6 +52,8 @@ typedef struct walk_count {
     uint32_t live, free_blocks, pinned;
     uint64_t sumsq;
     size_t   quar;                                     /* quarantine blocks (I12) */
+    size_t   cached_bytes;                             /* cached blocks (I13) */
+    uint32_t cached;
 } walk_count;
 
 /* One block's own invariants (I1, I3, I5, I6, I9). */
@@ -68,6 +74,14 @@ static hh_status check_block(const hh_heap *h, const hhi_block *b, bool prev_fre
         c->free_blocks++;
         uint64_t u = size >> h->sq_shift;
         c->sumsq += u * u;
+        return HH_OK;
+    }
+    if (blk_cached(b)) {                             /* I13: a freed block waiting in the cache */
+        if ((b->word & ~(BLK_SIZE_MASK | BLK_PREV_FREE)) != BLK_CACHED || size > HHI_CACHE_MAX_BLOCK)
+            FAIL("I13: cached block at offset %zu has pins, slack, alignment or a size (%zu) the cache does not take", off, size);
+        c->used += size;
+        c->cached++;
+        c->cached_bytes += size;
         return HH_OK;
     }
     if (blk_quarantined(b)) {                        /* I12: a moved block's old place, bytes dead */
@@ -99,6 +113,30 @@ static hh_status check_block(const hh_heap *h, const hhi_block *b, bool prev_fre
         c->pinned++;
         c->pinned_bytes += size;
     }
+    return HH_OK;
+}
+
+/* Every cache list holds cached blocks of its size only, without cycles, and
+   the lists together hold exactly the cached blocks a walk finds (I13). */
+static hh_status check_cache(const hh_heap *h, bool report, const walk_count *c) {
+    uint32_t listed = 0;
+    size_t bytes = 0;
+    for (unsigned k = 0; k < HHI_CACHE_CLASSES; k++) {
+        for (uint32_t g = h->cache[k]; g != HHI_NONE;) {
+            size_t off = granule_off(g);
+            if (off >= h->managed || !hhi_bitmap_test(&h->starts, g)) FAIL("I13: cache list %u links to offset %zu, no block starts there", k, off);
+            const hhi_block *b = blk_at(h, off);
+            if (!blk_cached(b) || blk_size(b) != (size_t)k * HHI_GRANULE)
+                FAIL("I13: block at offset %zu (size %zu) is in cache list %u but is not a cached block of that size", off, blk_size(b), k);
+            if (++listed > c->cached) FAIL("I13: the cache lists hold more blocks than the heap has cached blocks (or a cycle)");
+            bytes += blk_size(b);
+            g = b->u.free.next;
+        }
+    }
+    if (listed != c->cached || listed != h->cached_blocks || bytes != c->cached_bytes || bytes != h->cached_bytes)
+        FAIL("I13: %u cached blocks (%zu bytes) in the heap, %u (%zu bytes) in the lists, counters say %u (%zu bytes)", c->cached,
+             c->cached_bytes, listed, bytes, h->cached_blocks, h->cached_bytes);
+    if (h->cached_bytes > h->cache_limit) FAIL("I13: the cache holds %zu bytes, over its limit of %zu", h->cached_bytes, h->cache_limit);
     return HH_OK;
 }
 
@@ -158,6 +196,8 @@ static hh_status check_impl(const hh_heap *h, bool report) {
         if (h->quar[i] >= h->managed || !hhi_bitmap_test(&h->starts, h->quar[i] / HHI_GRANULE) ||
             !blk_quarantined(blk_at(h, h->quar[i])))
             FAIL("I12: listed quarantine offset %zu is not a quarantine block", h->quar[i]);
+    s = check_cache(h, report, &c);
+    if (s != HH_OK) return s;
     s = check_regions(h, report);
     if (s != HH_OK) return s;
     for (size_t i = 0; i < h->journal.count; i++) {
@@ -187,6 +227,7 @@ void hh_heap_walk(const hh_heap *heap, hh_walk_fn fn, void *user) {
         return;
     }
     heap_lock(heap);
+    hhi_heap_cache_flush((hh_heap *)heap);            /* cached blocks are holes: show them coalesced (I13) */
     for (size_t off = 0; off < heap->managed;) {
         const hhi_block *b = blk_at(heap, off);
         hh_block_info info = { .offset = off, .size = blk_size(b), .handle = HH_NULL, .tag = 0, .state = HH_BLOCK_FREE };
@@ -219,6 +260,7 @@ void hh_heap_stats_get(const hh_heap *heap, hh_heap_stats *out) {
         return;
     }
     heap_lock(heap);
+    hhi_heap_cache_flush((hh_heap *)heap);            /* the figures count cached blocks as the holes they are */
     out->capacity = heap->managed;
     out->used_bytes = heap->used_bytes;
     out->free_bytes = heap->free_bytes;

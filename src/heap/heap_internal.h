@@ -48,6 +48,27 @@
  *       maximum pin count so that nothing moves them -- are exactly the ones
  *       listed in quar[]; they count as used bytes (I8, I11), not as live or
  *       pinned blocks, and no handle names them.
+ *   I13 cached blocks -- BLK_CACHED, no pins, slack or alignment bits, a size
+ *       of at most HHI_CACHE_MAX_BLOCK -- are exactly the blocks of the cache
+ *       lists, each in the list of its size; cached_blocks and cached_bytes
+ *       count them and cached_bytes <= cache_limit. To their neighbours
+ *       (I2, I3) and the bitmaps (I5: start bit, no free bit) they are
+ *       occupied blocks; they count as used bytes (I8, I11), not as live
+ *       blocks, and no handle names them.
+ *
+ * Free-block cache: hh_free puts a freed block of at most HHI_CACHE_MAX_BLOCK
+ * bytes (not on a debug heap) at the head of a LIFO list of its exact size
+ * instead of coalescing it, while the cache holds at most cache_limit bytes;
+ * an allocation of that block size (alignment 16) takes the newest one back.
+ * Neither touches the TLSF lists, bitmaps, footers, neighbours or the region
+ * summary: that is what makes the churn of game objects cheap (the same sizes
+ * come and go every frame). A cached block is a hole to everyone else, so
+ * hhi_heap_cache_flush frees the whole cache for real before anyone looks at
+ * holes: at the start of every defrag step (hhi_heap_journal_reset), before
+ * an allocation or resize grows or compacts the heap, when a resize could
+ * grow into a cached neighbour, and in the observers (stats, walk, defrag
+ * metrics). The defrag service and allocation-time compaction therefore
+ * never meet a cached block.
  *
  * Debug moves (HH_HEAP_DEBUG_MOVES): while a defrag step moves blocks (not
  * during allocation-time compaction or a resize: h->compacting), a moved
@@ -128,6 +149,7 @@ _Static_assert(HHI_MIN_BLOCK >= HHI_HDR + 8, "a free block must hold its footer"
 #define BLK_FREE       ((uint64_t)1)
 #define BLK_PREV_FREE  ((uint64_t)2)
 #define BLK_QUARANTINE ((uint64_t)4)   /* HH_HEAP_DEBUG_MOVES: a moved block's old place, held until the next step */
+#define BLK_CACHED     ((uint64_t)8)   /* a freed block held in the free-block cache (I13); u.free.next links it */
 #define BLK_FLAGS      ((uint64_t)0xF)
 #define BLK_SIZE_MASK  ((uint64_t)0x0000FFFFFFFFFFF0)
 #define BLK_ALIGN_SHIFT 48
@@ -155,6 +177,15 @@ enum {
     HHI_SMALL_BLOCK = 1 << HHI_FL_SHIFT,
 };
 _Static_assert(HHI_FL_COUNT <= 32, "first-level bitmap is 32 bits");
+
+/* Free-block cache (I13): whole block sizes up to HHI_CACHE_MAX_BLOCK (a
+   1 KiB payload and its header), one LIFO list per 16-byte size. */
+enum {
+    HHI_CACHE_MAX_BLOCK = 1024 + HHI_HDR,
+    HHI_CACHE_CLASSES   = HHI_CACHE_MAX_BLOCK / HHI_GRANULE + 1,   /* index: block size / 16 */
+    HHI_CACHE_MIN_LIMIT = 64 << 10,                                /* bytes a cache may hold at least */
+    HHI_CACHE_LIMIT_SHIFT = 4,                                     /* ... or 1/16 of the managed bytes */
+};
 _Static_assert(HHI_SL_COUNT <= 32, "second-level bitmaps are 32 bits");
 
 typedef struct hhi_freelists {
@@ -249,6 +280,13 @@ struct hh_heap {
     hhi_lock    lock;             /* taken when flags & HH_HEAP_THREADSAFE */
 
     hhi_freelists fl;             /* TLSF lists of free blocks */
+    /* free-block cache (I13): freed small blocks wait here, uncoalesced, for
+       the next allocation of their size; flushed (freed for real) before
+       anything looks at holes -- see hhi_heap_cache_flush */
+    uint32_t    cache[HHI_CACHE_CLASSES];   /* granule of the newest cached block of each size, HHI_NONE */
+    uint32_t    cached_blocks;
+    size_t      cached_bytes;     /* whole cached blocks (counted in used_bytes and the regions) */
+    size_t      cache_limit;      /* cached_bytes stays <= this: max(HHI_CACHE_MIN_LIMIT, managed / 16) */
     hhi_bitmap  starts;           /* bit per granule: a block starts here */
     hhi_bitmap  frees;            /* bit per granule: a free block starts here */
 
@@ -302,6 +340,7 @@ static inline size_t   blk_size(const hhi_block *b) { return (size_t)(b->word & 
 static inline bool     blk_is_free(const hhi_block *b) { return (b->word & BLK_FREE) != 0; }
 static inline bool     blk_prev_free(const hhi_block *b) { return (b->word & BLK_PREV_FREE) != 0; }
 static inline bool     blk_quarantined(const hhi_block *b) { return (b->word & BLK_QUARANTINE) != 0; }
+static inline bool     blk_cached(const hhi_block *b) { return (b->word & BLK_CACHED) != 0; }
 static inline unsigned blk_pins(const hhi_block *b) { return (unsigned)(b->word >> BLK_PINS_SHIFT); }
 static inline unsigned blk_slack(const hhi_block *b) { return (unsigned)((b->word >> BLK_SLACK_SHIFT) & 0xF); }
 static inline size_t   blk_align(const hhi_block *b) { return (size_t)16 << ((b->word >> BLK_ALIGN_SHIFT) & 0xF); }
@@ -629,7 +668,14 @@ HH_INTERNAL size_t hhi_heap_sweep_compact(hh_heap *h, size_t *bytes);
    used until that block moves (a move drops slack) or is freed. false (nothing
    changed) if f is at offset 0 or that block's slack would overflow. */
 HH_INTERNAL bool hhi_heap_absorb_hole(hh_heap *h, hhi_block *f);
-/* Clears the journal and frees the quarantine (start of a defrag step). */
+/* Frees every cached block for real (coalescing, into the TLSF lists), so
+   that the holes they are become visible: called by hhi_heap_journal_reset
+   (every defrag step and hh_defrag_full begin with it), by allocation and
+   resize before they grow or compact the heap, and by the observers
+   (hh_heap_stats_get, hh_heap_walk, hh_defrag_metrics_get). O(cached blocks). */
+HH_INTERNAL void hhi_heap_cache_flush(hh_heap *h);
+/* Clears the journal, flushes the free-block cache and frees the quarantine
+   (start of a defrag step). */
 HH_INTERNAL void hhi_heap_journal_reset(hh_heap *h);
 /* Slides the blocks of [offset(f), end) down one by one, starting with the
    one right above free block f, until a free block inside the range fits
