@@ -235,15 +235,15 @@ static inline void hh_handle_repoint_fast(hh_handle_table *t, uint32_t idx, void
 /* Releases live slot s (index idx): bumps its generation and queues it at the
    FIFO's tail, or retires it when the next generation would wrap. */
 static inline void hh_handle_drop_fast(hh_handle_table *t, hh_handle_slot *s, uint32_t idx) {
-    uint32_t gen = hh_handle_key_gen(s->key);
+    uint64_t key = s->key;                         /* live: (generation << 8) | tag, the table's own tag */
     t->live_count--;
-    if (HH_UNLIKELY(gen == HH_HANDLE_GEN_MAX)) {   /* the next generation would wrap: retire the slot for good */
-        HH_SLOT_STORE_REL(&s->key, HH_HANDLE_KEY_FREE | hh_handle_key_make(gen, t->tag));
+    if (HH_UNLIKELY((key >> 8) == HH_HANDLE_GEN_MAX)) {   /* the next generation would wrap: retire the slot for good */
+        HH_SLOT_STORE_REL(&s->key, HH_HANDLE_KEY_FREE | key);
         HH_SLOT_STORE(&s->ptr, (void *)NULL);
         t->retired_count++;
         return;
     }
-    HH_SLOT_STORE_REL(&s->key, HH_HANDLE_KEY_FREE | hh_handle_key_make(gen + 1u, t->tag));   /* dead first */
+    HH_SLOT_STORE_REL(&s->key, HH_HANDLE_KEY_FREE | (key + ((uint64_t)1 << 8)));   /* next generation, dead first */
     HH_SLOT_STORE(&s->ptr, (void *)NULL);                         /* end of the FIFO */
     if (t->free_tail) HH_SLOT_STORE(&t->slots[t->free_tail].ptr, (void *)(uintptr_t)idx);
     else t->free_head = idx;

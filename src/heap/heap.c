@@ -78,8 +78,9 @@ static bool guard_intact(const hh_heap *h, const hhi_block *b) {
    enough that the uncoalesced holes cannot starve a large request for long
    (a failing one flushes first anyway), large enough to hold a frame's churn. */
 static void heap_cache_limit_set(hh_heap *h) {
-    size_t l = h->managed >> HHI_CACHE_LIMIT_SHIFT;
-    h->cache_limit = l < HHI_CACHE_MIN_LIMIT ? HHI_CACHE_MIN_LIMIT : l;
+    size_t l = h->managed >> HHI_CACHE_LIMIT_SHIFT, cached = heap_cached_bytes(h);
+    h->cache_limit = l < HHI_CACHE_MIN_LIMIT ? HHI_CACHE_MIN_LIMIT : l;   /* only grows: managed only grows */
+    h->cache_room = h->cache_limit - cached;
 }
 
 /* ---------------------------------------------------------------------------
@@ -612,7 +613,7 @@ bool hhi_heap_absorb_hole(hh_heap *h, hhi_block *f) {
    freed below it sets it), and is read right before each release, so blocks
    cached side by side merge as they are released. */
 HH_NOINLINE HH_COLD void hhi_heap_cache_flush(hh_heap *h) {
-    if (h->cached_blocks == 0) return;
+    if (heap_cache_empty(h)) return;
     size_t low = SIZE_MAX;
     for (unsigned c = 0; c < HHI_CACHE_CLASSES; c++) {
         uint32_t g = h->cache[c];
@@ -629,8 +630,7 @@ HH_NOINLINE HH_COLD void hhi_heap_cache_flush(hh_heap *h) {
             region_release(h, off, size, prev_free);
         }
     }
-    h->cached_blocks = 0;
-    h->cached_bytes = 0;
+    h->cache_room = h->cache_limit;
     heap_touch(h, low);
 }
 
@@ -1004,7 +1004,7 @@ HH_NOINLINE HH_COLD static hhi_block *heap_grow(hh_heap *h, size_t bs, size_t al
 /* The slow path of allocation: no free block fits. Compacts when enough free
    bytes exist (unless the heap forbids it). NULL when the bytes are not there. */
 HH_NOINLINE HH_COLD static hhi_block *alloc_find_slow(hh_heap *h, size_t bs, size_t align) {
-    if (h->cached_blocks) {                         /* the cached holes first: they may coalesce into room */
+    if (!heap_cache_empty(h)) {                         /* the cached holes first: they may coalesce into room */
         hhi_heap_cache_flush(h);
         hhi_block *c = align <= HHI_GRANULE ? fl_exact_then_find(h, bs) : fl_find(h, bs + align);
         if (c && hhi_heap_fits(h, c, bs, align, NULL)) return c;
@@ -1077,38 +1077,16 @@ HH_NOINLINE HH_COLD static hh_handle alloc_fail(hh_heap *h, size_t size, size_t 
     return HH_NULL;
 }
 
-/* Allocation once the arguments are valid (size in 1..managed, align a power
-   of two <= HH_HEAP_MAX_ALIGN). Inlined into hh_alloc, where align is the
-   constant 16: the fast path is then alloc_find + carve16 + the handle. */
-HH_INLINE hh_handle heap_alloc(hh_heap *h, size_t size, size_t align, uint32_t tag, const char *who) {
-    if (align < HHI_GRANULE) align = HHI_GRANULE;
-    size_t bs = blk_min_size(h, size);
-    heap_lock(h);
-    if (hh_unlikely(!table_ready(&h->handles))) return alloc_fail(h, size, align, who, true);
-    hhi_block *b;
-    size_t boff;
-    uint32_t cg = align <= HHI_GRANULE && bs <= HHI_CACHE_MAX_BLOCK ? h->cache[bs / HHI_GRANULE] : HHI_NONE;
-    if (cg != HHI_NONE) {                            /* a cached block of this size: already counted as used */
-        boff = granule_off(cg);
-        b = blk_at(h, boff);
-        h->cache[bs / HHI_GRANULE] = b->u.free.next;
-        h->cached_blocks--;
-        h->cached_bytes -= bs;
-        b->word = (b->word & BLK_PREV_FREE) | live_word(bs, HHI_GRANULE, 0, 0, false);
-    } else {
-        hhi_block *f = alloc_find(h, bs, align);
-        if (hh_unlikely(f == NULL)) return alloc_fail(h, size, align, who, false);
-        b = align <= HHI_GRANULE ? carve16(h, f, bs) : carve(h, f, bs, align, 0);
-        boff = blk_offset(h, b);
-        used_add(h, boff, blk_size(b));
-    }
+/* The common end of an allocation: block b (header written, at offset boff,
+   its bytes counted as used) gets its handle, slot, tag and the allocation
+   epoch; then tools, debug fills, the event. Lock held; released here. */
+HH_INLINE hh_handle alloc_finish(hh_heap *h, hhi_block *b, size_t boff, size_t size, size_t align, uint32_t tag) {
     void *p = blk_payload(b);
-    hh_handle hd = hh_handle_issue_fast(&h->handles, p);    /* cannot fail: checked table_ready */
+    hh_handle hd = hh_handle_issue_fast(&h->handles, p);    /* cannot fail: the caller checked table_ready */
     b->u.live.slot = hh_handle_index(hd);
     b->u.live.tag = tag;
     h->regions[boff >> h->region_shift].epoch = h->alloc_epoch = h->epoch;
     h->live_blocks++;
-    heap_touch(h, boff);
     hh_track_alloc(h, p, blk_usable(h, b));
     if (hh_unlikely(h->debug)) {
         memset(p, HH_FILL_ALLOC, blk_usable(h, b));
@@ -1118,6 +1096,40 @@ HH_INLINE hh_handle heap_alloc(hh_heap *h, size_t size, size_t align, uint32_t t
     hh_assert_expensive(hhi_heap_is_valid(h));
     heap_unlock(h);
     return hd;
+}
+
+/* An allocation the cache cannot serve: a free block from the lists (or the
+   slow path: grow, compact), carved. Apart from heap_alloc so that the cache
+   path keeps a small frame. Lock held, table ready; released here. */
+HH_NOINLINE static hh_handle alloc_carve(hh_heap *h, size_t size, size_t bs, size_t align, uint32_t tag, const char *who) {
+    hhi_block *f = alloc_find(h, bs, align);
+    if (hh_unlikely(f == NULL)) return alloc_fail(h, size, align, who, false);
+    hhi_block *b = align <= HHI_GRANULE ? carve16(h, f, bs) : carve(h, f, bs, align, 0);
+    size_t boff = blk_offset(h, b);
+    used_add(h, boff, blk_size(b));
+    heap_touch(h, boff);
+    return alloc_finish(h, b, boff, size, align, tag);
+}
+
+/* Allocation once the arguments are valid (size in 1..managed, align a power
+   of two <= HH_HEAP_MAX_ALIGN). Inlined into hh_alloc, where align is the
+   constant 16: the fast path is then the cache pop and the handle. */
+HH_INLINE hh_handle heap_alloc(hh_heap *h, size_t size, size_t align, uint32_t tag, const char *who) {
+    if (align < HHI_GRANULE) align = HHI_GRANULE;
+    size_t bs = blk_min_size(h, size);
+    heap_lock(h);
+    if (hh_unlikely(!table_ready(&h->handles))) return alloc_fail(h, size, align, who, true);
+    uint32_t cg = align <= HHI_GRANULE && bs <= HHI_CACHE_MAX_BLOCK ? h->cache[bs / HHI_GRANULE] : HHI_NONE;
+    if (hh_likely(cg != HHI_NONE)) {                 /* a cached block of this size: already counted as used */
+        size_t boff = granule_off(cg);
+        hhi_block *b = blk_at(h, boff);
+        h->cache[bs / HHI_GRANULE] = b->u.free.next;
+        h->cache_room += bs;
+        b->word = (b->word & BLK_PREV_FREE) | live_word(bs, HHI_GRANULE, 0, 0, false);
+        h->mutations++;                              /* no low_mark: the free that cached it set it */
+        return alloc_finish(h, b, boff, size, align, tag);
+    }
+    return alloc_carve(h, size, bs, align, tag, who);
 }
 
 /* hh_alloc with a bad argument: reports it. */
@@ -1205,6 +1217,23 @@ HH_NOINLINE HH_COLD static hh_status free_generic(hh_heap *heap, hh_handle h) {
 
 /* Fast path: one lookup, one test (live, unpinned, consistent header, no
    debug heap), then the handle is dropped and the block released. */
+/* hh_free of a block the cache does not take (larger than HHI_CACHE_MAX_BLOCK,
+   or the cache is full): coalesced now. Apart from hh_free so that the cache
+   path keeps a small frame. The handle is dropped; lock held, released here. */
+HH_NOINLINE static hh_status free_release(hh_heap *heap, hh_handle h, hhi_block *b, uint64_t w) {
+    size_t off = blk_offset(heap, b), size = (size_t)(w & BLK_SIZE_MASK);
+    bool prev_free = (w & BLK_PREV_FREE) != 0;
+    heap_touch(heap, prev_free ? blk_offset(heap, blk_prev_free_block(b)) : off);
+    used_sub(heap, off, size);
+    heap->live_blocks--;
+    hh_track_free(heap, blk_payload(b), blk_usable(heap, b));
+    region_release_inline(heap, off, size, prev_free);
+    if (hh_unlikely(heap->event_fn != NULL)) event_free(heap, h);
+    hh_assert_expensive(hhi_heap_is_valid(heap));
+    heap_unlock(heap);
+    return HH_OK;
+}
+
 hh_status hh_free(hh_heap *heap, hh_handle h) {
     if (hh_unlikely(heap == NULL)) return hhi_error(HH_E_INVALID_ARG, "hh_free: heap is NULL");
     heap_lock(heap);
@@ -1218,29 +1247,18 @@ hh_status hh_free(hh_heap *heap, hh_handle h) {
     uint64_t w = b->word;
     if (hh_unlikely((w & (BLK_FREE | ((uint64_t)0xFF << BLK_PINS_SHIFT))) != 0 || b->u.live.slot != idx))
         return free_generic(heap, h);
-    size_t off = (size_t)((char *)b - heap->base), size = (size_t)(w & BLK_SIZE_MASK);
-    bool prev_free = (w & BLK_PREV_FREE) != 0;
     hh_handle_drop_fast(t, s, idx);
-    if (hh_likely(size <= HHI_CACHE_MAX_BLOCK && heap->cached_bytes + size <= heap->cache_limit)) {
-        /* into the cache: the block stays as it is to its neighbours (I13) */
-        heap_touch(heap, off);
-        heap->live_blocks--;
-        hh_track_free(heap, p, blk_usable(heap, b));
-        b->word = (w & (BLK_SIZE_MASK | BLK_PREV_FREE)) | BLK_CACHED;
-        b->u.free.next = heap->cache[size / HHI_GRANULE];
-        heap->cache[size / HHI_GRANULE] = off_granule(off);
-        heap->cached_blocks++;
-        heap->cached_bytes += size;
-        if (hh_unlikely(heap->event_fn != NULL)) event_free(heap, h);
-        hh_assert_expensive(hhi_heap_is_valid(heap));
-        heap_unlock(heap);
-        return HH_OK;
-    }
-    heap_touch(heap, prev_free ? blk_offset(heap, blk_prev_free_block(b)) : off);
-    used_sub(heap, off, size);
+    size_t size = (size_t)(w & BLK_SIZE_MASK);
+    if (hh_unlikely(size > HHI_CACHE_MAX_BLOCK || size > heap->cache_room)) return free_release(heap, h, b, w);
+    /* into the cache: the block stays as it is to its neighbours (I13) */
+    size_t off = (size_t)((char *)b - heap->base);
+    heap_touch(heap, off);
     heap->live_blocks--;
     hh_track_free(heap, p, blk_usable(heap, b));
-    region_release_inline(heap, off, size, prev_free);
+    b->word = (w & (BLK_SIZE_MASK | BLK_PREV_FREE)) | BLK_CACHED;
+    b->u.free.next = heap->cache[size / HHI_GRANULE];
+    heap->cache[size / HHI_GRANULE] = off_granule(off);
+    heap->cache_room -= size;
     if (hh_unlikely(heap->event_fn != NULL)) event_free(heap, h);
     hh_assert_expensive(hhi_heap_is_valid(heap));
     heap_unlock(heap);
@@ -1309,7 +1327,7 @@ static hhi_block *resize_move(hh_heap *h, hhi_block *b, size_t nbs) {
         hhi_heap_quarantine_release(h);
         f = hhi_heap_find_fit(h, nbs, align);
     }
-    if (f == NULL && h->cached_blocks) {              /* the cached holes may coalesce into room */
+    if (f == NULL && !heap_cache_empty(h)) {              /* the cached holes may coalesce into room */
         hhi_heap_cache_flush(h);
         f = hhi_heap_find_fit(h, nbs, align);
     }
@@ -1355,7 +1373,7 @@ hh_status hh_resize(hh_heap *heap, hh_handle h, size_t new_size) {
     if (b == NULL) return hh_last_error();
     size_t nbs = blk_min_size(heap, new_size);
     heap_touch(heap, blk_offset(heap, b));
-    if (nbs > blk_size(b) && heap->cached_blocks) {   /* growing: a cached neighbour (past a free one) is room */
+    if (nbs > blk_size(b) && !heap_cache_empty(heap)) {   /* growing: a cached neighbour (past a free one) is room */
         hhi_block *n = blk_next(heap, b);
         if (n && blk_is_free(n)) n = blk_next(heap, n);
         if (n && blk_cached(n)) hhi_heap_cache_flush(heap);

@@ -133,10 +133,10 @@ static hh_status check_cache(const hh_heap *h, bool report, const walk_count *c)
             g = b->u.free.next;
         }
     }
-    if (listed != c->cached || listed != h->cached_blocks || bytes != c->cached_bytes || bytes != h->cached_bytes)
-        FAIL("I13: %u cached blocks (%zu bytes) in the heap, %u (%zu bytes) in the lists, counters say %u (%zu bytes)", c->cached,
-             c->cached_bytes, listed, bytes, h->cached_blocks, h->cached_bytes);
-    if (h->cached_bytes > h->cache_limit) FAIL("I13: the cache holds %zu bytes, over its limit of %zu", h->cached_bytes, h->cache_limit);
+    if (h->cache_room > h->cache_limit) FAIL("I13: cache room %zu exceeds the cache limit %zu", h->cache_room, h->cache_limit);
+    if (listed != c->cached || bytes != c->cached_bytes || bytes != heap_cached_bytes(h))
+        FAIL("I13: %u cached blocks (%zu bytes) in the heap, %u (%zu bytes) in the lists, the cache room says %zu bytes", c->cached,
+             c->cached_bytes, listed, bytes, heap_cached_bytes(h));
     return HH_OK;
 }
 

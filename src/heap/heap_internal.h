@@ -50,8 +50,8 @@
  *       pinned blocks, and no handle names them.
  *   I13 cached blocks -- BLK_CACHED, no pins, slack or alignment bits, a size
  *       of at most HHI_CACHE_MAX_BLOCK -- are exactly the blocks of the cache
- *       lists, each in the list of its size; cached_blocks and cached_bytes
- *       count them and cached_bytes <= cache_limit. To their neighbours
+ *       lists, each in the list of its size; their bytes are
+ *       cache_limit - cache_room (so at most cache_limit). To their neighbours
  *       (I2, I3) and the bitmaps (I5: start bit, no free bit) they are
  *       occupied blocks; they count as used bytes (I8, I11), not as live
  *       blocks, and no handle names them.
@@ -284,9 +284,9 @@ struct hh_heap {
        the next allocation of their size; flushed (freed for real) before
        anything looks at holes -- see hhi_heap_cache_flush */
     uint32_t    cache[HHI_CACHE_CLASSES];   /* granule of the newest cached block of each size, HHI_NONE */
-    uint32_t    cached_blocks;
-    size_t      cached_bytes;     /* whole cached blocks (counted in used_bytes and the regions) */
-    size_t      cache_limit;      /* cached_bytes stays <= this: max(HHI_CACHE_MIN_LIMIT, managed / 16) */
+    size_t      cache_room;       /* cache_limit less the whole cached blocks' bytes (counted in used_bytes
+                                     and the regions): one compare and one subtract on hh_free */
+    size_t      cache_limit;      /* the cached bytes stay <= this: max(HHI_CACHE_MIN_LIMIT, managed / 16) */
     hhi_bitmap  starts;           /* bit per granule: a block starts here */
     hhi_bitmap  frees;            /* bit per granule: a free block starts here */
 
@@ -341,6 +341,9 @@ static inline bool     blk_is_free(const hhi_block *b) { return (b->word & BLK_F
 static inline bool     blk_prev_free(const hhi_block *b) { return (b->word & BLK_PREV_FREE) != 0; }
 static inline bool     blk_quarantined(const hhi_block *b) { return (b->word & BLK_QUARANTINE) != 0; }
 static inline bool     blk_cached(const hhi_block *b) { return (b->word & BLK_CACHED) != 0; }
+/* Bytes of the cached blocks, and whether there are any (I13). */
+static inline size_t heap_cached_bytes(const hh_heap *h) { return h->cache_limit - h->cache_room; }
+static inline bool   heap_cache_empty(const hh_heap *h) { return h->cache_room == h->cache_limit; }
 static inline unsigned blk_pins(const hhi_block *b) { return (unsigned)(b->word >> BLK_PINS_SHIFT); }
 static inline unsigned blk_slack(const hhi_block *b) { return (unsigned)((b->word >> BLK_SLACK_SHIFT) & 0xF); }
 static inline size_t   blk_align(const hhi_block *b) { return (size_t)16 << ((b->word >> BLK_ALIGN_SHIFT) & 0xF); }
