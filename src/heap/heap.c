@@ -1080,7 +1080,8 @@ HH_NOINLINE HH_COLD static hh_handle alloc_fail(hh_heap *h, size_t size, size_t 
 /* The common end of an allocation: block b (header written, at offset boff,
    its bytes counted as used) gets its handle, slot, tag and the allocation
    epoch; then tools, debug fills, the event. Lock held; released here. */
-HH_INLINE hh_handle alloc_finish(hh_heap *h, hhi_block *b, size_t boff, size_t size, size_t align, uint32_t tag) {
+HH_INLINE hh_handle alloc_finish(hh_heap *h, hhi_block *b, size_t boff, size_t size, size_t align, uint32_t tag,
+                                 bool plain) {
     void *p = blk_payload(b);
     hh_handle hd = hh_handle_issue_fast(&h->handles, p);    /* cannot fail: the caller checked table_ready */
     b->u.live.slot = hh_handle_index(hd);
@@ -1088,13 +1089,13 @@ HH_INLINE hh_handle alloc_finish(hh_heap *h, hhi_block *b, size_t boff, size_t s
     h->regions[boff >> h->region_shift].epoch = h->alloc_epoch = h->epoch;
     h->live_blocks++;
     hh_track_alloc(h, p, blk_usable(h, b));
-    if (hh_unlikely(h->debug)) {
+    if (!plain && hh_unlikely(h->debug)) {
         memset(p, HH_FILL_ALLOC, blk_usable(h, b));
         guard_fill(h, b);
     }
     if (hh_unlikely(h->event_fn != NULL)) event_alloc(h, hd, size, align, tag);
     hh_assert_expensive(hhi_heap_is_valid(h));
-    heap_unlock(h);
+    if (!plain) heap_unlock(h);
     return hd;
 }
 
@@ -1108,16 +1109,19 @@ HH_NOINLINE static hh_handle alloc_carve(hh_heap *h, size_t size, size_t bs, siz
     size_t boff = blk_offset(h, b);
     used_add(h, boff, blk_size(b));
     heap_touch(h, boff);
-    return alloc_finish(h, b, boff, size, align, tag);
+    return alloc_finish(h, b, boff, size, align, tag, false);
 }
 
 /* Allocation once the arguments are valid (size in 1..managed, align a power
    of two <= HH_HEAP_MAX_ALIGN). Inlined into hh_alloc, where align is the
-   constant 16: the fast path is then the cache pop and the handle. */
-HH_INLINE hh_handle heap_alloc(hh_heap *h, size_t size, size_t align, uint32_t tag, const char *who) {
+   constant 16: the fast path is then the cache pop and the handle. `plain`
+   (a constant) compiles the instance for a heap that is neither thread-safe
+   nor a debug heap: no lock and no debug tests on its path. */
+HH_INLINE hh_handle heap_alloc(hh_heap *h, size_t size, size_t align, uint32_t tag, const char *who, bool plain) {
     if (align < HHI_GRANULE) align = HHI_GRANULE;
-    size_t bs = blk_min_size(h, size);
-    heap_lock(h);
+    size_t bs = plain ? hh_align_up(size, HHI_GRANULE) + HHI_HDR : blk_min_size(h, size);
+    if (plain && bs < HHI_MIN_BLOCK) bs = HHI_MIN_BLOCK;
+    if (!plain) heap_lock(h);
     if (hh_unlikely(!table_ready(&h->handles))) return alloc_fail(h, size, align, who, true);
     uint32_t cg = align <= HHI_GRANULE && bs <= HHI_CACHE_MAX_BLOCK ? h->cache[bs / HHI_GRANULE] : HHI_NONE;
     if (hh_likely(cg != HHI_NONE)) {                 /* a cached block of this size: already counted as used */
@@ -1126,8 +1130,8 @@ HH_INLINE hh_handle heap_alloc(hh_heap *h, size_t size, size_t align, uint32_t t
         h->cache[bs / HHI_GRANULE] = b->u.free.next;
         h->cache_room += bs;
         b->word = (b->word & BLK_PREV_FREE) | live_word(bs, HHI_GRANULE, 0, 0, false);
-        h->mutations++;                              /* no low_mark: the free that cached it set it */
-        return alloc_finish(h, b, boff, size, align, tag);
+        h->mutations++;                              /* no low_mark: the flush sets it (I13) */
+        return alloc_finish(h, b, boff, size, align, tag, plain);
     }
     return alloc_carve(h, size, bs, align, tag, who);
 }
@@ -1138,14 +1142,22 @@ HH_NOINLINE HH_COLD static hh_handle alloc_bad_args(hh_heap *heap, size_t size) 
     return HH_NULL;
 }
 
+/* hh_alloc on a thread-safe or debug heap. */
+HH_NOINLINE static hh_handle alloc_general(hh_heap *heap, size_t size) {
+    return heap_alloc(heap, size, HHI_GRANULE, 0, "hh_alloc", false);
+}
+
 hh_handle hh_alloc(hh_heap *heap, size_t size) {
-    if (hh_likely(heap != NULL && size - 1 < heap->limit)) return heap_alloc(heap, size, HHI_GRANULE, 0, "hh_alloc");
+    if (hh_likely(heap != NULL && size - 1 < heap->limit)) {
+        if (hh_unlikely(heap->flags & (HH_HEAP_THREADSAFE | HH_HEAP_DEBUG))) return alloc_general(heap, size);
+        return heap_alloc(heap, size, HHI_GRANULE, 0, "hh_alloc", true);
+    }
     return alloc_bad_args(heap, size);               /* NULL heap, size 0, size beyond the heap */
 }
 
 hh_handle hh_alloc_ex(hh_heap *heap, size_t size, size_t align, uint32_t tag) {
     if (alloc_args(heap, size, align, "hh_alloc_ex") != HH_OK) return HH_NULL;
-    return heap_alloc(heap, size, align, tag, "hh_alloc_ex");
+    return heap_alloc(heap, size, align, tag, "hh_alloc_ex", false);
 }
 
 /* ---------------------------------------------------------------------------
@@ -1234,15 +1246,16 @@ HH_NOINLINE static hh_status free_release(hh_heap *heap, hh_handle h, hhi_block 
     return HH_OK;
 }
 
-hh_status hh_free(hh_heap *heap, hh_handle h) {
-    if (hh_unlikely(heap == NULL)) return hhi_error(HH_E_INVALID_ARG, "hh_free: heap is NULL");
-    heap_lock(heap);
+/* hh_free's body; `plain` as for heap_alloc. */
+HH_INLINE hh_status free_body(hh_heap *heap, hh_handle h, bool plain) {
+    if (!plain) heap_lock(heap);
     hh_handle_table *t = &heap->handles;
     uint32_t idx = hh_handle_index(h);
     uint32_t cidx = idx < t->capacity ? idx : 0;
     hh_handle_slot *s = &t->slots[cidx];
     char *p = s->ptr;
-    if (hh_unlikely(s->key != (h.id >> HH_HANDLE_INDEX_BITS) || p == NULL || heap->debug)) return free_generic(heap, h);
+    if (hh_unlikely(s->key != (h.id >> HH_HANDLE_INDEX_BITS) || p == NULL || (!plain && heap->debug)))
+        return free_generic(heap, h);
     hhi_block *b = blk_from_payload(p);
     uint64_t w = b->word;
     if (hh_unlikely((w & (BLK_FREE | ((uint64_t)0xFF << BLK_PINS_SHIFT))) != 0 || b->u.live.slot != idx))
@@ -1250,9 +1263,10 @@ hh_status hh_free(hh_heap *heap, hh_handle h) {
     hh_handle_drop_fast(t, s, idx);
     size_t size = (size_t)(w & BLK_SIZE_MASK);
     if (hh_unlikely(size > HHI_CACHE_MAX_BLOCK || size > heap->cache_room)) return free_release(heap, h, b, w);
-    /* into the cache: the block stays as it is to its neighbours (I13) */
+    /* into the cache: the block stays as it is to its neighbours (I13); no
+       low_mark, which only the defrag service reads, after a flush that sets it */
     size_t off = (size_t)((char *)b - heap->base);
-    heap_touch(heap, off);
+    heap->mutations++;
     heap->live_blocks--;
     hh_track_free(heap, p, blk_usable(heap, b));
     b->word = (w & (BLK_SIZE_MASK | BLK_PREV_FREE)) | BLK_CACHED;
@@ -1261,8 +1275,17 @@ hh_status hh_free(hh_heap *heap, hh_handle h) {
     heap->cache_room -= size;
     if (hh_unlikely(heap->event_fn != NULL)) event_free(heap, h);
     hh_assert_expensive(hhi_heap_is_valid(heap));
-    heap_unlock(heap);
+    if (!plain) heap_unlock(heap);
     return HH_OK;
+}
+
+/* hh_free on a thread-safe or debug heap. */
+HH_NOINLINE static hh_status free_general(hh_heap *heap, hh_handle h) { return free_body(heap, h, false); }
+
+hh_status hh_free(hh_heap *heap, hh_handle h) {
+    if (hh_unlikely(heap == NULL)) return hhi_error(HH_E_INVALID_ARG, "hh_free: heap is NULL");
+    if (hh_unlikely(heap->flags & (HH_HEAP_THREADSAFE | HH_HEAP_DEBUG))) return free_general(heap, h);
+    return free_body(heap, h, true);
 }
 
 /* ---------------------------------------------------------------------------
