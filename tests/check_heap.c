@@ -529,6 +529,201 @@ START_TEST(same_size_reuses_its_hole) {
 END_TEST
 
 
+/* ---------------------------------------------------------------------------
+   The free-block cache (I13 in src/heap/heap_internal.h): freed blocks of at
+   most 1 KiB wait uncoalesced for the next allocation of their size; every
+   observer and the defrag service see them as the holes they are.
+--------------------------------------------------------------------------- */
+static size_t walk_free_blocks(const hh_heap *h) {
+    walk_sum w = { .ordered = true };
+    hh_heap_walk(h, sum_block, &w);
+    return w.free_blocks;
+}
+
+/* The newest freed block of a size is the next one of that size handed out,
+   also when a larger free block lies lower; other sizes do not take it. */
+START_TEST(cache_hands_back_newest_block_of_its_size) {
+    hh_handle h[8];
+    char *at[8];
+    for (int i = 0; i < 8; i++) {
+        h[i] = hh_alloc(heap, 64);
+        at[i] = hh_deref(heap, h[i]);
+    }
+    ck_assert_int_eq(hh_free(heap, h[1]), HH_OK);
+    ck_assert_int_eq(hh_free(heap, h[2]), HH_OK);             /* [1] and [2] would coalesce into 160 B */
+    ck_assert_int_eq(hh_free(heap, h[5]), HH_OK);
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+    hh_handle other = hh_alloc(heap, 100);                     /* 128-byte block: not from the 80-byte cache */
+    char *po = hh_deref(heap, other);
+    ck_assert(po != at[1] && po != at[2] && po != at[5]);
+    hh_handle a = hh_alloc(heap, 64), b = hh_alloc(heap, 64), c = hh_alloc(heap, 64);
+    ck_assert_ptr_eq(hh_deref(heap, a), at[5]);                /* LIFO */
+    ck_assert_ptr_eq(hh_deref(heap, b), at[2]);
+    ck_assert_ptr_eq(hh_deref(heap, c), at[1]);
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+}
+END_TEST
+
+/* Stats, walk and the defrag metrics count cached blocks as holes, coalesced
+   with their free neighbours, and the counters add up. */
+START_TEST(cache_is_holes_to_every_observer) {
+    hh_handle h[64];
+    for (int i = 0; i < 64; i++) h[i] = hh_alloc(heap, 48);
+    hh_heap_stats before;
+    hh_heap_stats_get(heap, &before);
+    for (int i = 0; i < 64; i += 4) {                          /* 16 holes of two blocks each */
+        ck_assert_int_eq(hh_free(heap, h[i]), HH_OK);
+        ck_assert_int_eq(hh_free(heap, h[i + 1]), HH_OK);
+    }
+    hh_defrag_metrics m;
+    ck_assert_int_eq(hh_defrag_metrics_get(heap, &m), HH_OK);
+    ck_assert_uint_eq(m.hole_count, 16);
+    hh_heap_stats st;
+    hh_heap_stats_get(heap, &st);
+    ck_assert_uint_eq(st.free_blocks, 17);                     /* the holes and the top region */
+    ck_assert_uint_eq(st.live_blocks, 32);
+    ck_assert_uint_eq(st.used_bytes, before.used_bytes / 2);
+    ck_assert_uint_eq(st.free_bytes + st.used_bytes, st.capacity);
+    ck_assert_uint_eq(st.largest_free, st.free_bytes - 16 * 2 * 64);
+    for (int i = 2; i < 64; i += 4) ck_assert_int_eq(hh_free(heap, h[i]), HH_OK);   /* cached again */
+    ck_assert_uint_eq(walk_free_blocks(heap), 17);             /* each joins the hole below it */
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+}
+END_TEST
+
+/* A defrag step sees cached blocks as holes: it closes them. */
+START_TEST(defrag_step_closes_cached_holes) {
+    hh_handle h[100];
+    for (int i = 0; i < 100; i++) {
+        h[i] = hh_alloc(heap, 64);
+        hh_test_fill(hh_deref(heap, h[i]), 64, (uint64_t)i);
+    }
+    for (int i = 0; i < 100; i += 2) ck_assert_int_eq(hh_free(heap, h[i]), HH_OK);
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+    hh_defrag_report r = hh_defrag_step(heap, HH_DEFRAG_UNLIMITED);
+    ck_assert_uint_gt(r.moves, 0);
+    ck_assert(r.compact);
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+    for (int i = 1; i < 100; i += 2) ck_assert_int_eq(hh_test_verify(hh_deref(heap, h[i]), 64, (uint64_t)i), -1);
+    ck_assert_uint_eq(walk_free_blocks(heap), 1);
+}
+END_TEST
+
+/* A request that only the coalesced cached blocks can hold is served from
+   them: a fixed heap does not report "no room", a growable one does not grow. */
+START_TEST(cached_bytes_serve_a_large_request) {
+    enum { N = 3000 };
+    static hh_handle h[N];
+    hh_heap *g;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 16u << 20, .commit = 256u << 10,
+                                                     .flags = HH_HEAP_GROWABLE | HH_HEAP_NO_AUTO_COMPACT }, &g), HH_OK);
+    size_t managed = hh_heap_managed_bytes(g);
+    int n = 0;
+    for (; n < N; n++) {                                       /* fill what is committed, not more */
+        hh_handle x = hh_alloc(g, 64);
+        if (hh_heap_managed_bytes(g) != managed) {
+            ck_assert_int_eq(hh_free(g, x), HH_OK);
+            break;
+        }
+        h[n] = x;
+    }
+    ck_assert_int_gt(n, 1000);
+    for (int i = 0; i < n; i++) ck_assert_int_eq(hh_free(g, h[i]), HH_OK);
+    ck_assert_int_eq(hh_heap_check(g), HH_OK);
+    managed = hh_heap_managed_bytes(g);
+    hh_handle big = hh_alloc(g, managed - 4096);               /* only the whole range holds it */
+    ck_assert(!hh_is_null(big));
+    ck_assert_uint_eq(hh_heap_managed_bytes(g), managed);
+    ck_assert_int_eq(hh_heap_check(g), HH_OK);
+    hh_heap_destroy(g);
+
+    hh_heap *f;                                                /* a fixed heap that may not compact */
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 256u << 10, .flags = HH_HEAP_NO_AUTO_COMPACT }, &f), HH_OK);
+    for (n = 0; n < N; n++) {
+        h[n] = hh_alloc(f, 32);
+        if (hh_is_null(h[n])) break;
+    }
+    for (int i = 0; i < n; i++) ck_assert_int_eq(hh_free(f, h[i]), HH_OK);
+    big = hh_alloc(f, hh_heap_managed_bytes(f) - 4096);
+    ck_assert(!hh_is_null(big));
+    ck_assert_int_eq(hh_heap_check(f), HH_OK);
+    hh_heap_destroy(f);
+}
+END_TEST
+
+/* Randomised against the shadow model: sizes on both sides of the cache's
+   1 KiB limit, aligned requests (whose lead gap must not become slack of a
+   cached block), resizes, pins, observers and defrag steps, on a fixed and a
+   growable heap; every byte of every live block and every invariant checked. */
+static void cache_random_run(uint32_t flags, uint64_t seed) {
+    hh_heap *r;
+    hh_heap_desc d = { .capacity = 4u << 20, .flags = flags };
+    if (flags & HH_HEAP_GROWABLE) d.commit = 512u << 10;
+    ck_assert_int_eq(hh_heap_create(&d, &r), HH_OK);
+    hh_shadow sh;
+    hh_shadow_init(&sh);
+    hh_rng rng = hh_rng_make(seed);
+    unsigned ops = hh_test_scaled(20000, 2000);
+    for (unsigned op = 0; op < ops; op++) {
+        uint32_t k = hh_rng_below(&rng, 100);
+        if (k < 45 || sh.count == 0) {
+            size_t size = 1 + hh_rng_below(&rng, hh_rng_below(&rng, 8) ? 1100 : 5000);
+            size_t align = hh_rng_below(&rng, 10) ? 16 : (size_t)16 << hh_rng_below(&rng, 6);
+            hh_handle h = align == 16 ? hh_alloc(r, size) : hh_alloc_ex(r, size, align, op);
+            if (!hh_is_null(h)) hh_shadow_add(&sh, r, h, size, align, hh_rng_next(&rng));
+        } else if (k < 85) {
+            size_t i = hh_rng_below(&rng, (uint32_t)sh.count);
+            hh_shadow_obj *o = &sh.objs[i];
+            while (o->pins) {
+                ck_assert_int_eq(hh_unpin(r, o->h), HH_OK);
+                o->pins--;
+            }
+            ck_assert_int_eq(hh_free(r, o->h), HH_OK);
+            hh_shadow_remove(&sh, i);
+        } else if (k < 92) {
+            hh_shadow_obj *o = &sh.objs[hh_rng_below(&rng, (uint32_t)sh.count)];
+            size_t ns = 1 + hh_rng_below(&rng, 1500);
+            if (!o->pins && hh_resize(r, o->h, ns) == HH_OK) {
+                size_t keep = ns < o->size ? ns : o->size;
+                ck_assert_int_eq(hh_test_verify(hh_deref(r, o->h), keep, o->key), -1);
+                o->size = ns;
+                hh_test_fill(hh_deref(r, o->h), ns, o->key);
+            }
+        } else if (k < 94) {
+            hh_shadow_obj *o = &sh.objs[hh_rng_below(&rng, (uint32_t)sh.count)];
+            if (o->pins == 0) {
+                o->pinned_at = hh_pin(r, o->h);
+                o->pins = 1;
+            } else {
+                ck_assert_int_eq(hh_unpin(r, o->h), HH_OK);
+                o->pins = 0;
+            }
+        } else if (k < 96) {
+            hh_defrag_step(r, 1 + hh_rng_below(&rng, 16));
+        } else if (k < 98) {
+            hh_heap_stats st;
+            hh_heap_stats_get(r, &st);
+            ck_assert_uint_eq(st.used_bytes + st.free_bytes, st.capacity);
+        } else {
+            ck_assert_int_eq(hh_heap_check(r), HH_OK);
+        }
+        if (op % 257 == 0) {
+            ck_assert_int_eq(hh_heap_check(r), HH_OK);
+            hh_shadow_verify(&sh, r);
+        }
+    }
+    ck_assert_int_eq(hh_heap_check(r), HH_OK);
+    hh_shadow_verify(&sh, r);
+    hh_shadow_fini(&sh);
+    hh_heap_destroy(r);
+}
+
+START_TEST(cache_random_against_shadow) {
+    uint64_t seed = hh_test_seed(12) + (uint64_t)_i;
+    cache_random_run(_i % 2 ? HH_HEAP_GROWABLE : 0u, seed);
+}
+END_TEST
+
 /* Issue 12: table tags are never shared by two live heaps. Heap A keeps a
    live handle while 600 heaps (more than two rounds of the 8-bit tag) are
    created and destroyed; each of them, holding a live block in the same slot,
@@ -856,6 +1051,11 @@ Suite *hh_test_heap_suite(void) {
     tcase_add_test(tc, size_is_usable_and_rounded);
     tcase_add_test(tc, accounting_matches_walk);
     tcase_add_test(tc, same_size_reuses_its_hole);
+    tcase_add_test(tc, cache_hands_back_newest_block_of_its_size);
+    tcase_add_test(tc, cache_is_holes_to_every_observer);
+    tcase_add_test(tc, defrag_step_closes_cached_holes);
+    tcase_add_test(tc, cached_bytes_serve_a_large_request);
+    tcase_add_loop_test(tc, cache_random_against_shadow, 0, 4);
     tcase_add_test(tc, resize_grows_in_place_into_free_neighbour);
     tcase_add_test(tc, resize_moves_keeping_handle_and_contents);
     tcase_add_test(tc, failed_resize_leaves_block_as_it_was);
