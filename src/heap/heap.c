@@ -1044,14 +1044,6 @@ static inline hhi_block *alloc_find(hh_heap *h, size_t bs, size_t align) {
     return alloc_find_slow(h, bs, align);
 }
 
-/* true if a handle can be issued now: a rested free slot, a committed
-   never-used one, or -- committing more slots of a growable table, or failing
-   that -- any free slot. */
-static inline bool table_ready(hh_handle_table *t) {
-    if (hh_likely(t->free_count > t->min_free || t->hwm < t->committed)) return true;
-    return hh_handle_table_commit_more(t) || t->free_count > 0;
-}
-
 /* Reports a failed allocation (lock held; releases it). Always HH_NULL. */
 HH_NOINLINE HH_COLD static hh_handle alloc_fail(hh_heap *h, size_t size, size_t align, const char *who, bool table) {
     if (table) {
@@ -1081,10 +1073,10 @@ HH_NOINLINE HH_COLD static hh_handle alloc_fail(hh_heap *h, size_t size, size_t 
    its bytes counted as used) gets its handle, slot, tag and the allocation
    epoch; then tools, debug fills, the event. Lock held; released here. */
 HH_INLINE hh_handle alloc_finish(hh_heap *h, hhi_block *b, size_t boff, size_t size, size_t align, uint32_t tag,
-                                 bool plain) {
+                                 uint32_t slot, bool plain) {
     void *p = blk_payload(b);
-    hh_handle hd = hh_handle_issue_fast(&h->handles, p);    /* cannot fail: the caller checked table_ready */
-    b->u.live.slot = hh_handle_index(hd);
+    hh_handle hd = hh_handle_issue_at(&h->handles, slot, p);
+    b->u.live.slot = slot;
     b->u.live.tag = tag;
     h->regions[boff >> h->region_shift].epoch = h->alloc_epoch = h->epoch;
     h->live_blocks++;
@@ -1101,15 +1093,19 @@ HH_INLINE hh_handle alloc_finish(hh_heap *h, hhi_block *b, size_t boff, size_t s
 
 /* An allocation the cache cannot serve: a free block from the lists (or the
    slow path: grow, compact), carved. Apart from heap_alloc so that the cache
-   path keeps a small frame. Lock held, table ready; released here. */
-HH_NOINLINE static hh_handle alloc_carve(hh_heap *h, size_t size, size_t bs, size_t align, uint32_t tag, const char *who) {
+   path keeps a small frame. Lock held, `slot` taken; released here. */
+HH_NOINLINE static hh_handle alloc_carve(hh_heap *h, size_t size, size_t bs, size_t align, uint32_t tag, uint32_t slot,
+                                         const char *who) {
     hhi_block *f = alloc_find(h, bs, align);
-    if (hh_unlikely(f == NULL)) return alloc_fail(h, size, align, who, false);
+    if (hh_unlikely(f == NULL)) {
+        hh_handle_slot_untake(&h->handles, slot);
+        return alloc_fail(h, size, align, who, false);
+    }
     hhi_block *b = align <= HHI_GRANULE ? carve16(h, f, bs) : carve(h, f, bs, align, 0);
     size_t boff = blk_offset(h, b);
     used_add(h, boff, blk_size(b));
     heap_touch(h, boff);
-    return alloc_finish(h, b, boff, size, align, tag, false);
+    return alloc_finish(h, b, boff, size, align, tag, slot, false);
 }
 
 /* Allocation once the arguments are valid (size in 1..managed, align a power
@@ -1122,7 +1118,8 @@ HH_INLINE hh_handle heap_alloc(hh_heap *h, size_t size, size_t align, uint32_t t
     size_t bs = plain ? hh_align_up(size, HHI_GRANULE) + HHI_HDR : blk_min_size(h, size);
     if (plain && bs < HHI_MIN_BLOCK) bs = HHI_MIN_BLOCK;
     if (!plain) heap_lock(h);
-    if (hh_unlikely(!table_ready(&h->handles))) return alloc_fail(h, size, align, who, true);
+    uint32_t slot = hh_handle_slot_take(&h->handles);      /* first: a full table fails before anything changes */
+    if (hh_unlikely(slot == 0)) return alloc_fail(h, size, align, who, true);
     uint32_t cg = align <= HHI_GRANULE && bs <= HHI_CACHE_MAX_BLOCK ? h->cache[bs / HHI_GRANULE] : HHI_NONE;
     if (hh_likely(cg != HHI_NONE)) {                 /* a cached block of this size: already counted as used */
         size_t boff = granule_off(cg);
@@ -1131,9 +1128,9 @@ HH_INLINE hh_handle heap_alloc(hh_heap *h, size_t size, size_t align, uint32_t t
         h->cache_room += bs;
         b->word = (b->word & BLK_PREV_FREE) | live_word(bs, HHI_GRANULE, 0, 0, false);
         h->mutations++;                              /* no low_mark: the flush sets it (I13) */
-        return alloc_finish(h, b, boff, size, align, tag, plain);
+        return alloc_finish(h, b, boff, size, align, tag, slot, plain);
     }
-    return alloc_carve(h, size, bs, align, tag, who);
+    return alloc_carve(h, size, bs, align, tag, slot, who);
 }
 
 /* hh_alloc with a bad argument: reports it. */

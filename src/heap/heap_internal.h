@@ -114,6 +114,9 @@
 #include <string.h>
 
 #include "hheap/heap.h"
+/* Include exception: the heap embeds a handle table and inlines its private
+   issue/release fast paths (handles_internal.h), as hh_handle_alloc does. */
+#include "../handles/handles_internal.h"
 #include "../common/hh_assert.h"
 #include "../common/hh_compiler.h"
 #include "../common/hh_config.h"
