@@ -174,19 +174,20 @@ HH_API void     *hh_pin(hh_heap *heap, hh_handle h);
 HH_API hh_status hh_unpin(hh_heap *heap, hh_handle h);
 
 /* ---------------------------------------------------------------------------
-   hh_deref: the hot path. The real function exists (take its address with
-   (hh_deref)); the macro below inlines it: clamp, one compare, one load.
+   hh_deref: the hot path. The real function exists (call it, or take its
+   address, as (hh_deref)); the macro below inlines its fast path -- clamp,
+   one compare, one load -- and calls the function for everything else.
 --------------------------------------------------------------------------- */
 /* The address of h's payload; NULL if h is null, or stale (HH_E_STALE_HANDLE
-   reported). Valid until the next defrag step, resize or free of h. */
+   reported), or heap is NULL (HH_E_INVALID_ARG). Valid until the next defrag
+   step, resize or free of h. */
 HH_API void *hh_deref(const hh_heap *heap, hh_handle h);
-/* Slow path of the inline deref: reports and returns NULL. Not for direct use. */
-HH_API void *hh_deref_fail(const hh_heap *heap, hh_handle h);
 
-/* struct hh_heap begins with its handle table: this is the only layout fact the
-   public header relies on (static-asserted in heap_internal.h). */
+/* The macro's body: the live-handle fast path, else the function above (which
+   looks again and reports). It relies on one layout fact only: struct hh_heap
+   begins with its handle table (static-asserted in src/heap/heap_internal.h). */
 static inline void *hh_deref_inline(const hh_heap *heap, hh_handle h) {
-    if (HH_UNLIKELY(heap == NULL)) return hh_deref_fail(heap, h);
+    if (HH_UNLIKELY(heap == NULL)) return (hh_deref)(heap, h);
     const hh_handle_table *t = (const hh_handle_table *)(const void *)heap;
     uint32_t idx = (uint32_t)(h.id & HH_HANDLE_INDEX_MASK);
     idx = idx < t->capacity ? idx : 0;
@@ -194,11 +195,9 @@ static inline void *hh_deref_inline(const hh_heap *heap, hh_handle h) {
     uint64_t key = HH_SLOT_LOAD_ACQ(&s->key);   /* atomic: other threads free (handles.h) */
     void *p = HH_SLOT_LOAD(&s->ptr);            /* NULL only in the sentinel slot 0: null or forged handles */
     if (HH_LIKELY(key == (h.id >> HH_HANDLE_INDEX_BITS) && p != NULL)) return p;
-    return hh_deref_fail(heap, h);
+    return (hh_deref)(heap, h);
 }
-#ifndef HH_NO_INLINE_DEREF
-#  define hh_deref(heap, h) hh_deref_inline((heap), (h))
-#endif
+#define hh_deref(heap, h) hh_deref_inline((heap), (h))
 
 /* ---------------------------------------------------------------------------
    Statistics, walk, check
@@ -233,7 +232,7 @@ HH_API void      hh_heap_walk(const hh_heap *heap, hh_walk_fn fn, void *user);
 
 /* ---------------------------------------------------------------------------
    Event hook: one callback per completed heap operation, for tracers and
-   replay tools (see hh_trace in bench/). Called with the heap lock held, after
+   replay tools (hh_trace, include/hheap/trace.h and src/trace). Called with the heap lock held, after
    the operation; it must not call back into the heap.
 --------------------------------------------------------------------------- */
 /* One relocation, as the heap records it for the defrag service's journal

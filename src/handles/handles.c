@@ -212,9 +212,16 @@ hh_status hh_handle_check(const hh_handle_table *t, hh_handle h, const char *who
 }
 
 void hh_handle_table_stats_get(const hh_handle_table *t, hh_handle_table_stats *out) {
-    if (out == NULL) return;
+    if (out == NULL) {                                 /* as hh_heap_stats_get: bad input is reported */
+        hhi_error(HH_E_INVALID_ARG, "hh_handle_table_stats_get: out is NULL");
+        return;
+    }
     *out = (hh_handle_table_stats){0};
-    if (t == NULL || t->slots == NULL) return;
+    if (t == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_handle_table_stats_get: table is NULL");
+        return;
+    }
+    if (t->slots == NULL) return;                      /* a finished table: nothing in it */
     out->capacity = t->capacity - 1u;
     out->live = t->live_count;
     out->free_queued = t->free_count;

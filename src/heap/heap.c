@@ -1423,7 +1423,8 @@ hh_status hh_resize(hh_heap *heap, hh_handle h, size_t new_size) {
 /* ---------------------------------------------------------------------------
    Queries, pins
 --------------------------------------------------------------------------- */
-void *hh_deref_fail(const hh_heap *heap, hh_handle h) {
+/* hh_deref past its fast path: reports why h names nothing. */
+HH_NOINLINE HH_COLD static void *deref_fail(const hh_heap *heap, hh_handle h) {
     if (heap == NULL) {
         hhi_error(HH_E_INVALID_ARG, "hh_deref: heap is NULL");
         return NULL;
@@ -1434,8 +1435,15 @@ void *hh_deref_fail(const hh_heap *heap, hh_handle h) {
     return NULL;
 }
 
-#undef hh_deref
-void *hh_deref(const hh_heap *heap, hh_handle h) { return hh_deref_inline(heap, h); }
+/* The function behind the macro (heap.h): the same fast path, then the report.
+   hh_deref_inline calls it for everything but a live handle. */
+void *(hh_deref)(const hh_heap *heap, hh_handle h) {
+    if (hh_likely(heap != NULL)) {
+        void *p = hh_handle_lookup(&heap->handles, h);   /* NULL for the sentinel's null ptr too */
+        if (hh_likely(p != NULL)) return p;
+    }
+    return deref_fail(heap, h);
+}
 
 size_t hh_size(const hh_heap *heap, hh_handle h) {
     hhi_block *b = block_locked(heap, h, "hh_size");
