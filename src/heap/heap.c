@@ -1139,17 +1139,43 @@ HH_NOINLINE HH_COLD static hh_handle alloc_bad_args(hh_heap *heap, size_t size) 
     return HH_NULL;
 }
 
-/* hh_alloc on a thread-safe or debug heap. */
-HH_NOINLINE static hh_handle alloc_general(hh_heap *heap, size_t size) {
-    return heap_alloc(heap, size, HHI_GRANULE, 0, "hh_alloc", false);
+/* hh_alloc past its fast path: bad arguments, thread-safe or debug heaps,
+   an event hook, no cached block of the size, no rested handle slot. */
+HH_NOINLINE static hh_handle alloc_slow(hh_heap *heap, size_t size) {
+    if (hh_unlikely(heap == NULL || size - 1 >= heap->limit)) return alloc_bad_args(heap, size);
+    if (heap->flags & (HH_HEAP_THREADSAFE | HH_HEAP_DEBUG)) return heap_alloc(heap, size, HHI_GRANULE, 0, "hh_alloc", false);
+    return heap_alloc(heap, size, HHI_GRANULE, 0, "hh_alloc", true);
 }
 
+/* The fast path is the churn of game objects: a plain heap (no lock, no
+   debug, no event hook), a cached block of the size and a rested slot. It
+   makes no call, so it needs no stack frame; everything else is alloc_slow. */
 hh_handle hh_alloc(hh_heap *heap, size_t size) {
-    if (hh_likely(heap != NULL && size - 1 < heap->limit)) {
-        if (hh_unlikely(heap->flags & (HH_HEAP_THREADSAFE | HH_HEAP_DEBUG))) return alloc_general(heap, size);
-        return heap_alloc(heap, size, HHI_GRANULE, 0, "hh_alloc", true);
+    if (hh_likely(heap != NULL && size - 1 < HHI_CACHE_MAX_BLOCK - HHI_HDR &&
+                  !(heap->flags & (HH_HEAP_THREADSAFE | HH_HEAP_DEBUG)) && heap->event_fn == NULL)) {
+        size_t bs = hh_align_up(size, HHI_GRANULE) + HHI_HDR;   /* >= HHI_MIN_BLOCK: size >= 1 */
+        hh_handle_table *t = &heap->handles;
+        uint32_t cg = heap->cache[bs / HHI_GRANULE];
+        if (hh_likely(cg != HHI_NONE && t->free_count > t->min_free)) {
+            uint32_t slot = hh_handle_fifo_take(t);
+            size_t boff = granule_off(cg);
+            hhi_block *b = blk_at(heap, boff);
+            heap->cache[bs / HHI_GRANULE] = b->u.free.next;
+            heap->cache_room += bs;
+            b->word = (b->word & BLK_PREV_FREE) | live_word(bs, HHI_GRANULE, 0, 0, false);
+            heap->mutations++;                       /* no low_mark: the flush sets it (I13) */
+            void *p = blk_payload(b);
+            hh_handle hd = hh_handle_issue_at(t, slot, p);
+            b->u.live.slot = slot;
+            b->u.live.tag = 0;
+            heap->regions[boff >> heap->region_shift].epoch = heap->alloc_epoch = heap->epoch;
+            heap->live_blocks++;
+            hh_track_alloc(heap, p, bs - HHI_HDR);
+            hh_assert_expensive(hhi_heap_is_valid(heap));
+            return hd;
+        }
     }
-    return alloc_bad_args(heap, size);               /* NULL heap, size 0, size beyond the heap */
+    return alloc_slow(heap, size);
 }
 
 hh_handle hh_alloc_ex(hh_heap *heap, size_t size, size_t align, uint32_t tag) {
@@ -1276,13 +1302,44 @@ HH_INLINE hh_status free_body(hh_heap *heap, hh_handle h, bool plain) {
     return HH_OK;
 }
 
-/* hh_free on a thread-safe or debug heap. */
-HH_NOINLINE static hh_status free_general(hh_heap *heap, hh_handle h) { return free_body(heap, h, false); }
-
-hh_status hh_free(hh_heap *heap, hh_handle h) {
+/* hh_free past its fast path: a NULL heap, a thread-safe or debug heap, an
+   event hook, a block the cache does not take, any bad handle. */
+HH_NOINLINE static hh_status free_slow(hh_heap *heap, hh_handle h) {
     if (hh_unlikely(heap == NULL)) return hhi_error(HH_E_INVALID_ARG, "hh_free: heap is NULL");
-    if (hh_unlikely(heap->flags & (HH_HEAP_THREADSAFE | HH_HEAP_DEBUG))) return free_general(heap, h);
+    if (heap->flags & (HH_HEAP_THREADSAFE | HH_HEAP_DEBUG)) return free_body(heap, h, false);
     return free_body(heap, h, true);
+}
+
+/* The fast path: a live, unpinned block of a plain heap (no lock, no debug,
+   no event hook) that the cache takes. Nothing changes before every test has
+   passed, and it makes no call (no stack frame); everything else is free_slow. */
+hh_status hh_free(hh_heap *heap, hh_handle h) {
+    if (hh_likely(heap != NULL && !(heap->flags & (HH_HEAP_THREADSAFE | HH_HEAP_DEBUG)) && heap->event_fn == NULL)) {
+        hh_handle_table *t = &heap->handles;
+        uint32_t idx = hh_handle_index(h);
+        hh_handle_slot *s = &t->slots[idx < t->capacity ? idx : 0];
+        char *p = s->ptr;
+        if (hh_likely(s->key == (h.id >> HH_HANDLE_INDEX_BITS) && p != NULL)) {
+            hhi_block *b = blk_from_payload(p);
+            uint64_t w = b->word;
+            size_t size = (size_t)(w & BLK_SIZE_MASK);
+            if (hh_likely((w & (BLK_FREE | ((uint64_t)0xFF << BLK_PINS_SHIFT))) == 0 && b->u.live.slot == idx &&
+                          size <= HHI_CACHE_MAX_BLOCK && size <= heap->cache_room)) {
+                hh_handle_drop_fast(t, s, idx);
+                size_t off = (size_t)((char *)b - heap->base);
+                heap->mutations++;                   /* no low_mark: the flush sets it (I13) */
+                heap->live_blocks--;
+                hh_track_free(heap, p, blk_usable(heap, b));
+                b->word = (w & (BLK_SIZE_MASK | BLK_PREV_FREE)) | BLK_CACHED;
+                b->u.free.next = heap->cache[size / HHI_GRANULE];
+                heap->cache[size / HHI_GRANULE] = off_granule(off);
+                heap->cache_room -= size;
+                hh_assert_expensive(hhi_heap_is_valid(heap));
+                return HH_OK;
+            }
+        }
+    }
+    return free_slow(heap, h);
 }
 
 /* ---------------------------------------------------------------------------
