@@ -183,18 +183,32 @@ HH_API hh_status hh_unpin(hh_heap *heap, hh_handle h);
    step, resize or free of h. */
 HH_API void *hh_deref(const hh_heap *heap, hh_handle h);
 
-/* The macro's body: the live-handle fast path, else the function above (which
-   looks again and reports). It relies on one layout fact only: struct hh_heap
-   begins with its handle table (static-asserted in src/heap/heap_internal.h). */
+/* The first bytes of struct hh_heap: all that the inline hh_deref reads.
+   Public only so that it inlines; treat every field as private. A heap's
+   handle slot is 8 bytes, read with one atomic load: the low 32 bits are the
+   key (generation << 8 | the heap's tag; tag 0: not live), the high 32 bits
+   the payload's offset from base in 16-byte granules. */
+typedef struct hh_heap_head {
+    uint64_t *slots;    /* reserved for `capacity` slots, never moves; a slot never issued reads 0 */
+    char     *base;     /* managed start */
+    uint32_t  capacity; /* slots reserved, the sentinel slot 0 (matches no handle) included */
+} hh_heap_head;
+
+/* The macro's body: the live-handle fast path -- clamp, one 8-byte load, one
+   compare (and a test of the handle's tag off the load's path) -- else the
+   function above, which looks again and reports. The load is relaxed: key
+   and place come in one word, and the moves that change a place are not
+   concurrent with the use of its pointers (the frame contract above). It
+   relies on one layout fact only: struct hh_heap begins with an
+   hh_heap_head (static-asserted in src/heap/heap.c). */
 static inline void *hh_deref_inline(const hh_heap *heap, hh_handle h) {
     if (HH_UNLIKELY(heap == NULL)) return (hh_deref)(heap, h);
-    const hh_handle_table *t = (const hh_handle_table *)(const void *)heap;
+    const hh_heap_head *t = (const hh_heap_head *)(const void *)heap;
     uint32_t idx = (uint32_t)(h.id & HH_HANDLE_INDEX_MASK);
-    idx = idx < t->capacity ? idx : 0;
-    const hh_handle_slot *s = &t->slots[idx];
-    uint64_t key = HH_SLOT_LOAD_ACQ(&s->key);   /* atomic: other threads free (handles.h) */
-    void *p = HH_SLOT_LOAD(&s->ptr);            /* NULL only in the sentinel slot 0: null or forged handles */
-    if (HH_LIKELY(key == (h.id >> HH_HANDLE_INDEX_BITS) && p != NULL)) return p;
+    idx = idx < t->capacity ? idx : 0;                         /* out of range -> the sentinel */
+    uint64_t w = HH_SLOT_LOAD(&t->slots[idx]);                  /* atomic: other threads free (handles.h) */
+    uint64_t key = h.id >> HH_HANDLE_INDEX_BITS;
+    if (HH_LIKELY(key == (uint32_t)w && (key & 0xFF) != 0)) return t->base + ((w >> 32) << 4);
     return (hh_deref)(heap, h);
 }
 #define hh_deref(heap, h) hh_deref_inline((heap), (h))

@@ -11,6 +11,14 @@
 #include "hheap/handles.h"
 #include "../common/hh_compiler.h"
 
+/* Table identity, shared by every table kind (the heap keeps its own compact
+   slots, src/heap/heap_slots.c, in the same tag space): a tag 1..255 that no
+   live table holds, and the number of times it was taken (mod 256: the epoch
+   that spreads the first generations of its successive tables); 0 when all
+   are held. Lock-free. */
+HH_INTERNAL uint8_t hhi_handle_tag_acquire(uint8_t *epoch);
+HH_INTERNAL void    hhi_handle_tag_release(uint8_t tag);
+
 /* Test hook: sets the generation a free or never-used slot will be issued with next. */
 HH_INTERNAL void hhi_handles_set_next_gen(hh_handle_table *t, uint32_t idx, uint32_t gen);
 

@@ -16,7 +16,8 @@
 #include "../common/hh_meta.h"
 #include "../common/hh_track.h"
 
-_Static_assert(offsetof(struct hh_heap, handles) == 0, "hh_deref_inline reads the table at the heap's address");
+_Static_assert(offsetof(struct hh_heap, handles) == 0 && offsetof(hhi_slots, head) == 0,
+               "hh_deref_inline reads the hh_heap_head at the heap's address");
 
 #define hhi_def(v, d) ((v) == 0 ? (d) : (v))
 
@@ -46,11 +47,11 @@ static inline uint64_t live_word(size_t size, size_t align, unsigned slack, unsi
            ((uint64_t)pins << BLK_PINS_SHIFT) | (prev_free ? BLK_PREV_FREE : 0);
 }
 
-static inline hh_handle slot_handle(const hh_heap *h, uint32_t slot) { return hh_handle_at(&h->handles, slot); }
+static inline hh_handle slot_handle(const hh_heap *h, uint32_t slot) { return hhi_slot_handle(&h->handles, slot); }
 
 /* The live block behind h, or NULL (nothing reported). */
 static hhi_block *block_of(const hh_heap *heap, hh_handle h) {
-    void *p = hh_handle_lookup(&heap->handles, h);
+    void *p = hhi_slot_lookup(&heap->handles, h);
     return p ? blk_from_payload(p) : NULL;
 }
 
@@ -362,7 +363,7 @@ static inline hh_handle move_note(hh_heap *h, hhi_block *nb, uint32_t slot, void
                                   size_t moved) {
     void *np = blk_payload(nb);
     size_t dst = blk_offset(h, nb);
-    hh_handle_repoint_fast(&h->handles, slot, np);
+    hhi_slot_repoint(&h->handles, slot, np);
     hh_track_move(h, op, np, usable);
     hh_handle hd = slot_handle(h, slot);
     journal_push(h, hd, src, dst, blk_size(nb));
@@ -810,7 +811,7 @@ static void heap_release(hh_heap *h) {
     hhi_region_fini(h);
     hhi_bitmap_fini(&h->starts);
     hhi_bitmap_fini(&h->frees);
-    hh_handle_table_fini(&h->handles);
+    hhi_slots_fini(&h->handles);
     if (h->mapping) hhi_os_unmap(h->mapping, h->mapping_bytes);
     hhi_meta_free(h);
 }
@@ -868,9 +869,7 @@ hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
     h->mapping = mapping;
     h->mapping_bytes = mapping_bytes;
     if (huge) hhi_os_hugepages(mapping, mapping_bytes);
-    s = hh_handle_table_init(&h->handles, &(hh_handle_table_desc){ .capacity = d.max_handles,
-                                                                    .flags = (grow ? HH_HANDLE_TABLE_GROWABLE : 0u) |
-                                                                             (huge ? HH_HANDLE_TABLE_HUGE_PAGES : 0u) });
+    s = hhi_slots_init(&h->handles, base, d.max_handles, grow, huge);
     if (s != HH_OK) {
         heap_release(h);
         return s;
@@ -1047,7 +1046,7 @@ static inline hhi_block *alloc_find(hh_heap *h, size_t bs, size_t align) {
 /* Reports a failed allocation (lock held; releases it). Always HH_NULL. */
 HH_NOINLINE HH_COLD static hh_handle alloc_fail(hh_heap *h, size_t size, size_t align, const char *who, bool table) {
     if (table) {
-        uint32_t live = h->handles.live_count, committed = h->handles.committed, cap = h->handles.capacity;
+        uint32_t live = h->handles.live_count, committed = h->handles.committed, cap = h->handles.head.capacity;
         heap_unlock(h);
         if (committed < cap)
             hhi_error(HH_E_NO_MEMORY, "%s: cannot commit more handle slots (%u of %u committed, %u handles live)", who,
@@ -1075,7 +1074,7 @@ HH_NOINLINE HH_COLD static hh_handle alloc_fail(hh_heap *h, size_t size, size_t 
 HH_INLINE hh_handle alloc_finish(hh_heap *h, hhi_block *b, size_t boff, size_t size, size_t align, uint32_t tag,
                                  uint32_t slot, bool plain) {
     void *p = blk_payload(b);
-    hh_handle hd = hh_handle_issue_at(&h->handles, slot, p);
+    hh_handle hd = hhi_slot_issue(&h->handles, slot, p);
     b->u.live.slot = slot;
     b->u.live.tag = tag;
     h->regions[boff >> h->region_shift].epoch = h->alloc_epoch = h->epoch;
@@ -1098,7 +1097,7 @@ HH_NOINLINE static hh_handle alloc_carve(hh_heap *h, size_t size, size_t bs, siz
                                          const char *who) {
     hhi_block *f = alloc_find(h, bs, align);
     if (hh_unlikely(f == NULL)) {
-        hh_handle_slot_untake(&h->handles, slot);
+        hhi_slot_untake(&h->handles, slot);
         return alloc_fail(h, size, align, who, false);
     }
     hhi_block *b = align <= HHI_GRANULE ? carve16(h, f, bs) : carve(h, f, bs, align, 0);
@@ -1118,7 +1117,7 @@ HH_INLINE hh_handle heap_alloc(hh_heap *h, size_t size, size_t align, uint32_t t
     size_t bs = plain ? hh_align_up(size, HHI_GRANULE) + HHI_HDR : blk_min_size(h, size);
     if (plain && bs < HHI_MIN_BLOCK) bs = HHI_MIN_BLOCK;
     if (!plain) heap_lock(h);
-    uint32_t slot = hh_handle_slot_take(&h->handles);      /* first: a full table fails before anything changes */
+    uint32_t slot = hhi_slot_take(&h->handles);      /* first: a full table fails before anything changes */
     if (hh_unlikely(slot == 0)) return alloc_fail(h, size, align, who, true);
     uint32_t cg = align <= HHI_GRANULE && bs <= HHI_CACHE_MAX_BLOCK ? h->cache[bs / HHI_GRANULE] : HHI_NONE;
     if (hh_likely(cg != HHI_NONE)) {                 /* a cached block of this size: already counted as used */
@@ -1154,10 +1153,10 @@ hh_handle hh_alloc(hh_heap *heap, size_t size) {
     if (hh_likely(heap != NULL && size - 1 < HHI_CACHE_MAX_BLOCK - HHI_HDR &&
                   !(heap->flags & (HH_HEAP_THREADSAFE | HH_HEAP_DEBUG)) && heap->event_fn == NULL)) {
         size_t bs = hh_align_up(size, HHI_GRANULE) + HHI_HDR;   /* >= HHI_MIN_BLOCK: size >= 1 */
-        hh_handle_table *t = &heap->handles;
+        hhi_slots *t = &heap->handles;
         uint32_t cg = heap->cache[bs / HHI_GRANULE];
         if (hh_likely(cg != HHI_NONE && t->free_count > t->min_free)) {
-            uint32_t slot = hh_handle_fifo_take(t);
+            uint32_t slot = hhi_slot_fifo_take(t);
             size_t boff = granule_off(cg);
             hhi_block *b = blk_at(heap, boff);
             heap->cache[bs / HHI_GRANULE] = b->u.free.next;
@@ -1165,7 +1164,7 @@ hh_handle hh_alloc(hh_heap *heap, size_t size) {
             b->word = (b->word & BLK_PREV_FREE) | live_word(bs, HHI_GRANULE, 0, 0, false);
             heap->mutations++;                       /* no low_mark: the flush sets it (I13) */
             void *p = blk_payload(b);
-            hh_handle hd = hh_handle_issue_at(t, slot, p);
+            hh_handle hd = hhi_slot_issue(t, slot, p);
             b->u.live.slot = slot;
             b->u.live.tag = 0;
             heap->regions[boff >> heap->region_shift].epoch = heap->alloc_epoch = heap->epoch;
@@ -1190,7 +1189,7 @@ hh_handle hh_alloc_ex(hh_heap *heap, size_t size, size_t align, uint32_t tag) {
 static hhi_block *block_checked(const hh_heap *heap, hh_handle h, const char *who) {
     hhi_block *b = block_of(heap, h);
     if (hh_unlikely(b == NULL)) {
-        if (hh_handle_check(&heap->handles, h, who) == HH_OK)   /* e.g. a forged id that hits the sentinel */
+        if (hhi_slots_check(&heap->handles, h, who) == HH_OK)   /* cannot happen: the lookup failed */
             hhi_error(HH_E_STALE_HANDLE, "%s: handle %#llx does not name a live block", who, (unsigned long long)h.id);
         return NULL;
     }
@@ -1234,7 +1233,7 @@ HH_NOINLINE HH_COLD static hh_status free_generic(hh_heap *heap, hh_handle h) {
     bool guard_ok = guard_intact(heap, b);
     size_t off = blk_offset(heap, b), size = blk_size(b), usable = blk_usable(heap, b);
     void *p = blk_payload(b);
-    hh_handle_release(&heap->handles, h);
+    hhi_slot_drop(&heap->handles, hh_handle_index(h), (uint32_t)(h.id >> HH_HANDLE_INDEX_BITS));   /* live: checked */
     heap_touch(heap, blk_prev_free(b) ? blk_offset(heap, blk_prev_free_block(b)) : off);
     used_sub(heap, off, size);
     heap->live_blocks--;
@@ -1272,18 +1271,15 @@ HH_NOINLINE static hh_status free_release(hh_heap *heap, hh_handle h, hhi_block 
 /* hh_free's body; `plain` as for heap_alloc. */
 HH_INLINE hh_status free_body(hh_heap *heap, hh_handle h, bool plain) {
     if (!plain) heap_lock(heap);
-    hh_handle_table *t = &heap->handles;
+    hhi_slots *t = &heap->handles;
     uint32_t idx = hh_handle_index(h);
-    uint32_t cidx = idx < t->capacity ? idx : 0;
-    hh_handle_slot *s = &t->slots[cidx];
-    char *p = s->ptr;
-    if (hh_unlikely(s->key != (h.id >> HH_HANDLE_INDEX_BITS) || p == NULL || (!plain && heap->debug)))
-        return free_generic(heap, h);
+    char *p = hhi_slot_lookup(t, h);
+    if (hh_unlikely(p == NULL || (!plain && heap->debug))) return free_generic(heap, h);
     hhi_block *b = blk_from_payload(p);
     uint64_t w = b->word;
     if (hh_unlikely((w & (BLK_FREE | ((uint64_t)0xFF << BLK_PINS_SHIFT))) != 0 || b->u.live.slot != idx))
         return free_generic(heap, h);
-    hh_handle_drop_fast(t, s, idx);
+    hhi_slot_drop(t, idx, (uint32_t)(h.id >> HH_HANDLE_INDEX_BITS));
     size_t size = (size_t)(w & BLK_SIZE_MASK);
     if (hh_unlikely(size > HHI_CACHE_MAX_BLOCK || size > heap->cache_room)) return free_release(heap, h, b, w);
     /* into the cache: the block stays as it is to its neighbours (I13); no
@@ -1315,17 +1311,16 @@ HH_NOINLINE static hh_status free_slow(hh_heap *heap, hh_handle h) {
    passed, and it makes no call (no stack frame); everything else is free_slow. */
 hh_status hh_free(hh_heap *heap, hh_handle h) {
     if (hh_likely(heap != NULL && !(heap->flags & (HH_HEAP_THREADSAFE | HH_HEAP_DEBUG)) && heap->event_fn == NULL)) {
-        hh_handle_table *t = &heap->handles;
+        hhi_slots *t = &heap->handles;
         uint32_t idx = hh_handle_index(h);
-        hh_handle_slot *s = &t->slots[idx < t->capacity ? idx : 0];
-        char *p = s->ptr;
-        if (hh_likely(s->key == (h.id >> HH_HANDLE_INDEX_BITS) && p != NULL)) {
+        char *p = hhi_slot_lookup(t, h);
+        if (hh_likely(p != NULL)) {
             hhi_block *b = blk_from_payload(p);
             uint64_t w = b->word;
             size_t size = (size_t)(w & BLK_SIZE_MASK);
             if (hh_likely((w & (BLK_FREE | ((uint64_t)0xFF << BLK_PINS_SHIFT))) == 0 && b->u.live.slot == idx &&
                           size <= HHI_CACHE_MAX_BLOCK && size <= heap->cache_room)) {
-                hh_handle_drop_fast(t, s, idx);
+                hhi_slot_drop(t, idx, (uint32_t)(h.id >> HH_HANDLE_INDEX_BITS));
                 size_t off = (size_t)((char *)b - heap->base);
                 heap->mutations++;                   /* no low_mark: the flush sets it (I13) */
                 heap->live_blocks--;
@@ -1416,7 +1411,7 @@ static hhi_block *resize_move(hh_heap *h, hhi_block *b, size_t nbs) {
                             : hhi_heap_compact_for(h, nbs, align);
         h->compacting = false;
         if (f) h->compactions++;
-        b = blk_from_payload(hh_handle_ptr_at(&h->handles, slot));
+        b = blk_from_payload(hhi_slot_ptr(&h->handles, slot));
     }
     if (f == NULL) return NULL;
     size_t boff = blk_offset(h, b), old_usable = blk_usable(h, b);
@@ -1487,7 +1482,7 @@ HH_NOINLINE HH_COLD static void *deref_fail(const hh_heap *heap, hh_handle h) {
         return NULL;
     }
     if (hh_is_null(h)) return NULL;
-    if (hh_handle_check(&heap->handles, h, "hh_deref") == HH_OK)   /* a forged id that hits an unused slot */
+    if (hhi_slots_check(&heap->handles, h, "hh_deref") == HH_OK)   /* cannot happen: the lookup failed */
         hhi_error(HH_E_STALE_HANDLE, "hh_deref: handle %#llx does not name a live block", (unsigned long long)h.id);
     return NULL;
 }
@@ -1496,7 +1491,7 @@ HH_NOINLINE HH_COLD static void *deref_fail(const hh_heap *heap, hh_handle h) {
    hh_deref_inline calls it for everything but a live handle. */
 void *(hh_deref)(const hh_heap *heap, hh_handle h) {
     if (hh_likely(heap != NULL)) {
-        void *p = hh_handle_lookup(&heap->handles, h);   /* NULL for the sentinel's null ptr too */
+        void *p = hhi_slot_lookup(&heap->handles, h);
         if (hh_likely(p != NULL)) return p;
     }
     return deref_fail(heap, h);
@@ -1574,6 +1569,6 @@ size_t hh_heap_managed_bytes(const hh_heap *heap) { return heap ? heap->managed 
 
 size_t hh_heap_overhead_bytes(const hh_heap *heap) {
     if (heap == NULL) return 0;
-    return sizeof *heap + heap->starts.bytes + heap->frees.bytes + (size_t)heap->handles.hwm * sizeof(hh_handle_slot) +
+    return sizeof *heap + heap->starts.bytes + heap->frees.bytes + (size_t)heap->handles.hwm * sizeof(uint64_t) +
            heap->journal.cap * sizeof(hh_move_record) + (size_t)heap->region_count * sizeof(hhi_region);
 }

@@ -92,10 +92,10 @@ static hh_status check_block(const hh_heap *h, const hhi_block *b, bool prev_fre
         return HH_OK;
     }
     uint32_t slot = b->u.live.slot;
-    if (slot == 0 || slot >= h->handles.capacity) FAIL("I6: block at offset %zu has slot %u out of range", off, slot);
-    const hh_handle_slot *s = &h->handles.slots[slot];
-    if (s->key & HH_HANDLE_KEY_FREE) FAIL("I6: block at offset %zu has a dead slot %u", off, slot);
-    if (s->ptr != blk_payload(b)) FAIL("I6: slot %u does not point at its block (offset %zu)", slot, off);
+    if (slot == 0 || slot >= h->handles.hwm) FAIL("I6: block at offset %zu has slot %u out of range", off, slot);
+    if ((uint8_t)*slot_word(&h->handles, slot) != h->handles.tag)
+        FAIL("I6: block at offset %zu has a dead slot %u", off, slot);
+    if (hhi_slot_ptr(&h->handles, slot) != blk_payload(b)) FAIL("I6: slot %u does not point at its block (offset %zu)", slot, off);
     if (!off_aligned(off, blk_align(b))) FAIL("I6: block at offset %zu breaks its alignment %zu", off, blk_align(b));
     if ((size_t)blk_slack(b) * HHI_GRANULE + HHI_HDR + h->guard + HHI_GRANULE > size)
         FAIL("I6: block at offset %zu has slack larger than its size allows", off);
@@ -235,7 +235,7 @@ void hh_heap_walk(const hh_heap *heap, hh_walk_fn fn, void *user) {
             info.state = HH_BLOCK_PINNED;                 /* debug moves: held, owned by nobody (handle null) */
         } else if (!blk_is_free(b)) {
             uint32_t slot = b->u.live.slot;
-            info.handle = hh_handle_at(&heap->handles, slot);
+            info.handle = hhi_slot_handle(&heap->handles, slot);
             info.tag = b->u.live.tag;
             info.state = blk_pins(b) ? HH_BLOCK_PINNED : HH_BLOCK_LIVE;
         }

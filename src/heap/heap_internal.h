@@ -249,6 +249,140 @@ HH_INTERNAL size_t hhi_bitmap_next(const hhi_bitmap *bm, size_t i);
 HH_INTERNAL size_t hhi_bitmap_prev(const hhi_bitmap *bm, size_t i);
 
 /* ---------------------------------------------------------------------------
+   The heap's handle slots (heap_slots.c): 8 bytes each, one atomic word
+     bits 63..32  live: payload offset from base in granules;
+                  free: the next slot of the free FIFO (0: end)
+     bits 31..0   key: generation (24 bits) << 8 | tag; the heap's tag (1..255)
+                  on a live slot, 0 on every other (free, retired, never used,
+                  the sentinel slot 0)
+   A handle is idx | key << 24 (hheap/handles.h's layout with a generation
+   below 2^24), so hh_deref compares id >> 24 with the word's low half (one
+   load, one compare) and tests that the handle's tag is not 0 -- off the
+   load's path -- so that no handle, forged or not, matches a slot that is
+   not live; never-used slots read 0 (zero pages), so lookups need only clamp
+   to the reserved capacity. hwm is the first never-used slot.
+   Policy as the generic table's (hheap/handles.h): a freed slot joins a FIFO
+   and rests while at most min_free slots wait; its generation moves up by one
+   (mod 2^24). A table's slots start at first_gen = epoch << 16 | 1 (the tag's
+   epoch spreads successive tables of one tag), and a slot whose generation
+   would come back to first_gen -- it has been issued 2^24 times -- retires:
+   no generation of a slot is issued twice.
+--------------------------------------------------------------------------- */
+enum { HHI_GEN_BITS = 24, HHI_GEN_EPOCH_SHIFT = 16 };
+#define HHI_GEN_MASK (((uint32_t)1 << HHI_GEN_BITS) - 1)
+
+typedef struct hhi_slots {
+    hh_heap_head head;            /* MUST stay first: slots, base, capacity (reserved, slot 0 included) */
+    uint32_t hwm;                 /* first never-used slot (1 at start) */
+    uint32_t committed;           /* slots [0, committed) are writable (growable: committed as issued) */
+    uint32_t free_head, free_tail;/* FIFO of released slots: oldest ... newest (0: empty) */
+    uint32_t free_count, min_free;
+    uint32_t live_count, retired_count;
+    uint32_t first_gen;           /* generation of a slot's first handle */
+    uint8_t  tag;                 /* 1..255, held by no other live table (hhi_handle_tag_acquire) */
+    size_t   reserved_bytes;
+} hhi_slots;
+
+static inline uint64_t *slot_word(const hhi_slots *t, uint32_t idx) { return &t->head.slots[idx]; }
+static inline hh_handle slot_key_handle(uint32_t idx, uint32_t key) {
+    hh_handle h;
+    h.id = ((uint64_t)key << HH_HANDLE_INDEX_BITS) | idx;
+    return h;
+}
+/* true if h's key part can name a live slot of any heap: a tag (no live
+   slot has tag 0) and a generation below 2^24. */
+static inline bool slot_key_usable(hh_handle h) { return ((h.id >> HH_HANDLE_INDEX_BITS) & 0xFF) != 0; }
+/* The handle issued in live slot idx, the payload it names. */
+static inline hh_handle hhi_slot_handle(const hhi_slots *t, uint32_t idx) {
+    return slot_key_handle(idx, (uint32_t)*slot_word(t, idx));
+}
+static inline void *hhi_slot_ptr(const hhi_slots *t, uint32_t idx) {
+    return t->head.base + ((*slot_word(t, idx) >> 32) << 4);
+}
+/* The payload behind h if h is live, else NULL (nothing reported; lock-free). */
+static inline void *hhi_slot_lookup(const hhi_slots *t, hh_handle h) {
+    uint32_t idx = (uint32_t)(h.id & HH_HANDLE_INDEX_MASK);
+    idx = idx < t->head.capacity ? idx : 0;
+    uint64_t w = HH_SLOT_LOAD(slot_word(t, idx));
+    return (h.id >> HH_HANDLE_INDEX_BITS) == (uint32_t)w && slot_key_usable(h) ? t->head.base + ((w >> 32) << 4) : NULL;
+}
+HH_INTERNAL bool hhi_slots_commit_more(hhi_slots *t);
+/* The oldest slot of the FIFO (free_count > 0). */
+static inline uint32_t hhi_slot_fifo_take(hhi_slots *t) {
+    uint32_t idx = t->free_head;
+    t->free_head = (uint32_t)(*slot_word(t, idx) >> 32);
+    if (--t->free_count == 0) t->free_tail = 0;
+    return idx;
+}
+/* A slot for a new handle (still free until hhi_slot_issue): a rested one,
+   else a never-used one (committing more of a growable table), else any free
+   one; 0 when none is left. */
+static inline uint32_t hhi_slot_take(hhi_slots *t) {
+    if (t->free_count > t->min_free) return hhi_slot_fifo_take(t);
+    uint32_t idx = t->hwm;
+    if (HH_UNLIKELY(idx >= t->committed) && !hhi_slots_commit_more(t)) return t->free_count > 0 ? hhi_slot_fifo_take(t) : 0;
+    HH_SLOT_STORE(slot_word(t, idx), (uint64_t)(t->first_gen << 8));   /* free (tag 0), first generation */
+    HH_SLOT_STORE(&t->hwm, idx + 1);             /* read without the lock by hhi_slots_check */
+    return idx;
+}
+/* Gives back a slot taken and not issued (the allocation failed), so that the
+   table is as before the take: a never-used one below bound again (it is the
+   last one and has the first generation, which a released slot never has), a
+   FIFO one at the FIFO's head. */
+static inline void hhi_slot_untake(hhi_slots *t, uint32_t idx) {
+    uint64_t *w = slot_word(t, idx);
+    if (idx + 1 == t->hwm && (((uint32_t)*w >> 8) & HHI_GEN_MASK) == t->first_gen) {
+        HH_SLOT_STORE(w, (uint64_t)0);
+        HH_SLOT_STORE(&t->hwm, idx);
+        return;
+    }
+    HH_SLOT_STORE(w, ((uint64_t)t->free_head << 32) | (uint32_t)*w);
+    t->free_head = idx;
+    if (t->free_count++ == 0) t->free_tail = idx;
+}
+/* Issues taken slot idx for the payload at p: its handle. */
+static inline hh_handle hhi_slot_issue(hhi_slots *t, uint32_t idx, const void *p) {
+    uint64_t *w = slot_word(t, idx);
+    uint32_t key = (uint32_t)*w | t->tag;
+    HH_SLOT_STORE_REL(w, (uint64_t)((size_t)((const char *)p - t->head.base) >> 4) << 32 | key);
+    t->live_count++;
+    return slot_key_handle(idx, key);
+}
+/* Re-points live slot idx at the payload p (a moved block). */
+static inline void hhi_slot_repoint(hhi_slots *t, uint32_t idx, const void *p) {
+    uint64_t *w = slot_word(t, idx);
+    HH_SLOT_STORE(w, (uint64_t)((size_t)((const char *)p - t->head.base) >> 4) << 32 | (uint32_t)*w);
+}
+/* Releases live slot idx whose key is `key`: the next generation, tag 0
+   (dead), at the FIFO's tail; or retired (tag 0, never queued) when that
+   generation would be the first again. */
+static inline void hhi_slot_drop(hhi_slots *t, uint32_t idx, uint32_t key) {
+    uint64_t *w = slot_word(t, idx);
+    uint32_t nk = (key & ~(uint32_t)0xFF) + ((uint32_t)1 << 8);   /* generation + 1 mod 2^24, tag 0 */
+    t->live_count--;
+    if (HH_UNLIKELY((nk >> 8) == t->first_gen)) {
+        HH_SLOT_STORE_REL(w, (uint64_t)(key & ~(uint32_t)0xFF));
+        t->retired_count++;
+        return;
+    }
+    HH_SLOT_STORE_REL(w, (uint64_t)nk);           /* dead first; the end of the FIFO */
+    if (t->free_tail) {
+        uint64_t *tw = slot_word(t, t->free_tail);
+        HH_SLOT_STORE(tw, ((uint64_t)idx << 32) | (uint32_t)*tw);
+    } else {
+        t->free_head = idx;
+    }
+    t->free_tail = idx;
+    t->free_count++;
+}
+/* Maps (growable: reserves and commits the first slots) the slots of a table
+   of max_handles handles for the range at base; HH_E_NO_MEMORY reported. */
+HH_INTERNAL hh_status hhi_slots_init(hhi_slots *t, char *base, uint32_t max_handles, bool growable, bool huge);
+HH_INTERNAL void      hhi_slots_fini(hhi_slots *t);
+/* HH_OK if h is live, else HH_E_STALE_HANDLE reported under `who` (why). Lock-free. */
+HH_INTERNAL hh_status hhi_slots_check(const hhi_slots *t, hh_handle h, const char *who);
+
+/* ---------------------------------------------------------------------------
    The heap object
 --------------------------------------------------------------------------- */
 struct hhi_defrag;   /* owned by src/defrag (defrag_internal.h) */
@@ -267,7 +401,7 @@ typedef struct hhi_journal {
 } hhi_journal;
 
 struct hh_heap {
-    hh_handle_table handles;      /* MUST stay first: hh_deref_inline reads it through the heap pointer */
+    hhi_slots   handles;          /* MUST stay first: hh_deref_inline reads its head through the heap pointer */
     char       *base;             /* managed start; base + HHI_HDR is HHI_BASE_ALIGN-aligned */
     size_t      managed;          /* managed bytes (multiple of 16); grows up to limit (HH_HEAP_GROWABLE) */
     size_t      limit;            /* most managed bytes ever: the reserved range (== managed unless growable);
