@@ -14,6 +14,10 @@
 #include "../src/common/hh_platform.h"
 #include "../src/common/hh_track.h"
 
+/* Test hook of the heap's slots (src/heap/heap_internal.h): free slot idx
+   will be issued `left` more times before it retires. */
+void hhi_heap_slot_age(hh_heap *h, uint32_t idx, uint32_t left);
+
 static hh_heap *heap;
 
 static void setup(void) {
@@ -724,6 +728,58 @@ START_TEST(cache_random_against_shadow) {
 }
 END_TEST
 
+/* The heap's 8-byte slots (src/heap/heap_slots.c): a slot that is not live
+   has tag 0 in its key, so no handle matches it -- not one forged with the
+   next generation of a freed slot (tag 0 or the heap's), not one naming a
+   never-used slot (which reads 0), not one with generation bits above 24. */
+START_TEST(forged_keys_never_match_a_dead_slot) {
+    hh_handle a = hh_alloc(heap, 64), keep = hh_alloc(heap, 64);
+    uint64_t idx = hh_handle_index(a), tag = (a.id >> 24) & 0xFF, gen = a.id >> 32;
+    ck_assert_int_eq(hh_free(heap, a), HH_OK);
+    hh_handle forged[] = {
+        { idx | ((gen + 1) << 32) },                    /* the slot's next generation, tag 0 */
+        { idx | (tag << 24) | ((gen + 1) << 32) },      /* the same with the heap's tag */
+        { idx | (tag << 24) | (gen << 32) },            /* the freed handle itself */
+        { 1000 },                                       /* a never-used slot: key 0 */
+        { 1000 | (tag << 24) },
+        { hh_handle_index(keep) | (keep.id & ~(uint64_t)0xFFFFFF) | ((uint64_t)1 << 56) },   /* generation >= 2^24 */
+    };
+    for (size_t i = 0; i < sizeof forged / sizeof forged[0]; i++) {
+        hh_test_reset_captured();
+        ck_assert_ptr_null(hh_deref(heap, forged[i]));
+        ck_assert_int_eq(hh_test_last_captured(), HH_E_STALE_HANDLE);
+        ck_assert_uint_eq(hh_test_captured_count(), 1);
+        ck_assert_int_eq(hh_free(heap, forged[i]), HH_E_STALE_HANDLE);
+        ck_assert_uint_eq(hh_size(heap, forged[i]), 0);
+    }
+    ck_assert_ptr_nonnull(hh_deref(heap, keep));
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+}
+END_TEST
+
+/* A slot issued 2^24 times retires: its generations are never issued twice,
+   and a table whose only slot retired is full. */
+START_TEST(slot_retires_after_every_generation) {
+    hh_heap *h1;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 16, .max_handles = 1 }, &h1), HH_OK);
+    hh_handle a = hh_alloc(h1, 32);
+    ck_assert_int_eq(hh_free(h1, a), HH_OK);
+    hhi_heap_slot_age(h1, hh_handle_index(a), 1);        /* one issue left */
+    hh_handle b = hh_alloc(h1, 32);
+    ck_assert(!hh_is_null(b));
+    ck_assert_uint_eq(hh_handle_index(b), hh_handle_index(a));
+    ck_assert_int_eq(hh_free(h1, b), HH_OK);              /* retires */
+    hh_test_reset_captured();
+    ck_assert(hh_is_null(hh_alloc(h1, 32)));
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_NO_MEMORY);
+    ck_assert_ptr_nonnull(strstr(hh_test_last_message(), "handle table full"));
+    ck_assert_ptr_null(hh_deref(h1, b));
+    ck_assert_ptr_null(hh_deref(h1, a));
+    ck_assert_int_eq(hh_heap_check(h1), HH_OK);
+    hh_heap_destroy(h1);
+}
+END_TEST
+
 /* Issue 12: table tags are never shared by two live heaps. Heap A keeps a
    live handle while 600 heaps (more than two rounds of the 8-bit tag) are
    created and destroyed; each of them, holding a live block in the same slot,
@@ -1039,6 +1095,8 @@ Suite *hh_test_heap_suite(void) {
     tcase_add_test(tc, double_free_is_stale_and_harmless);
     tcase_add_test(tc, stale_deref_is_null_with_error);
     tcase_add_test(tc, forged_handle_touches_nothing);
+    tcase_add_test(tc, forged_keys_never_match_a_dead_slot);
+    tcase_add_test(tc, slot_retires_after_every_generation);
     tcase_add_test(tc, handle_of_another_heap_rejected);
     tcase_add_test(tc, handle_of_another_heap_rejected_across_tag_cycles);
     tcase_add_test(tc, exhaustion_reports_no_memory);

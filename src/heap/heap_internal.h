@@ -379,6 +379,9 @@ static inline void hhi_slot_drop(hhi_slots *t, uint32_t idx, uint32_t key) {
    of max_handles handles for the range at base; HH_E_NO_MEMORY reported. */
 HH_INTERNAL hh_status hhi_slots_init(hhi_slots *t, char *base, uint32_t max_handles, bool growable, bool huge);
 HH_INTERNAL void      hhi_slots_fini(hhi_slots *t);
+/* Test hook: free slot idx of heap h will be issued `left` more times before it
+   retires (its next generation becomes first_gen - left, mod 2^24). */
+HH_INTERNAL void hhi_heap_slot_age(hh_heap *h, uint32_t idx, uint32_t left);
 /* HH_OK if h is live, else HH_E_STALE_HANDLE reported under `who` (why). Lock-free. */
 HH_INTERNAL hh_status hhi_slots_check(const hhi_slots *t, hh_handle h, const char *who);
 

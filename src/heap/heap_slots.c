@@ -86,3 +86,10 @@ hh_status hhi_slots_check(const hhi_slots *t, hh_handle h, const char *who) {
     return hhi_error(HH_E_STALE_HANDLE, "%s: handle %#llx is stale (freed; slot generation now %u)", who,
                      (unsigned long long)h.id, (unsigned)(((uint32_t)w >> 8) & HHI_GEN_MASK));
 }
+
+void hhi_heap_slot_age(hh_heap *h, uint32_t idx, uint32_t left) {
+    uint64_t *w = slot_word(&h->handles, idx);
+    hh_assert((uint8_t)*w == 0);                      /* free: tag 0 */
+    uint32_t gen = (h->handles.first_gen - left) & HHI_GEN_MASK;
+    *w = (*w & ~(uint64_t)0xFFFFFFFFu) | (gen << 8);
+}
