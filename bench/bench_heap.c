@@ -356,9 +356,9 @@ static void bench_memory(const char *mix, size_t n, size_t fixed) {
     print_single(name, "bytes/block", ours_round, "glibc", glibc_round);
     snprintf(name, sizeof name, "mem_total_%s", mix);
     print_single(name, "bytes/block", ours_total, "glibc", glibc_total);
-    printf("heap: %s: %zu blocks, %.1f requested B/block; hheap: %u B header + %zu B slot per block, "
+    printf("heap: %s: %zu blocks, %.1f requested B/block; hheap: %u B header + %zu B handle slot per block, "
            "metadata outside the range %zu B (%.2f B/block) for a %.1f MiB heap\n",
-           mix, n, (double)req_total / (double)n, (unsigned)HH_HEAP_HEADER_BYTES, sizeof(hh_handle_slot), meta,
+           mix, n, (double)req_total / (double)n, (unsigned)HH_HEAP_HEADER_BYTES, sizeof(uint64_t), meta,
            (double)meta / (double)n, (double)st.capacity / 1048576.0);
 
     for (size_t i = 0; i < n; i++) free(ps[i]);

@@ -1,4 +1,6 @@
-/* hheap/handles.h -- generational handle table (generic; the heap embeds one).
+/* hheap/handles.h -- generational handle table (generic). The relocatable heap
+ * issues handles of the same layout from its own 8-byte slots (heap.h), with a
+ * generation below 2^24, in the same tag space as these tables.
  *
  * A handle is a 64-bit id:   bits 0..23  slot index (slot 0 is never issued)
  *                            bits 24..31 tag of the owning table (1..255)

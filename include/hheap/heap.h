@@ -11,8 +11,21 @@
  *   hh_heap_destroy(heap);
  *
  * Blocks live back to back in one contiguous range; each has a 16-byte header
- * (size, flags, alignment, pin count, handle slot, tag). The handle table is a
- * separate array that never moves; hh_deref is a load and a compare.
+ * (size, flags, alignment, pin count, handle slot, tag). The handle slots are
+ * a separate array that never moves, 8 bytes a slot (key and the payload's
+ * place in one word); hh_deref is a load and a compare. A heap's handles have
+ * the layout of hheap/handles.h with a generation below 2^24: a slot issued
+ * 2^24 times retires (never reused), so a stale handle never names a new block.
+ *
+ * Free-block cache: hh_free keeps a freed block of at most 1 KiB (not on an
+ * HH_HEAP_DEBUG heap) for the next allocation of its size instead of merging
+ * it with its neighbours at once, up to 1/16 of the managed bytes (at least
+ * 64 KiB); that is what makes the churn of game objects cost about what
+ * malloc/free costs. Cached blocks are free space to every observer: each
+ * defrag step, an allocation or resize that finds no room (before it grows
+ * or compacts), hh_heap_stats_get, hh_heap_walk and hh_defrag_metrics_get
+ * first merge them into the free lists. Nothing moves for it, and no pointer
+ * changes validity.
  *
  * hh_heap_desc defaults (zero fields):
  *   capacity      required, >= HH_HEAP_MIN_CAPACITY; rounded down to 16 bytes

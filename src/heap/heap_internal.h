@@ -7,6 +7,7 @@
  *   block at offset 0 satisfies any alignment up to HH_HEAP_MAX_ALIGN.
  *
  *   live block : [hdr: word | slot | tag][payload ... ][guard (HH_HEAP_DEBUG)]
+ *   cached block: [hdr: word | next | - ][unused ... ]      (free-block cache, I13)
  *   free block : [hdr: word | next | prev][unused ... ][footer: size]
  *
  *   hdr.word  bits 0..3   flags (BLK_FREE, BLK_PREV_FREE, BLK_QUARANTINE)
@@ -37,7 +38,9 @@
  *       the free-block starts; each upper level marks exactly the non-zero words below.
  *   I6  a live block's slot is live and points at its payload; the payload is
  *       aligned to the block's alignment; slack <= size - minimal.
- *   I7  the handle table's live count equals the number of live blocks.
+ *   I7  the slot table's live count equals the number of live blocks; each
+ *       live block's slot (below hwm) has the heap's tag and the block's
+ *       payload granule (I6 names it).
  *   I8  the counters (used/free bytes, live/free/pinned blocks, sum of squares)
  *       equal what a walk finds.
  *   I9  (HH_HEAP_DEBUG) every live block's guard bytes are intact.
