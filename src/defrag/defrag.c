@@ -1058,26 +1058,30 @@ hh_status hh_defrag_metrics_get(const hh_heap *heap, hh_defrag_metrics *out) {
     if (heap == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_defrag_metrics_get: heap is NULL");
     const hh_heap *h = heap;
     heap_lock(h);
-    hhi_heap_cache_flush((hh_heap *)heap);            /* the holes the heap's free-block cache holds count */
     const struct hhi_defrag *d = h->defrag;
     hhi_block *t = hhi_heap_top_free(h), *lo = hhi_heap_lowest_free(h);
-    size_t fb = h->free_bytes, largest = hhi_freelist_largest(h), top = t ? blk_size(t) : 0;
+    /* the heap's cached blocks are holes of their own (heap_internal.h, I13) */
+    size_t fb = h->free_bytes + heap_cached_bytes(h), largest = hhi_freelist_largest(h), top = t ? blk_size(t) : 0;
+    if (heap_cached_largest(h) > largest) largest = heap_cached_largest(h);
     out->free_bytes = fb;
     out->largest_free = largest;
     out->top_free_bytes = top;
-    out->hole_count = h->free_blocks - (t ? 1u : 0u);
+    out->hole_count = h->free_blocks + heap_cached_blocks(h) - (t ? 1u : 0u);
     out->fragmentation = fb ? 1.0 - (double)largest / (double)fb : 0.0;
     if (fb) {
-        double scaled = ldexp((double)h->free_sumsq, 2 * (int)h->sq_shift);   /* undo the overflow shift */
+        double scaled = ldexp((double)(h->free_sumsq + heap_cached_sumsq(h)), 2 * (int)h->sq_shift);   /* undo the overflow shift */
         out->fragmentation_sq = 1.0 - scaled / ((double)fb * (double)fb);
         if (out->fragmentation_sq < 0.0) out->fragmentation_sq = 0.0;
     }
     /* Everything below the lowest free block is live, so the live bytes above
-       it are used_bytes less its offset. */
-    out->debt_bytes = (lo && lo != t) ? h->used_bytes - blk_offset(h, lo) : 0;
+       it are used_bytes less its offset. With cached blocks (holes too) the
+       lowest hole is bounded by the heap's low_mark: an upper bound of the
+       debt, exact while the lowest block cached since the last step stays. */
+    size_t low = heap_lowest_hole_bound(h, lo && lo != t ? blk_offset(h, lo) : SIZE_MAX);
+    out->debt_bytes = low < (t ? blk_offset(h, t) : h->managed) ? h->used_bytes - heap_cached_bytes(h) - low : 0;
     if (out->debt_bytes && h->live_blocks) {
         size_t holes = fb - top, need = out->debt_bytes < holes ? out->debt_bytes : holes;
-        double avg = (double)h->used_bytes / (double)h->live_blocks;
+        double avg = (double)(h->used_bytes - heap_cached_bytes(h)) / (double)h->live_blocks;   /* live bytes only */
         uint64_t moves = (uint64_t)ceil((double)need / avg);
         uint32_t n = d && d->have_stepped ? d->last_max_moves : HHI_DEFRAG_DEFAULT_N;
         out->frames_to_compact = n ? (moves + n - 1) / n : 1;

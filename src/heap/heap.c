@@ -632,6 +632,7 @@ HH_NOINLINE HH_COLD void hhi_heap_cache_flush(hh_heap *h) {
         }
     }
     h->cache_room = h->cache_limit;
+    memset(h->cache_count, 0, sizeof h->cache_count);
     heap_touch(h, low);
 }
 
@@ -1125,8 +1126,9 @@ HH_INLINE hh_handle heap_alloc(hh_heap *h, size_t size, size_t align, uint32_t t
         hhi_block *b = blk_at(h, boff);
         h->cache[bs / HHI_GRANULE] = b->u.free.next;
         h->cache_room += bs;
+        h->cache_count[bs / HHI_GRANULE]--;
         b->word = (b->word & BLK_PREV_FREE) | live_word(bs, HHI_GRANULE, 0, 0, false);
-        h->mutations++;                              /* no low_mark: the flush sets it (I13) */
+        h->mutations++;                              /* no low_mark: a block taken back raises no hole */
         return alloc_finish(h, b, boff, size, align, tag, slot, plain);
     }
     return alloc_carve(h, size, bs, align, tag, slot, who);
@@ -1161,8 +1163,9 @@ hh_handle hh_alloc(hh_heap *heap, size_t size) {
             hhi_block *b = blk_at(heap, boff);
             heap->cache[bs / HHI_GRANULE] = b->u.free.next;
             heap->cache_room += bs;
+            heap->cache_count[bs / HHI_GRANULE]--;
             b->word = (b->word & BLK_PREV_FREE) | live_word(bs, HHI_GRANULE, 0, 0, false);
-            heap->mutations++;                       /* no low_mark: the flush sets it (I13) */
+            heap->mutations++;                       /* no low_mark: a block taken back raises no hole */
             void *p = blk_payload(b);
             hh_handle hd = hhi_slot_issue(t, slot, p);
             b->u.live.slot = slot;
@@ -1282,16 +1285,16 @@ HH_INLINE hh_status free_body(hh_heap *heap, hh_handle h, bool plain) {
     hhi_slot_drop(t, idx, (uint32_t)(h.id >> HH_HANDLE_INDEX_BITS));
     size_t size = (size_t)(w & BLK_SIZE_MASK);
     if (hh_unlikely(size > HHI_CACHE_MAX_BLOCK || size > heap->cache_room)) return free_release(heap, h, b, w);
-    /* into the cache: the block stays as it is to its neighbours (I13); no
-       low_mark, which only the defrag service reads, after a flush that sets it */
+    /* into the cache: the block stays as it is to its neighbours (I13) */
     size_t off = (size_t)((char *)b - heap->base);
-    heap->mutations++;
+    heap_touch(heap, off);                           /* low_mark: no cached block lies below it (I13) */
     heap->live_blocks--;
     hh_track_free(heap, p, blk_usable(heap, b));
     b->word = (w & (BLK_SIZE_MASK | BLK_PREV_FREE)) | BLK_CACHED;
     b->u.free.next = heap->cache[size / HHI_GRANULE];
     heap->cache[size / HHI_GRANULE] = off_granule(off);
     heap->cache_room -= size;
+    heap->cache_count[size / HHI_GRANULE]++;
     if (hh_unlikely(heap->event_fn != NULL)) event_free(heap, h);
     hh_assert_expensive(hhi_heap_is_valid(heap));
     if (!plain) heap_unlock(heap);
@@ -1322,13 +1325,14 @@ hh_status hh_free(hh_heap *heap, hh_handle h) {
                           size <= HHI_CACHE_MAX_BLOCK && size <= heap->cache_room)) {
                 hhi_slot_drop(t, idx, (uint32_t)(h.id >> HH_HANDLE_INDEX_BITS));
                 size_t off = (size_t)((char *)b - heap->base);
-                heap->mutations++;                   /* no low_mark: the flush sets it (I13) */
+                heap_touch(heap, off);               /* low_mark: no cached block lies below it (I13) */
                 heap->live_blocks--;
                 hh_track_free(heap, p, blk_usable(heap, b));
                 b->word = (w & (BLK_SIZE_MASK | BLK_PREV_FREE)) | BLK_CACHED;
                 b->u.free.next = heap->cache[size / HHI_GRANULE];
                 heap->cache[size / HHI_GRANULE] = off_granule(off);
                 heap->cache_room -= size;
+                heap->cache_count[size / HHI_GRANULE]++;
                 hh_assert_expensive(hhi_heap_is_valid(heap));
                 return HH_OK;
             }

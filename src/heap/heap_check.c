@@ -1,8 +1,7 @@
 /* heap_check.c -- hh_heap_check, hh_heap_walk, hh_heap_stats_get.
  *
- * The walk and the stats flush the free-block cache first (the heap is
- * logically const: flushing changes how free bytes are kept, not which bytes
- * are free, and moves nothing); the checker does not, it verifies I13 as is.
+ * None of them changes the heap: the walk and the stats show the blocks of
+ * the free-block cache as free blocks of their own, as they are (I13).
  *
  * The checker walks every block once and verifies invariants I1..I12 of
  * heap_internal.h, naming the first one broken. It is public API (tools and
@@ -122,21 +121,24 @@ static hh_status check_cache(const hh_heap *h, bool report, const walk_count *c)
     uint32_t listed = 0;
     size_t bytes = 0;
     for (unsigned k = 0; k < HHI_CACHE_CLASSES; k++) {
-        for (uint32_t g = h->cache[k]; g != HHI_NONE;) {
+        uint32_t in_list = 0;
+        for (uint32_t g = h->cache[k]; g != HHI_NONE; in_list++) {
             size_t off = granule_off(g);
             if (off >= h->managed || !hhi_bitmap_test(&h->starts, g)) FAIL("I13: cache list %u links to offset %zu, no block starts there", k, off);
             const hhi_block *b = blk_at(h, off);
             if (!blk_cached(b) || blk_size(b) != (size_t)k * HHI_GRANULE)
                 FAIL("I13: block at offset %zu (size %zu) is in cache list %u but is not a cached block of that size", off, blk_size(b), k);
             if (++listed > c->cached) FAIL("I13: the cache lists hold more blocks than the heap has cached blocks (or a cycle)");
+            if (off < h->low_mark) FAIL("I13: cached block at offset %zu lies below low_mark %zu", off, h->low_mark);
             bytes += blk_size(b);
             g = b->u.free.next;
         }
+        if (in_list != h->cache_count[k]) FAIL("I13: cache list %u holds %u blocks, its count says %u", k, in_list, h->cache_count[k]);
     }
     if (h->cache_room > h->cache_limit) FAIL("I13: cache room %zu exceeds the cache limit %zu", h->cache_room, h->cache_limit);
     if (listed != c->cached || bytes != c->cached_bytes || bytes != heap_cached_bytes(h))
-        FAIL("I13: %u cached blocks (%zu bytes) in the heap, %u (%zu bytes) in the lists, the cache room says %zu bytes", c->cached,
-             c->cached_bytes, listed, bytes, heap_cached_bytes(h));
+        FAIL("I13: %u cached blocks (%zu bytes) in the heap, %u (%zu bytes) in the lists, the cache room says %zu bytes",
+             c->cached, c->cached_bytes, listed, bytes, heap_cached_bytes(h));
     return HH_OK;
 }
 
@@ -227,11 +229,13 @@ void hh_heap_walk(const hh_heap *heap, hh_walk_fn fn, void *user) {
         return;
     }
     heap_lock(heap);
-    hhi_heap_cache_flush((hh_heap *)heap);            /* cached blocks are holes: show them coalesced (I13) */
     for (size_t off = 0; off < heap->managed;) {
         const hhi_block *b = blk_at(heap, off);
         hh_block_info info = { .offset = off, .size = blk_size(b), .handle = HH_NULL, .tag = 0, .state = HH_BLOCK_FREE };
-        if (blk_quarantined(b)) {
+        if (blk_cached(b)) {
+            /* a hole waiting in the free-block cache: free space, shown as
+               it is (merging it would change the heap: I13) */
+        } else if (blk_quarantined(b)) {
             info.state = HH_BLOCK_PINNED;                 /* debug moves: held, owned by nobody (handle null) */
         } else if (!blk_is_free(b)) {
             uint32_t slot = b->u.live.slot;
@@ -260,15 +264,17 @@ void hh_heap_stats_get(const hh_heap *heap, hh_heap_stats *out) {
         return;
     }
     heap_lock(heap);
-    hhi_heap_cache_flush((hh_heap *)heap);            /* the figures count cached blocks as the holes they are */
+    /* cached blocks are free bytes and holes of their own (I13), unmerged:
+       looking changes nothing */
+    size_t cached = heap_cached_bytes(heap), largest = hhi_freelist_largest(heap), lc = heap_cached_largest(heap);
     out->capacity = heap->managed;
-    out->used_bytes = heap->used_bytes;
-    out->free_bytes = heap->free_bytes;
-    out->largest_free = hhi_freelist_largest(heap);
+    out->used_bytes = heap->used_bytes - cached;
+    out->free_bytes = heap->free_bytes + cached;
+    out->largest_free = largest > lc ? largest : lc;
     out->live_blocks = heap->live_blocks;
-    out->free_blocks = heap->free_blocks;
+    out->free_blocks = heap->free_blocks + heap_cached_blocks(heap);
     out->pinned_blocks = heap->pinned_blocks;
-    out->fragmentation = heap->free_bytes ? 1.0 - (double)out->largest_free / (double)heap->free_bytes : 0.0;
+    out->fragmentation = out->free_bytes ? 1.0 - (double)out->largest_free / (double)out->free_bytes : 0.0;
     out->total_moves = heap->total_moves;
     out->total_bytes_moved = heap->total_bytes_moved;
     heap_unlock(heap);

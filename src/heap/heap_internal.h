@@ -54,7 +54,8 @@
  *   I13 cached blocks -- BLK_CACHED, no pins, slack or alignment bits, a size
  *       of at most HHI_CACHE_MAX_BLOCK -- are exactly the blocks of the cache
  *       lists, each in the list of its size; their bytes are
- *       cache_limit - cache_room (so at most cache_limit). To their neighbours
+ *       cache_limit - cache_room (so at most cache_limit), the blocks of
+ *       each list cache_count[]; low_mark is at or below every one of them. To their neighbours
  *       (I2, I3) and the bitmaps (I5: start bit, no free bit) they are
  *       occupied blocks; they count as used bytes (I8, I11), not as live
  *       blocks, and no handle names them.
@@ -66,12 +67,14 @@
  * Neither touches the TLSF lists, bitmaps, footers, neighbours or the region
  * summary: that is what makes the churn of game objects cheap (the same sizes
  * come and go every frame). A cached block is a hole to everyone else, so
- * hhi_heap_cache_flush frees the whole cache for real before anyone looks at
+ * hhi_heap_cache_flush frees the whole cache for real before anything acts on
  * holes: at the start of every defrag step (hhi_heap_journal_reset), before
- * an allocation or resize grows or compacts the heap, when a resize could
- * grow into a cached neighbour, and in the observers (stats, walk, defrag
- * metrics). The defrag service and allocation-time compaction therefore
- * never meet a cached block.
+ * an allocation or resize grows or compacts the heap, and when a resize could
+ * grow into a cached neighbour. The defrag service and allocation-time
+ * compaction therefore never meet a cached block. The observers (stats, walk,
+ * defrag metrics) change nothing: they count each cached block as a free
+ * block of its own (unmerged), so what they report -- and a trace's replay,
+ * which must reproduce every placement -- never depends on when one looked.
  *
  * Debug moves (HH_HEAP_DEBUG_MOVES): while a defrag step moves blocks (not
  * during allocation-time compaction or a resize: h->compacting), a moved
@@ -430,6 +433,7 @@ struct hh_heap {
     size_t      cache_room;       /* cache_limit less the whole cached blocks' bytes (counted in used_bytes
                                      and the regions): one compare and one subtract on hh_free */
     size_t      cache_limit;      /* the cached bytes stay <= this: max(HHI_CACHE_MIN_LIMIT, managed / 16) */
+    uint32_t    cache_count[HHI_CACHE_CLASSES];   /* blocks in each cache list (the observers' figures) */
     hhi_bitmap  starts;           /* bit per granule: a block starts here */
     hhi_bitmap  frees;            /* bit per granule: a free block starts here */
 
@@ -484,9 +488,35 @@ static inline bool     blk_is_free(const hhi_block *b) { return (b->word & BLK_F
 static inline bool     blk_prev_free(const hhi_block *b) { return (b->word & BLK_PREV_FREE) != 0; }
 static inline bool     blk_quarantined(const hhi_block *b) { return (b->word & BLK_QUARANTINE) != 0; }
 static inline bool     blk_cached(const hhi_block *b) { return (b->word & BLK_CACHED) != 0; }
-/* Bytes of the cached blocks, and whether there are any (I13). */
+/* Bytes of the cached blocks, and whether there are any (I13). The largest
+   cached block's size (observers; O(HHI_CACHE_CLASSES)). */
 static inline size_t heap_cached_bytes(const hh_heap *h) { return h->cache_limit - h->cache_room; }
 static inline bool   heap_cache_empty(const hh_heap *h) { return h->cache_room == h->cache_limit; }
+static inline size_t heap_cached_largest(const hh_heap *h) {
+    for (unsigned c = HHI_CACHE_CLASSES; c-- > 0;)
+        if (h->cache_count[c]) return (size_t)c * HHI_GRANULE;
+    return 0;
+}
+/* Cached blocks, and the sum of their squared sizes >> sq_shift (as free_sumsq). O(HHI_CACHE_CLASSES). */
+static inline uint32_t heap_cached_blocks(const hh_heap *h) {
+    uint32_t n = 0;
+    for (unsigned c = 0; c < HHI_CACHE_CLASSES; c++) n += h->cache_count[c];
+    return n;
+}
+static inline uint64_t heap_cached_sumsq(const hh_heap *h) {
+    uint64_t sq = 0;
+    for (unsigned c = 0; c < HHI_CACHE_CLASSES; c++) {
+        uint64_t u = ((size_t)c * HHI_GRANULE) >> h->sq_shift;
+        sq += (uint64_t)h->cache_count[c] * u * u;
+    }
+    return sq;
+}
+/* Offset at or below the lowest hole, cached blocks included (observers):
+   the lowest free block's, or low_mark when it is lower and blocks are
+   cached (every cached block lies at or above it, I13). */
+static inline size_t heap_lowest_hole_bound(const hh_heap *h, size_t lowest_free) {
+    return !heap_cache_empty(h) && h->low_mark < lowest_free ? h->low_mark : lowest_free;
+}
 static inline unsigned blk_pins(const hhi_block *b) { return (unsigned)(b->word >> BLK_PINS_SHIFT); }
 static inline unsigned blk_slack(const hhi_block *b) { return (unsigned)((b->word >> BLK_SLACK_SHIFT) & 0xF); }
 static inline size_t   blk_align(const hhi_block *b) { return (size_t)16 << ((b->word >> BLK_ALIGN_SHIFT) & 0xF); }
@@ -815,10 +845,9 @@ HH_INTERNAL size_t hhi_heap_sweep_compact(hh_heap *h, size_t *bytes);
    changed) if f is at offset 0 or that block's slack would overflow. */
 HH_INTERNAL bool hhi_heap_absorb_hole(hh_heap *h, hhi_block *f);
 /* Frees every cached block for real (coalescing, into the TLSF lists), so
-   that the holes they are become visible: called by hhi_heap_journal_reset
-   (every defrag step and hh_defrag_full begin with it), by allocation and
-   resize before they grow or compact the heap, and by the observers
-   (hh_heap_stats_get, hh_heap_walk, hh_defrag_metrics_get). O(cached blocks). */
+   that the holes they are become usable: called by hhi_heap_journal_reset
+   (every defrag step and hh_defrag_full begin with it), and by allocation
+   and resize before they grow or compact the heap. O(cached blocks). */
 HH_INTERNAL void hhi_heap_cache_flush(hh_heap *h);
 /* Clears the journal, flushes the free-block cache and frees the quarantine
    (start of a defrag step). */
