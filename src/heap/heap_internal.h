@@ -285,6 +285,7 @@ typedef struct hhi_slots {
     uint32_t free_count, min_free;
     uint32_t live_count, retired_count;
     uint32_t first_gen;           /* generation of a slot's first handle */
+    uint32_t first_key;           /* first_gen << 8: a dead key that comes back to it retires the slot */
     uint8_t  tag;                 /* 1..255, held by no other live table (hhi_handle_tag_acquire) */
     size_t   reserved_bytes;
 } hhi_slots;
@@ -366,7 +367,7 @@ static inline void hhi_slot_drop(hhi_slots *t, uint32_t idx, uint32_t key) {
     uint64_t *w = slot_word(t, idx);
     uint32_t nk = (key & ~(uint32_t)0xFF) + ((uint32_t)1 << 8);   /* generation + 1 mod 2^24, tag 0 */
     t->live_count--;
-    if (HH_UNLIKELY((nk >> 8) == t->first_gen)) {
+    if (HH_UNLIKELY(nk == t->first_key)) {
         HH_SLOT_STORE_REL(w, (uint64_t)(key & ~(uint32_t)0xFF));
         t->retired_count++;
         return;
