@@ -1094,7 +1094,7 @@ HH_INLINE hh_handle alloc_finish(hh_heap *h, hhi_block *b, size_t boff, size_t s
 /* An allocation the cache cannot serve: a free block from the lists (or the
    slow path: grow, compact), carved. Apart from heap_alloc so that the cache
    path keeps a small frame. Lock held, `slot` taken; released here. */
-HH_NOINLINE static hh_handle alloc_carve(hh_heap *h, size_t size, size_t bs, size_t align, uint32_t tag, uint32_t slot,
+HH_INLINE hh_handle alloc_carve(hh_heap *h, size_t size, size_t bs, size_t align, uint32_t tag, uint32_t slot,
                                          const char *who) {
     hhi_block *f = alloc_find(h, bs, align);
     if (hh_unlikely(f == NULL)) {

@@ -732,7 +732,7 @@ static inline hhi_block *fl_exact_then_find(const hh_heap *h, size_t size) {
 
 /* Free block nb (granule ng, nsize bytes) takes the list place of free block
    ob (granule og, osize bytes): a relink when both sizes map to one list. */
-static inline void fl_replace(hh_heap *h, hhi_block *ob, uint32_t og, size_t osize, hhi_block *nb, uint32_t ng,
+HH_INLINE void fl_replace(hh_heap *h, hhi_block *ob, uint32_t og, size_t osize, hhi_block *nb, uint32_t ng,
                               size_t nsize) {
     if (hh_likely(osize >= nsize ? fl_same_list(osize, nsize) : fl_same_list(nsize, osize))) {
         fl_relink(h, ob, nb, ng, nsize);
