@@ -21,9 +21,10 @@
  * HH_HEAP_DEBUG heap) for the next allocation of its size instead of merging
  * it with its neighbours at once, up to 1/16 of the managed bytes (at least
  * 64 KiB); that is what makes the churn of game objects cost about what
- * malloc/free costs. Each defrag step, and an allocation or resize that
- * finds no room (before it grows or compacts), first merges the cached blocks
- * into the free lists; nothing moves for it and no pointer changes validity.
+ * malloc/free costs. Each defrag step, an allocation that would carve the
+ * top free region (so the heap fills its holes before it grows upwards), and
+ * an allocation or resize that finds no room (before it grows or compacts)
+ * first merge the cached blocks into the free lists; nothing moves for it and no pointer changes validity.
  * Until then hh_heap_stats_get, hh_heap_walk and hh_defrag_metrics_get count
  * each cached block as a free block of its own (two adjacent ones are two
  * holes): looking never changes the heap, so a trace replays exactly.

@@ -1096,7 +1096,16 @@ HH_INLINE hh_handle alloc_finish(hh_heap *h, hhi_block *b, size_t boff, size_t s
    path keeps a small frame. Lock held, `slot` taken; released here. */
 HH_INLINE hh_handle alloc_carve(hh_heap *h, size_t size, size_t bs, size_t align, uint32_t tag, uint32_t slot,
                                          const char *who) {
-    hhi_block *f = alloc_find(h, bs, align);
+    hhi_block *f;
+    for (;;) {
+        f = alloc_find(h, bs, align);
+        if (hh_likely(f == NULL || heap_cache_empty(h) || blk_offset(h, f) + blk_size(f) != h->managed)) break;
+        /* About to carve the top region while holes wait in the cache: merge
+           them first, so that the heap fills its holes before it grows
+           upwards (the highest live byte is the footprint). Each cached block
+           is merged once, so this costs what its free would have. */
+        hhi_heap_cache_flush(h);
+    }
     if (hh_unlikely(f == NULL)) {
         hhi_slot_untake(&h->handles, slot);
         return alloc_fail(h, size, align, who, false);

@@ -69,8 +69,9 @@
  * come and go every frame). A cached block is a hole to everyone else, so
  * hhi_heap_cache_flush frees the whole cache for real before anything acts on
  * holes: at the start of every defrag step (hhi_heap_journal_reset), before
- * an allocation or resize grows or compacts the heap, and when a resize could
- * grow into a cached neighbour. The defrag service and allocation-time
+ * an allocation carves the top region (holes first: the highest live byte is
+ * the footprint) or it or a resize grows or compacts the heap, and when a
+ * resize could grow into a cached neighbour. The defrag service and allocation-time
  * compaction therefore never meet a cached block. The observers (stats, walk,
  * defrag metrics) change nothing: they count each cached block as a free
  * block of its own (unmerged), so what they report -- and a trace's replay,
