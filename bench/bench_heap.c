@@ -13,6 +13,8 @@
  *                        it with a size from a game-object mix (16 B .. 8 KiB);
  *                        hh_alloc + hh_free vs malloc + free on the same size and slot
  *                        sequence; ns per alloc+free pair (goal <= 1.0x)
+ *   alloc_free_churn_16_1024  the same churn over 20,000 live slots, sizes uniform in
+ *                        16..1024 B (the issue 12 figure; goal <= 1.2x)
  *   alloc_free_batch     10,000 allocations of the mix, then free all in random order
  *   alloc_free_64B_lifo  alloc 64 B, touch, free at once: the fast paths alone
  *   mem_*                100,000 live blocks of the mix (or of 32 B):
@@ -278,6 +280,19 @@ static void bench_alloc(size_t ops, int reps) {
     for (size_t i = 0; i < ops; i++) c.slot_seq[i] = hh_rng_below(&r, SLOTS);
     bench_pair("heap", "alloc_free_churn", "ns/op", churn_hheap, "glibc", churn_malloc, &c, reps);
 
+    {                                                        /* uniform 16..1024 B over 20k slots */
+        enum { USLOTS = 2 * SLOTS };
+        churn_ctx u = { .slots = USLOTS, .ops = ops, .capacity = 64u << 20 };
+        u.slot_seq = xmalloc(ops * sizeof *u.slot_seq);
+        u.size_seq = xmalloc((USLOTS + ops) * sizeof *u.size_seq);
+        u.hs = xmalloc(USLOTS * sizeof *u.hs);
+        u.ps = xmalloc(USLOTS * sizeof *u.ps);
+        for (size_t i = 0; i < USLOTS + ops; i++) u.size_seq[i] = 16 + bench_rng_below(&r, 1009);
+        for (size_t i = 0; i < ops; i++) u.slot_seq[i] = bench_rng_below(&r, USLOTS);
+        bench_pair("heap", "alloc_free_churn_16_1024", "ns/op", churn_hheap, "glibc", churn_malloc, &u, reps);
+        free(u.ps); free(u.hs); free(u.size_seq); free(u.slot_seq);
+    }
+
     for (uint32_t i = 0; i < SLOTS; i++) c.slot_seq[i] = i;
     shuffle_u32(c.slot_seq, SLOTS, &r);
     churn_ctx b = c;
@@ -341,9 +356,9 @@ static void bench_memory(const char *mix, size_t n, size_t fixed) {
     print_single(name, "bytes/block", ours_round, "glibc", glibc_round);
     snprintf(name, sizeof name, "mem_total_%s", mix);
     print_single(name, "bytes/block", ours_total, "glibc", glibc_total);
-    printf("heap: %s: %zu blocks, %.1f requested B/block; hheap: %u B header + %zu B slot per block, "
+    printf("heap: %s: %zu blocks, %.1f requested B/block; hheap: %u B header + %zu B handle slot per block, "
            "metadata outside the range %zu B (%.2f B/block) for a %.1f MiB heap\n",
-           mix, n, (double)req_total / (double)n, (unsigned)HH_HEAP_HEADER_BYTES, sizeof(hh_handle_slot), meta,
+           mix, n, (double)req_total / (double)n, (unsigned)HH_HEAP_HEADER_BYTES, sizeof(uint64_t), meta,
            (double)meta / (double)n, (double)st.capacity / 1048576.0);
 
     for (size_t i = 0; i < n; i++) free(ps[i]);

@@ -107,6 +107,16 @@ static void instr_heap(void) {
     MEASURE("glibc_free", loop_free());
     instr_line("heap", "hh_free_64B", K, "heap_free", "free", K, "glibc_free");
     hh_heap_destroy(heap);
+
+    /* The same allocations on a fresh heap: no freed block of the size waits
+       in the free-block cache, every block is carved from the top region
+       (the path of a heap that grows; glibc: the same warm malloc loop). */
+    heap = heap_make(16u << 20);
+    MEASURE("heap_alloc_carve", loop_hh_alloc(heap, 64));
+    MEASURE("glibc_malloc_carve", loop_malloc(64));
+    instr_line("heap", "hh_alloc_64B_carve", K, "heap_alloc_carve", "malloc", K, "glibc_malloc_carve");
+    loop_free();
+    hh_heap_destroy(heap);
 }
 
 /* ---------------------------------------------------------------------------

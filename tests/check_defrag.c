@@ -23,7 +23,7 @@ static void on_move(hh_handle h, void *old_addr, void *new_addr, size_t size, vo
     m->calls++;
     m->bytes += size;
     if (old_addr == new_addr || size == 0 || hh_is_null(h)) m->bad = true;
-    if (m->heap && hh_handle_lookup((const hh_handle_table *)(const void *)m->heap, h) != new_addr) m->bad = true;
+    if (m->heap && hh_deref(m->heap, h) != new_addr) m->bad = true;   /* on_move may call hh_deref (heap.h) */
 }
 
 static hh_heap *heap;

@@ -26,6 +26,24 @@ START_TEST(null_handle_looks_up_as_null) {
 }
 END_TEST
 
+/* Issue 15: a NULL out or table is reported once, like hh_heap_stats_get
+   (a NULL out was silently ignored before). */
+START_TEST(stats_get_reports_null_arguments) {
+    hh_handle_table_stats_get(t, NULL);
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_INVALID_ARG);
+    ck_assert_uint_eq(hh_test_captured_count(), 1);
+    hh_handle_table_stats st = { .live = 99 };
+    hh_handle_table_stats_get(NULL, &st);
+    ck_assert_uint_eq(hh_test_captured_count(), 2);
+    ck_assert_uint_eq(st.live, 0);
+    hh_handle h = hh_handle_alloc(t, &objs[0]);
+    hh_handle_table_stats_get(t, &st);
+    ck_assert_uint_eq(st.live, 1);
+    ck_assert_uint_eq(hh_test_captured_count(), 2);
+    ck_assert_int_eq(hh_handle_release(t, h), HH_OK);
+}
+END_TEST
+
 START_TEST(slot_zero_never_issued) {
     for (int i = 0; i < 32; i++) {
         hh_handle h = hh_handle_alloc(t, &objs[i]);
@@ -218,6 +236,7 @@ Suite *hh_test_handles_suite(void) {
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, null_handle_looks_up_as_null);
     tcase_add_test(tc, slot_zero_never_issued);
+    tcase_add_test(tc, stats_get_reports_null_arguments);
     tcase_add_test(tc, stale_after_release);
     tcase_add_test(tc, forged_and_out_of_range_handles_rejected);
     tcase_add_test(tc, handle_of_another_table_rejected);

@@ -14,6 +14,10 @@
 #include "../src/common/hh_platform.h"
 #include "../src/common/hh_track.h"
 
+/* Test hook of the heap's slots (src/heap/heap_internal.h): free slot idx
+   will be issued `left` more times before it retires. */
+void hhi_heap_slot_age(hh_heap *h, uint32_t idx, uint32_t left);
+
 static hh_heap *heap;
 
 static void setup(void) {
@@ -529,6 +533,314 @@ START_TEST(same_size_reuses_its_hole) {
 END_TEST
 
 
+/* ---------------------------------------------------------------------------
+   The free-block cache (I13 in src/heap/heap_internal.h): freed blocks of at
+   most 1 KiB wait uncoalesced for the next allocation of their size; every
+   observer and the defrag service see them as the holes they are.
+--------------------------------------------------------------------------- */
+static size_t walk_free_blocks(const hh_heap *h) {
+    walk_sum w = { .ordered = true };
+    hh_heap_walk(h, sum_block, &w);
+    return w.free_blocks;
+}
+
+/* The newest freed block of a size is the next one of that size handed out,
+   also when a larger free block lies lower; other sizes do not take it. */
+START_TEST(cache_hands_back_newest_block_of_its_size) {
+    hh_handle h[8];
+    char *at[8];
+    for (int i = 0; i < 8; i++) {
+        h[i] = hh_alloc(heap, 64);
+        at[i] = hh_deref(heap, h[i]);
+    }
+    ck_assert_int_eq(hh_free(heap, h[1]), HH_OK);
+    ck_assert_int_eq(hh_free(heap, h[2]), HH_OK);             /* [1] and [2] would coalesce into 160 B */
+    ck_assert_int_eq(hh_free(heap, h[5]), HH_OK);
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+    hh_handle a = hh_alloc(heap, 64), b = hh_alloc(heap, 64), c = hh_alloc(heap, 64);
+    ck_assert_ptr_eq(hh_deref(heap, a), at[5]);                /* LIFO */
+    ck_assert_ptr_eq(hh_deref(heap, b), at[2]);
+    ck_assert_ptr_eq(hh_deref(heap, c), at[1]);
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+
+    /* Holes before the top: a size the cache does not hold, which would be
+       carved from the top region, takes the merged cached holes instead. */
+    ck_assert_int_eq(hh_free(heap, a), HH_OK);
+    ck_assert_int_eq(hh_free(heap, h[4]), HH_OK);              /* [4] and [5]: 160 bytes once merged */
+    hh_handle other = hh_alloc(heap, 100);                     /* a 128-byte block */
+    ck_assert_ptr_eq(hh_deref(heap, other), at[4]);
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+}
+END_TEST
+
+/* Stats, walk and the defrag metrics count cached blocks as free bytes and
+   as holes of their own, without changing the heap (looking must not change
+   where later blocks go: a trace replays without the lookers); the counters
+   add up, and the next step merges them. */
+START_TEST(cache_is_holes_to_every_observer) {
+    hh_handle h[64];
+    for (int i = 0; i < 64; i++) h[i] = hh_alloc(heap, 48);   /* 64-byte blocks */
+    hh_heap_stats before;
+    hh_heap_stats_get(heap, &before);
+    for (int i = 0; i < 64; i += 4) {                          /* 16 holes of two cached blocks each */
+        ck_assert_int_eq(hh_free(heap, h[i]), HH_OK);
+        ck_assert_int_eq(hh_free(heap, h[i + 1]), HH_OK);
+    }
+    hh_defrag_metrics m;
+    ck_assert_int_eq(hh_defrag_metrics_get(heap, &m), HH_OK);
+    ck_assert_uint_eq(m.hole_count, 32);
+    ck_assert_uint_eq(m.free_bytes, before.free_bytes + 32 * 64);
+    ck_assert_uint_eq(m.debt_bytes, 32 * 64);                  /* the live blocks above the first hole */
+    hh_heap_stats st;
+    hh_heap_stats_get(heap, &st);
+    ck_assert_uint_eq(st.free_blocks, 33);                     /* the cached blocks and the top region */
+    ck_assert_uint_eq(st.live_blocks, 32);
+    ck_assert_uint_eq(st.used_bytes, before.used_bytes / 2);
+    ck_assert_uint_eq(st.free_bytes + st.used_bytes, st.capacity);
+    ck_assert_uint_eq(st.largest_free, before.free_bytes);     /* the top region */
+    walk_sum w = { .ordered = true };
+    hh_heap_walk(heap, sum_block, &w);
+    ck_assert(w.ordered);
+    ck_assert_uint_eq(w.free_blocks, 33);
+    ck_assert_uint_eq(w.live, 32);
+    ck_assert_uint_eq(w.bytes, st.capacity);
+    hh_heap_stats again;                                       /* looking changed nothing */
+    hh_heap_stats_get(heap, &again);
+    ck_assert_uint_eq(again.free_blocks, 33);
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+    hh_defrag_step(heap, HH_DEFRAG_UNLIMITED);                 /* the step merges them, then compacts */
+    ck_assert_uint_eq(walk_free_blocks(heap), 1);
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+}
+END_TEST
+
+/* Looking changes nothing: the same operations on two heaps, one of them
+   looked at (stats, walk, defrag metrics) after every operation, end with
+   the same blocks in the same places. (hh-replay reproduces a recording
+   without the recorder's looks; observers that merged the cache broke it.) */
+typedef struct layout_hash { uint64_t h; } layout_hash;
+static void hash_block(const hh_block_info *b, void *user) {
+    layout_hash *x = user;
+    x->h = (x->h ^ (b->offset * 31 + b->size * 7 + (uint64_t)b->state)) * 0x100000001B3ull;
+}
+START_TEST(observers_change_no_placement) {
+    hh_heap *hp[2];
+    uint64_t hash[2];
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 20 }, &hp[k]), HH_OK);
+        hh_rng rng = hh_rng_make(77);
+        hh_handle live[256] = {{0}};
+        for (int op = 0; op < 4000; op++) {
+            uint32_t i = hh_rng_below(&rng, 256);
+            if (hh_is_null(live[i])) live[i] = hh_alloc(hp[k], 1 + hh_rng_below(&rng, 600));
+            else {
+                ck_assert_int_eq(hh_free(hp[k], live[i]), HH_OK);
+                live[i] = HH_NULL;
+            }
+            if (k == 1) {                                      /* the looked-at heap */
+                hh_heap_stats st;
+                hh_defrag_metrics m;
+                layout_hash ignore = { 0 };
+                hh_heap_stats_get(hp[k], &st);
+                hh_heap_walk(hp[k], hash_block, &ignore);
+                ck_assert_int_eq(hh_defrag_metrics_get(hp[k], &m), HH_OK);
+            }
+        }
+        layout_hash x = { 0xcbf29ce484222325ull };
+        hh_heap_walk(hp[k], hash_block, &x);
+        hash[k] = x.h;
+        ck_assert_int_eq(hh_heap_check(hp[k]), HH_OK);
+        hh_heap_destroy(hp[k]);
+    }
+    ck_assert_uint_eq(hash[0], hash[1]);
+}
+END_TEST
+
+/* A defrag step sees cached blocks as holes: it closes them. */
+START_TEST(defrag_step_closes_cached_holes) {
+    hh_handle h[100];
+    for (int i = 0; i < 100; i++) {
+        h[i] = hh_alloc(heap, 64);
+        hh_test_fill(hh_deref(heap, h[i]), 64, (uint64_t)i);
+    }
+    for (int i = 0; i < 100; i += 2) ck_assert_int_eq(hh_free(heap, h[i]), HH_OK);
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+    hh_defrag_report r = hh_defrag_step(heap, HH_DEFRAG_UNLIMITED);
+    ck_assert_uint_gt(r.moves, 0);
+    ck_assert(r.compact);
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+    for (int i = 1; i < 100; i += 2) ck_assert_int_eq(hh_test_verify(hh_deref(heap, h[i]), 64, (uint64_t)i), -1);
+    ck_assert_uint_eq(walk_free_blocks(heap), 1);
+}
+END_TEST
+
+/* A request that only the coalesced cached blocks can hold is served from
+   them: a fixed heap does not report "no room", a growable one does not grow. */
+START_TEST(cached_bytes_serve_a_large_request) {
+    enum { N = 3000 };
+    static hh_handle h[N];
+    hh_heap *g;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 16u << 20, .commit = 256u << 10,
+                                                     .flags = HH_HEAP_GROWABLE | HH_HEAP_NO_AUTO_COMPACT }, &g), HH_OK);
+    size_t managed = hh_heap_managed_bytes(g);
+    int n = 0;
+    for (; n < N; n++) {                                       /* fill what is committed, not more */
+        hh_handle x = hh_alloc(g, 64);
+        if (hh_heap_managed_bytes(g) != managed) {
+            ck_assert_int_eq(hh_free(g, x), HH_OK);
+            break;
+        }
+        h[n] = x;
+    }
+    ck_assert_int_gt(n, 1000);
+    for (int i = 0; i < n; i++) ck_assert_int_eq(hh_free(g, h[i]), HH_OK);
+    ck_assert_int_eq(hh_heap_check(g), HH_OK);
+    managed = hh_heap_managed_bytes(g);
+    hh_handle big = hh_alloc(g, managed - 4096);               /* only the whole range holds it */
+    ck_assert(!hh_is_null(big));
+    ck_assert_uint_eq(hh_heap_managed_bytes(g), managed);
+    ck_assert_int_eq(hh_heap_check(g), HH_OK);
+    hh_heap_destroy(g);
+
+    hh_heap *f;                                                /* a fixed heap that may not compact */
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 256u << 10, .flags = HH_HEAP_NO_AUTO_COMPACT }, &f), HH_OK);
+    for (n = 0; n < N; n++) {
+        h[n] = hh_alloc(f, 32);
+        if (hh_is_null(h[n])) break;
+    }
+    for (int i = 0; i < n; i++) ck_assert_int_eq(hh_free(f, h[i]), HH_OK);
+    big = hh_alloc(f, hh_heap_managed_bytes(f) - 4096);
+    ck_assert(!hh_is_null(big));
+    ck_assert_int_eq(hh_heap_check(f), HH_OK);
+    hh_heap_destroy(f);
+}
+END_TEST
+
+/* Randomised against the shadow model: sizes on both sides of the cache's
+   1 KiB limit, aligned requests (whose lead gap must not become slack of a
+   cached block), resizes, pins, observers and defrag steps, on a fixed and a
+   growable heap; every byte of every live block and every invariant checked. */
+static void cache_random_run(uint32_t flags, uint64_t seed) {
+    hh_heap *r;
+    hh_heap_desc d = { .capacity = 4u << 20, .flags = flags };
+    if (flags & HH_HEAP_GROWABLE) d.commit = 512u << 10;
+    ck_assert_int_eq(hh_heap_create(&d, &r), HH_OK);
+    hh_shadow sh;
+    hh_shadow_init(&sh);
+    hh_rng rng = hh_rng_make(seed);
+    unsigned ops = hh_test_scaled(20000, 2000);
+    for (unsigned op = 0; op < ops; op++) {
+        uint32_t k = hh_rng_below(&rng, 100);
+        if (k < 45 || sh.count == 0) {
+            size_t size = 1 + hh_rng_below(&rng, hh_rng_below(&rng, 8) ? 1100 : 5000);
+            size_t align = hh_rng_below(&rng, 10) ? 16 : (size_t)16 << hh_rng_below(&rng, 6);
+            hh_handle h = align == 16 ? hh_alloc(r, size) : hh_alloc_ex(r, size, align, op);
+            if (!hh_is_null(h)) hh_shadow_add(&sh, r, h, size, align, hh_rng_next(&rng));
+        } else if (k < 85) {
+            size_t i = hh_rng_below(&rng, (uint32_t)sh.count);
+            hh_shadow_obj *o = &sh.objs[i];
+            while (o->pins) {
+                ck_assert_int_eq(hh_unpin(r, o->h), HH_OK);
+                o->pins--;
+            }
+            ck_assert_int_eq(hh_free(r, o->h), HH_OK);
+            hh_shadow_remove(&sh, i);
+        } else if (k < 92) {
+            hh_shadow_obj *o = &sh.objs[hh_rng_below(&rng, (uint32_t)sh.count)];
+            size_t ns = 1 + hh_rng_below(&rng, 1500);
+            if (!o->pins && hh_resize(r, o->h, ns) == HH_OK) {
+                size_t keep = ns < o->size ? ns : o->size;
+                ck_assert_int_eq(hh_test_verify(hh_deref(r, o->h), keep, o->key), -1);
+                o->size = ns;
+                hh_test_fill(hh_deref(r, o->h), ns, o->key);
+            }
+        } else if (k < 94) {
+            hh_shadow_obj *o = &sh.objs[hh_rng_below(&rng, (uint32_t)sh.count)];
+            if (o->pins == 0) {
+                o->pinned_at = hh_pin(r, o->h);
+                o->pins = 1;
+            } else {
+                ck_assert_int_eq(hh_unpin(r, o->h), HH_OK);
+                o->pins = 0;
+            }
+        } else if (k < 96) {
+            hh_defrag_step(r, 1 + hh_rng_below(&rng, 16));
+        } else if (k < 98) {
+            hh_heap_stats st;
+            hh_heap_stats_get(r, &st);
+            ck_assert_uint_eq(st.used_bytes + st.free_bytes, st.capacity);
+        } else {
+            ck_assert_int_eq(hh_heap_check(r), HH_OK);
+        }
+        if (op % 257 == 0) {
+            ck_assert_int_eq(hh_heap_check(r), HH_OK);
+            hh_shadow_verify(&sh, r);
+        }
+    }
+    ck_assert_int_eq(hh_heap_check(r), HH_OK);
+    hh_shadow_verify(&sh, r);
+    hh_shadow_fini(&sh);
+    hh_heap_destroy(r);
+}
+
+START_TEST(cache_random_against_shadow) {
+    uint64_t seed = hh_test_seed(12) + (uint64_t)_i;
+    cache_random_run(_i % 2 ? HH_HEAP_GROWABLE : 0u, seed);
+}
+END_TEST
+
+/* The heap's 8-byte slots (src/heap/heap_slots.c): a slot that is not live
+   has tag 0 in its key, so no handle matches it -- not one forged with the
+   next generation of a freed slot (tag 0 or the heap's), not one naming a
+   never-used slot (which reads 0), not one with generation bits above 24. */
+START_TEST(forged_keys_never_match_a_dead_slot) {
+    hh_handle a = hh_alloc(heap, 64), keep = hh_alloc(heap, 64);
+    uint64_t idx = hh_handle_index(a), tag = (a.id >> 24) & 0xFF, gen = a.id >> 32;
+    ck_assert_int_eq(hh_free(heap, a), HH_OK);
+    hh_handle forged[] = {
+        { idx | ((gen + 1) << 32) },                    /* the slot's next generation, tag 0 */
+        { idx | (tag << 24) | ((gen + 1) << 32) },      /* the same with the heap's tag */
+        { idx | (tag << 24) | (gen << 32) },            /* the freed handle itself */
+        { 1000 },                                       /* a never-used slot: key 0 */
+        { 1000 | (tag << 24) },
+        { hh_handle_index(keep) | (keep.id & ~(uint64_t)0xFFFFFF) | ((uint64_t)1 << 56) },   /* generation >= 2^24 */
+    };
+    for (size_t i = 0; i < sizeof forged / sizeof forged[0]; i++) {
+        hh_test_reset_captured();
+        ck_assert_ptr_null(hh_deref(heap, forged[i]));
+        ck_assert_int_eq(hh_test_last_captured(), HH_E_STALE_HANDLE);
+        ck_assert_uint_eq(hh_test_captured_count(), 1);
+        ck_assert_int_eq(hh_free(heap, forged[i]), HH_E_STALE_HANDLE);
+        ck_assert_uint_eq(hh_size(heap, forged[i]), 0);
+    }
+    ck_assert_ptr_nonnull(hh_deref(heap, keep));
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+}
+END_TEST
+
+/* A slot issued 2^24 times retires: its generations are never issued twice,
+   and a table whose only slot retired is full. */
+START_TEST(slot_retires_after_every_generation) {
+    hh_heap *h1;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 16, .max_handles = 1 }, &h1), HH_OK);
+    hh_handle a = hh_alloc(h1, 32);
+    ck_assert_int_eq(hh_free(h1, a), HH_OK);
+    hhi_heap_slot_age(h1, hh_handle_index(a), 1);        /* one issue left */
+    hh_handle b = hh_alloc(h1, 32);
+    ck_assert(!hh_is_null(b));
+    ck_assert_uint_eq(hh_handle_index(b), hh_handle_index(a));
+    ck_assert_int_eq(hh_free(h1, b), HH_OK);              /* retires */
+    hh_test_reset_captured();
+    ck_assert(hh_is_null(hh_alloc(h1, 32)));
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_NO_MEMORY);
+    ck_assert_ptr_nonnull(strstr(hh_test_last_message(), "handle table full"));
+    ck_assert_ptr_null(hh_deref(h1, b));
+    ck_assert_ptr_null(hh_deref(h1, a));
+    ck_assert_int_eq(hh_heap_check(h1), HH_OK);
+    hh_heap_destroy(h1);
+}
+END_TEST
+
 /* Issue 12: table tags are never shared by two live heaps. Heap A keeps a
    live handle while 600 heaps (more than two rounds of the 8-bit tag) are
    created and destroyed; each of them, holding a live block in the same slot,
@@ -844,6 +1156,8 @@ Suite *hh_test_heap_suite(void) {
     tcase_add_test(tc, double_free_is_stale_and_harmless);
     tcase_add_test(tc, stale_deref_is_null_with_error);
     tcase_add_test(tc, forged_handle_touches_nothing);
+    tcase_add_test(tc, forged_keys_never_match_a_dead_slot);
+    tcase_add_test(tc, slot_retires_after_every_generation);
     tcase_add_test(tc, handle_of_another_heap_rejected);
     tcase_add_test(tc, handle_of_another_heap_rejected_across_tag_cycles);
     tcase_add_test(tc, exhaustion_reports_no_memory);
@@ -856,6 +1170,12 @@ Suite *hh_test_heap_suite(void) {
     tcase_add_test(tc, size_is_usable_and_rounded);
     tcase_add_test(tc, accounting_matches_walk);
     tcase_add_test(tc, same_size_reuses_its_hole);
+    tcase_add_test(tc, cache_hands_back_newest_block_of_its_size);
+    tcase_add_test(tc, cache_is_holes_to_every_observer);
+    tcase_add_test(tc, observers_change_no_placement);
+    tcase_add_test(tc, defrag_step_closes_cached_holes);
+    tcase_add_test(tc, cached_bytes_serve_a_large_request);
+    tcase_add_loop_test(tc, cache_random_against_shadow, 0, 4);
     tcase_add_test(tc, resize_grows_in_place_into_free_neighbour);
     tcase_add_test(tc, resize_moves_keeping_handle_and_contents);
     tcase_add_test(tc, failed_resize_leaves_block_as_it_was);

@@ -1,4 +1,6 @@
-/* hheap/handles.h -- generational handle table (generic; the heap embeds one).
+/* hheap/handles.h -- generational handle table (generic). The relocatable heap
+ * issues handles of the same layout from its own 8-byte slots (heap.h), with a
+ * generation below 2^24, in the same tag space as these tables.
  *
  * A handle is a 64-bit id:   bits 0..23  slot index (slot 0 is never issued)
  *                            bits 24..31 tag of the owning table (1..255)
@@ -182,74 +184,14 @@ static inline hh_handle hh_handle_from_key(uint32_t idx, uint64_t key) {
     return h;
 }
 
-/* ---------------------------------------------------------------------------
-   Inline fast paths for embedders (the heap's hh_alloc/hh_free inline them;
-   hh_handle_alloc/hh_handle_release wrap the same code, so the reuse policy is
-   written once). They validate nothing: the caller has checked its arguments.
---------------------------------------------------------------------------- */
-
-/* Takes the oldest slot of the free FIFO (free_count > 0). */
-static inline uint32_t hh_handle_fifo_take(hh_handle_table *t) {
-    uint32_t idx = t->free_head;
-    t->free_head = (uint32_t)(uintptr_t)t->slots[idx].ptr;   /* a free slot's ptr links the FIFO */
-    if (--t->free_count == 0) t->free_tail = 0;
-    return idx;
-}
-
-/* Picks the slot for a new handle: a rested free slot, else a never-used one
-   (committing more slots of a growable table), else any free slot. 0 when
-   the table is full (or a growable table's commit failed with no free slot). */
-static inline uint32_t hh_handle_slot_take(hh_handle_table *t) {
-    if (t->free_count > t->min_free) return hh_handle_fifo_take(t);
-    if (HH_UNLIKELY(t->hwm >= t->committed) && !hh_handle_table_commit_more(t))
-        return t->free_count > 0 ? hh_handle_fifo_take(t) : 0;
-    uint32_t idx = t->hwm;
-    HH_SLOT_STORE(&t->slots[idx].key, HH_HANDLE_KEY_FREE | hh_handle_key_make(t->first_gen, t->tag));   /* first generation */
-    HH_SLOT_STORE(&t->hwm, idx + 1);   /* read lock-free by hh_handle_check */
-    return idx;
-}
-
-/* A new handle for ptr, or HH_NULL when the table is full (nothing reported). */
-static inline hh_handle hh_handle_issue_fast(hh_handle_table *t, void *ptr) {
-    uint32_t idx = hh_handle_slot_take(t);
-    if (HH_UNLIKELY(idx == 0)) return HH_NULL;
-    hh_handle_slot *s = &t->slots[idx];
-    uint64_t key = s->key & ~HH_HANDLE_KEY_FREE;
-    HH_SLOT_STORE(&s->ptr, ptr);
-    HH_SLOT_STORE_REL(&s->key, key);   /* publishes ptr */
-    t->live_count++;
-    return hh_handle_from_key(idx, key);
-}
-
 /* Slot-index access for embedders that keep a live handle's index (the heap
-   keeps it in each block header): the handle issued in live slot idx, the
-   pointer it names, and re-pointing it. idx must be issued and live. */
+   keeps it in each block header): the handle issued in live slot idx and the
+   pointer it names. idx must be issued and live. (The unchecked issue and
+   release fast paths the heap inlines are private: src/handles/handles_internal.h.) */
 static inline hh_handle hh_handle_at(const hh_handle_table *t, uint32_t idx) {
     return hh_handle_from_key(idx, t->slots[idx].key);
 }
 static inline void *hh_handle_ptr_at(const hh_handle_table *t, uint32_t idx) { return t->slots[idx].ptr; }
-static inline void hh_handle_repoint_fast(hh_handle_table *t, uint32_t idx, void *ptr) {
-    HH_SLOT_STORE(&t->slots[idx].ptr, ptr);
-}
-
-/* Releases live slot s (index idx): bumps its generation and queues it at the
-   FIFO's tail, or retires it when the next generation would wrap. */
-static inline void hh_handle_drop_fast(hh_handle_table *t, hh_handle_slot *s, uint32_t idx) {
-    uint32_t gen = hh_handle_key_gen(s->key);
-    t->live_count--;
-    if (HH_UNLIKELY(gen == HH_HANDLE_GEN_MAX)) {   /* the next generation would wrap: retire the slot for good */
-        HH_SLOT_STORE_REL(&s->key, HH_HANDLE_KEY_FREE | hh_handle_key_make(gen, t->tag));
-        HH_SLOT_STORE(&s->ptr, (void *)NULL);
-        t->retired_count++;
-        return;
-    }
-    HH_SLOT_STORE_REL(&s->key, HH_HANDLE_KEY_FREE | hh_handle_key_make(gen + 1u, t->tag));   /* dead first */
-    HH_SLOT_STORE(&s->ptr, (void *)NULL);                         /* end of the FIFO */
-    if (t->free_tail) HH_SLOT_STORE(&t->slots[t->free_tail].ptr, (void *)(uintptr_t)idx);
-    else t->free_head = idx;
-    t->free_tail = idx;
-    t->free_count++;
-}
 
 #ifdef __cplusplus
 }

@@ -11,8 +11,23 @@
  *   hh_heap_destroy(heap);
  *
  * Blocks live back to back in one contiguous range; each has a 16-byte header
- * (size, flags, alignment, pin count, handle slot, tag). The handle table is a
- * separate array that never moves; hh_deref is a load and a compare.
+ * (size, flags, alignment, pin count, handle slot, tag). The handle slots are
+ * a separate array that never moves, 8 bytes a slot (key and the payload's
+ * place in one word); hh_deref is a load and a compare. A heap's handles have
+ * the layout of hheap/handles.h with a generation below 2^24: a slot issued
+ * 2^24 times retires (never reused), so a stale handle never names a new block.
+ *
+ * Free-block cache: hh_free keeps a freed block of at most 1 KiB (not on an
+ * HH_HEAP_DEBUG heap) for the next allocation of its size instead of merging
+ * it with its neighbours at once, up to 1/16 of the managed bytes (at least
+ * 64 KiB); that is what makes the churn of game objects cost about what
+ * malloc/free costs. Each defrag step, an allocation that would carve the
+ * top free region (so the heap fills its holes before it grows upwards), and
+ * an allocation or resize that finds no room (before it grows or compacts)
+ * first merge the cached blocks into the free lists; nothing moves for it and no pointer changes validity.
+ * Until then hh_heap_stats_get, hh_heap_walk and hh_defrag_metrics_get count
+ * each cached block as a free block of its own (two adjacent ones are two
+ * holes): looking never changes the heap, so a trace replays exactly.
  *
  * hh_heap_desc defaults (zero fields):
  *   capacity      required, >= HH_HEAP_MIN_CAPACITY; rounded down to 16 bytes
@@ -174,31 +189,44 @@ HH_API void     *hh_pin(hh_heap *heap, hh_handle h);
 HH_API hh_status hh_unpin(hh_heap *heap, hh_handle h);
 
 /* ---------------------------------------------------------------------------
-   hh_deref: the hot path. The real function exists (take its address with
-   (hh_deref)); the macro below inlines it: clamp, one compare, one load.
+   hh_deref: the hot path. The real function exists (call it, or take its
+   address, as (hh_deref)); the macro below inlines its fast path -- clamp,
+   one compare, one load -- and calls the function for everything else.
 --------------------------------------------------------------------------- */
 /* The address of h's payload; NULL if h is null, or stale (HH_E_STALE_HANDLE
-   reported). Valid until the next defrag step, resize or free of h. */
+   reported), or heap is NULL (HH_E_INVALID_ARG). Valid until the next defrag
+   step, resize or free of h. */
 HH_API void *hh_deref(const hh_heap *heap, hh_handle h);
-/* Slow path of the inline deref: reports and returns NULL. Not for direct use. */
-HH_API void *hh_deref_fail(const hh_heap *heap, hh_handle h);
 
-/* struct hh_heap begins with its handle table: this is the only layout fact the
-   public header relies on (static-asserted in heap_internal.h). */
+/* The first bytes of struct hh_heap: all that the inline hh_deref reads.
+   Public only so that it inlines; treat every field as private. A heap's
+   handle slot is 8 bytes, read with one atomic load: the low 32 bits are the
+   key (generation << 8 | the heap's tag; tag 0: not live), the high 32 bits
+   the payload's offset from base in 16-byte granules. */
+typedef struct hh_heap_head {
+    uint64_t *slots;    /* reserved for `capacity` slots, never moves; a slot never issued reads 0 */
+    char     *base;     /* managed start */
+    uint32_t  capacity; /* slots reserved, the sentinel slot 0 (matches no handle) included */
+} hh_heap_head;
+
+/* The macro's body: the live-handle fast path -- clamp, one 8-byte load, one
+   compare (and a test of the handle's tag off the load's path) -- else the
+   function above, which looks again and reports. The load is relaxed: key
+   and place come in one word, and the moves that change a place are not
+   concurrent with the use of its pointers (the frame contract above). It
+   relies on one layout fact only: struct hh_heap begins with an
+   hh_heap_head (static-asserted in src/heap/heap.c). */
 static inline void *hh_deref_inline(const hh_heap *heap, hh_handle h) {
-    if (HH_UNLIKELY(heap == NULL)) return hh_deref_fail(heap, h);
-    const hh_handle_table *t = (const hh_handle_table *)(const void *)heap;
+    if (HH_UNLIKELY(heap == NULL)) return (hh_deref)(heap, h);
+    const hh_heap_head *t = (const hh_heap_head *)(const void *)heap;
     uint32_t idx = (uint32_t)(h.id & HH_HANDLE_INDEX_MASK);
-    idx = idx < t->capacity ? idx : 0;
-    const hh_handle_slot *s = &t->slots[idx];
-    uint64_t key = HH_SLOT_LOAD_ACQ(&s->key);   /* atomic: other threads free (handles.h) */
-    void *p = HH_SLOT_LOAD(&s->ptr);            /* NULL only in the sentinel slot 0: null or forged handles */
-    if (HH_LIKELY(key == (h.id >> HH_HANDLE_INDEX_BITS) && p != NULL)) return p;
-    return hh_deref_fail(heap, h);
+    idx = idx < t->capacity ? idx : 0;                         /* out of range -> the sentinel */
+    uint64_t w = HH_SLOT_LOAD(&t->slots[idx]);                  /* atomic: other threads free (handles.h) */
+    uint64_t key = h.id >> HH_HANDLE_INDEX_BITS;
+    if (HH_LIKELY(key == (uint32_t)w && (key & 0xFF) != 0)) return t->base + ((w >> 32) << 4);
+    return (hh_deref)(heap, h);
 }
-#ifndef HH_NO_INLINE_DEREF
-#  define hh_deref(heap, h) hh_deref_inline((heap), (h))
-#endif
+#define hh_deref(heap, h) hh_deref_inline((heap), (h))
 
 /* ---------------------------------------------------------------------------
    Statistics, walk, check

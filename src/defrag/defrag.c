@@ -1117,18 +1117,26 @@ hh_status hh_defrag_metrics_get(const hh_heap *heap, hh_defrag_metrics *out) {
     heap_lock(h);
     const struct hhi_defrag *d = h->defrag;
     hhi_block *t = hhi_heap_top_free(h), *lo = hhi_heap_lowest_free(h);
-    size_t fb = h->free_bytes, largest = hhi_freelist_largest(h), top = t ? blk_size(t) : 0;
+    /* the heap's cached blocks are holes of their own (heap_internal.h, I13) */
+    size_t fb = h->free_bytes + heap_cached_bytes(h), largest = hhi_freelist_largest(h), top = t ? blk_size(t) : 0;
+    if (heap_cached_largest(h) > largest) largest = heap_cached_largest(h);
     out->free_bytes = fb;
     out->largest_free = largest;
     out->top_free_bytes = top;
-    out->hole_count = h->free_blocks - (t ? 1u : 0u);
+    out->hole_count = h->free_blocks + heap_cached_blocks(h) - (t ? 1u : 0u);
     out->fragmentation = hhi_fragmentation(largest, fb);
-    out->fragmentation_sq = hhi_fragmentation_sq(ldexp((double)h->free_sumsq, 2 * (int)h->sq_shift), fb);   /* undo the overflow shift */
-    bool hole = lo && lo != t;
-    out->debt_bytes = hhi_compaction_debt(h->used_bytes, hole ? blk_offset(h, lo) : 0, hole);
+    out->fragmentation_sq = hhi_fragmentation_sq(ldexp((double)(h->free_sumsq + heap_cached_sumsq(h)), 2 * (int)h->sq_shift),
+                                                 fb);                  /* undo the overflow shift */
+    /* Everything below the lowest free block is live (hhi_compaction_debt).
+       With cached blocks (holes too) the lowest hole is bounded by the heap's
+       low_mark: an upper bound of the debt, exact while the lowest block
+       cached since the last step stays. */
+    size_t low = heap_lowest_hole_bound(h, lo && lo != t ? blk_offset(h, lo) : SIZE_MAX);
+    out->debt_bytes = hhi_compaction_debt(h->used_bytes - heap_cached_bytes(h), low,
+                                          low < (t ? blk_offset(h, t) : h->managed));
     if (out->debt_bytes && h->live_blocks) {
         size_t holes = fb - top, need = out->debt_bytes < holes ? out->debt_bytes : holes;
-        double avg = (double)h->used_bytes / (double)h->live_blocks;
+        double avg = (double)(h->used_bytes - heap_cached_bytes(h)) / (double)h->live_blocks;   /* live bytes only */
         uint64_t moves = (uint64_t)ceil((double)need / avg);
         uint32_t n = d && d->have_stepped ? d->last_max_moves : HHI_DEFRAG_DEFAULT_N;
         out->frames_to_compact = n ? (moves + n - 1) / n : 1;

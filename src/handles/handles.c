@@ -35,7 +35,7 @@ static atomic_uint      tag_cursor;
 static _Atomic uint8_t  tag_epoch[256];
 
 /* A tag no live table has, and its epoch; 0 when all 255 are in use. */
-static uint8_t tag_acquire(uint8_t *epoch) {
+uint8_t hhi_handle_tag_acquire(uint8_t *epoch) {
     unsigned start = atomic_fetch_add(&tag_cursor, 1);
     for (unsigned k = 0; k < HH_HANDLE_TAG_COUNT; k++) {
         unsigned tag = (start + k) % HH_HANDLE_TAG_COUNT + 1u;   /* 1..255 */
@@ -48,7 +48,7 @@ static uint8_t tag_acquire(uint8_t *epoch) {
     return 0;
 }
 
-static void tag_release(uint8_t tag) {
+void hhi_handle_tag_release(uint8_t tag) {
     if (tag) atomic_fetch_and(&tag_used[tag / 64], ~((uint64_t)1 << (tag % 64)));
 }
 
@@ -105,7 +105,7 @@ hh_status hh_handle_table_init(hh_handle_table *t, const hh_handle_table_desc *d
         }
     }
     if (huge) hhi_os_hugepages(slots, bytes);
-    uint8_t epoch = 0, tag = tag_acquire(&epoch);
+    uint8_t epoch = 0, tag = hhi_handle_tag_acquire(&epoch);
     if (tag == 0) {
         hhi_os_unmap(slots, bytes);
         return hhi_error(HH_E_NO_MEMORY, "hh_handle_table_init: all %u table tags are held by live tables",
@@ -123,7 +123,7 @@ hh_status hh_handle_table_init(hh_handle_table *t, const hh_handle_table_desc *d
 void hh_handle_table_fini(hh_handle_table *t) {
     if (t == NULL || t->slots == NULL) return;
     hhi_os_unmap(t->slots, t->reserved_bytes);
-    tag_release(t->tag);
+    hhi_handle_tag_release(t->tag);
     t->tag = 0;
     t->slots = NULL;
     t->capacity = 0;
@@ -212,9 +212,16 @@ hh_status hh_handle_check(const hh_handle_table *t, hh_handle h, const char *who
 }
 
 void hh_handle_table_stats_get(const hh_handle_table *t, hh_handle_table_stats *out) {
-    if (out == NULL) return;
+    if (out == NULL) {                                 /* as hh_heap_stats_get: bad input is reported */
+        hhi_error(HH_E_INVALID_ARG, "hh_handle_table_stats_get: out is NULL");
+        return;
+    }
     *out = (hh_handle_table_stats){0};
-    if (t == NULL || t->slots == NULL) return;
+    if (t == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_handle_table_stats_get: table is NULL");
+        return;
+    }
+    if (t->slots == NULL) return;                      /* a finished table: nothing in it */
     out->capacity = t->capacity - 1u;
     out->live = t->live_count;
     out->free_queued = t->free_count;

@@ -1,13 +1,106 @@
-/* handles_internal.h -- private to the handle table: a test hook (tests may
- * include it to reach into slots, e.g. to age a generation up to the wrap).
- * The inline issue/release fast paths are public, in hheap/handles.h. */
+/* handles_internal.h -- private to the handle table and its embedders in
+ * this library (the heap, the virtual heap): the unchecked inline fast paths
+ * of issue and release, and a test hook. They validate nothing: the caller
+ * has checked its arguments and holds whatever lock serialises the table.
+ * hh_handle_alloc / hh_handle_release wrap the same code, so the reuse policy
+ * is written once. Not installed: outside code goes through hheap/handles.h.
+ */
 #ifndef HH_HANDLES_INTERNAL_H
 #define HH_HANDLES_INTERNAL_H
 
 #include "hheap/handles.h"
 #include "../common/hh_compiler.h"
 
+/* Table identity, shared by every table kind (the heap keeps its own compact
+   slots, src/heap/heap_slots.c, in the same tag space): a tag 1..255 that no
+   live table holds, and the number of times it was taken (mod 256: the epoch
+   that spreads the first generations of its successive tables); 0 when all
+   are held. Lock-free. */
+HH_INTERNAL uint8_t hhi_handle_tag_acquire(uint8_t *epoch);
+HH_INTERNAL void    hhi_handle_tag_release(uint8_t tag);
+
 /* Test hook: sets the generation a free or never-used slot will be issued with next. */
 HH_INTERNAL void hhi_handles_set_next_gen(hh_handle_table *t, uint32_t idx, uint32_t gen);
+
+/* Takes the oldest slot of the free FIFO (free_count > 0). */
+static inline uint32_t hh_handle_fifo_take(hh_handle_table *t) {
+    uint32_t idx = t->free_head;
+    t->free_head = (uint32_t)(uintptr_t)t->slots[idx].ptr;   /* a free slot's ptr links the FIFO */
+    if (--t->free_count == 0) t->free_tail = 0;
+    return idx;
+}
+
+/* Picks the slot for a new handle: a rested free slot, else a never-used one
+   (committing more slots of a growable table), else any free slot. 0 when
+   the table is full (or a growable table's commit failed with no free slot).
+   The slot stays free (its key has HH_HANDLE_KEY_FREE) until
+   hh_handle_issue_at; hh_handle_slot_untake gives it back unissued. */
+static inline uint32_t hh_handle_slot_take(hh_handle_table *t) {
+    if (t->free_count > t->min_free) return hh_handle_fifo_take(t);
+    if (HH_UNLIKELY(t->hwm >= t->committed) && !hh_handle_table_commit_more(t))
+        return t->free_count > 0 ? hh_handle_fifo_take(t) : 0;
+    uint32_t idx = t->hwm;
+    HH_SLOT_STORE(&t->slots[idx].key, HH_HANDLE_KEY_FREE | hh_handle_key_make(t->first_gen, t->tag));   /* first generation */
+    HH_SLOT_STORE(&t->hwm, idx + 1);   /* read lock-free by hh_handle_check */
+    return idx;
+}
+
+/* Gives back slot idx, taken by hh_handle_slot_take and not issued (an
+   allocation that failed after taking it), so that the table is as before
+   the take (a growable table may keep a commit): a never-used slot goes back
+   below hwm -- it is the one right below hwm and still has the first
+   generation, which no slot that was ever released has (a release always
+   moves the generation up) -- and a slot from the FIFO goes back to its head. */
+static inline void hh_handle_slot_untake(hh_handle_table *t, uint32_t idx) {
+    if (idx + 1 == t->hwm && hh_handle_key_gen(t->slots[idx].key) == t->first_gen) {
+        HH_SLOT_STORE(&t->slots[idx].key, HH_HANDLE_KEY_FREE);   /* never used again (H2) */
+        HH_SLOT_STORE(&t->hwm, idx);
+        return;
+    }
+    HH_SLOT_STORE(&t->slots[idx].ptr, (void *)(uintptr_t)t->free_head);
+    t->free_head = idx;
+    if (t->free_count++ == 0) t->free_tail = idx;
+}
+
+/* Issues slot idx (from hh_handle_slot_take) for ptr: its handle. */
+static inline hh_handle hh_handle_issue_at(hh_handle_table *t, uint32_t idx, void *ptr) {
+    hh_handle_slot *s = &t->slots[idx];
+    uint64_t key = s->key & ~HH_HANDLE_KEY_FREE;
+    HH_SLOT_STORE(&s->ptr, ptr);
+    HH_SLOT_STORE_REL(&s->key, key);   /* publishes ptr */
+    t->live_count++;
+    return hh_handle_from_key(idx, key);
+}
+
+/* A new handle for ptr, or HH_NULL when the table is full (nothing reported). */
+static inline hh_handle hh_handle_issue_fast(hh_handle_table *t, void *ptr) {
+    uint32_t idx = hh_handle_slot_take(t);
+    if (HH_UNLIKELY(idx == 0)) return HH_NULL;
+    return hh_handle_issue_at(t, idx, ptr);
+}
+
+/* Re-points live slot idx (a moved block). */
+static inline void hh_handle_repoint_fast(hh_handle_table *t, uint32_t idx, void *ptr) {
+    HH_SLOT_STORE(&t->slots[idx].ptr, ptr);
+}
+
+/* Releases live slot s (index idx): bumps its generation and queues it at the
+   FIFO's tail, or retires it when the next generation would wrap. */
+static inline void hh_handle_drop_fast(hh_handle_table *t, hh_handle_slot *s, uint32_t idx) {
+    uint64_t key = s->key;                         /* live: (generation << 8) | tag, the table's own tag */
+    t->live_count--;
+    if (HH_UNLIKELY((key >> 8) == HH_HANDLE_GEN_MAX)) {   /* the next generation would wrap: retire the slot for good */
+        HH_SLOT_STORE_REL(&s->key, HH_HANDLE_KEY_FREE | key);
+        HH_SLOT_STORE(&s->ptr, (void *)NULL);
+        t->retired_count++;
+        return;
+    }
+    HH_SLOT_STORE_REL(&s->key, HH_HANDLE_KEY_FREE | (key + ((uint64_t)1 << 8)));   /* next generation, dead first */
+    HH_SLOT_STORE(&s->ptr, (void *)NULL);                         /* end of the FIFO */
+    if (t->free_tail) HH_SLOT_STORE(&t->slots[t->free_tail].ptr, (void *)(uintptr_t)idx);
+    else t->free_head = idx;
+    t->free_tail = idx;
+    t->free_count++;
+}
 
 #endif /* HH_HANDLES_INTERNAL_H */

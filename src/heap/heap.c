@@ -17,7 +17,8 @@
 #include "../common/hh_meta.h"
 #include "../common/hh_track.h"
 
-_Static_assert(offsetof(struct hh_heap, handles) == 0, "hh_deref_inline reads the table at the heap's address");
+_Static_assert(offsetof(struct hh_heap, handles) == 0 && offsetof(hhi_slots, head) == 0,
+               "hh_deref_inline reads the hh_heap_head at the heap's address");
 
 #define hhi_def(v, d) ((v) == 0 ? (d) : (v))
 
@@ -47,11 +48,11 @@ static inline uint64_t live_word(size_t size, size_t align, unsigned slack, unsi
            ((uint64_t)pins << BLK_PINS_SHIFT) | (prev_free ? BLK_PREV_FREE : 0);
 }
 
-static inline hh_handle slot_handle(const hh_heap *h, uint32_t slot) { return hh_handle_at(&h->handles, slot); }
+static inline hh_handle slot_handle(const hh_heap *h, uint32_t slot) { return hhi_slot_handle(&h->handles, slot); }
 
 /* The live block behind h, or NULL (nothing reported). */
 static hhi_block *block_of(const hh_heap *heap, hh_handle h) {
-    void *p = hh_handle_lookup(&heap->handles, h);
+    void *p = hhi_slot_lookup(&heap->handles, h);
     return p ? blk_from_payload(p) : NULL;
 }
 
@@ -73,6 +74,15 @@ static bool guard_intact(const hh_heap *h, const hhi_block *b) {
     for (unsigned i = 0; i < HHI_GUARD; i++) ok &= g[i] == HH_FILL_GUARD;
     hh_track_noaccess(g, HHI_GUARD);
     return ok;
+}
+
+/* The free-block cache's byte limit for the current managed size: small
+   enough that the uncoalesced holes cannot starve a large request for long
+   (a failing one flushes first anyway), large enough to hold a frame's churn. */
+static void heap_cache_limit_set(hh_heap *h) {
+    size_t l = h->managed >> HHI_CACHE_LIMIT_SHIFT, cached = heap_cached_bytes(h);
+    h->cache_limit = l < HHI_CACHE_MIN_LIMIT ? HHI_CACHE_MIN_LIMIT : l;   /* only grows: managed only grows */
+    h->cache_room = h->cache_limit - cached;
 }
 
 /* ---------------------------------------------------------------------------
@@ -186,7 +196,7 @@ static hhi_block *region_release(hh_heap *h, size_t off, size_t size, bool prev_
    as slack (checked possible by hhi_heap_fits). */
 static void lead_absorb(hh_heap *h, size_t foff, size_t lead) {
     hhi_block *p = hhi_heap_block_before(h, blk_at(h, foff));
-    hh_assert(p != NULL && !blk_is_free(p));
+    hh_assert(p != NULL && !blk_is_free(p) && !blk_cached(p));
     unsigned slack = blk_slack(p) + (unsigned)(lead / HHI_GRANULE);
     hh_assert(slack <= HHI_MAX_SLACK);
     p->word = (p->word & ~((uint64_t)0xF << BLK_SLACK_SHIFT) & ~BLK_SIZE_MASK) | (uint64_t)(blk_size(p) + lead) |
@@ -222,7 +232,8 @@ static size_t place_dst(const hh_heap *h, const hhi_block *f, size_t align, size
     size_t foff = blk_offset(h, f), dst = hh_align_up(foff, align);
     if (dst - foff > 0 && dst - foff < HHI_MIN_BLOCK) {
         const hhi_block *p = foff ? hhi_heap_block_before(h, f) : NULL;
-        if (p == NULL || blk_slack(p) + (dst - foff) / HHI_GRANULE > HHI_MAX_SLACK) dst += align;
+        /* a cached block keeps its exact size (I13): it takes no slack */
+        if (p == NULL || blk_cached(p) || blk_slack(p) + (dst - foff) / HHI_GRANULE > HHI_MAX_SLACK) dst += align;
     }
     *lead = dst - foff;
     return dst;
@@ -372,7 +383,7 @@ static inline void move_emit(hh_heap *h, const hh_move_record *r, void *op, void
 static inline hh_move_record move_note(hh_heap *h, hhi_block *nb, uint32_t slot, void *op, size_t src, size_t usable,
                                        size_t moved) {
     void *np = blk_payload(nb);
-    hh_handle_repoint_fast(&h->handles, slot, np);
+    hhi_slot_repoint(&h->handles, slot, np);
     hh_track_move(h, op, np, usable);
     h->total_moves++;
     h->total_bytes_moved += moved;
@@ -615,7 +626,36 @@ bool hhi_heap_absorb_hole(hh_heap *h, hhi_block *f) {
     return true;
 }
 
+/* Cache flush: each cached block is released as hh_free's slow path would
+   have (its bytes leave used_bytes and the regions, then it coalesces). The
+   PREV_FREE bit of a cached block is kept exact while it waits (a neighbour
+   freed below it sets it), and is read right before each release, so blocks
+   cached side by side merge as they are released. */
+HH_NOINLINE HH_COLD void hhi_heap_cache_flush(hh_heap *h) {
+    if (heap_cache_empty(h)) return;
+    size_t low = SIZE_MAX;
+    for (unsigned c = 0; c < HHI_CACHE_CLASSES; c++) {
+        uint32_t g = h->cache[c];
+        h->cache[c] = HHI_NONE;
+        while (g != HHI_NONE) {
+            size_t off = granule_off(g);
+            hhi_block *b = blk_at(h, off);
+            size_t size = blk_size(b);
+            bool prev_free = blk_prev_free(b);
+            g = b->u.free.next;
+            size_t touched = prev_free ? blk_offset(h, blk_prev_free_block(b)) : off;
+            if (touched < low) low = touched;
+            used_sub(h, off, size);
+            region_release(h, off, size, prev_free);
+        }
+    }
+    h->cache_room = h->cache_limit;
+    memset(h->cache_count, 0, sizeof h->cache_count);
+    heap_touch(h, low);
+}
+
 void hhi_heap_journal_reset(hh_heap *h) {
+    hhi_heap_cache_flush(h);
     if (h->quar_count) hhi_heap_quarantine_release(h);
     h->journal.count = 0;
     h->journal.overflow = false;
@@ -790,7 +830,7 @@ static void heap_release(hh_heap *h) {
     hhi_region_fini(h);
     hhi_bitmap_fini(&h->starts);
     hhi_bitmap_fini(&h->frees);
-    hh_handle_table_fini(&h->handles);
+    hhi_slots_fini(&h->handles);
     if (h->mapping) hhi_os_unmap(h->mapping, h->mapping_bytes);
     hhi_meta_free(h);
 }
@@ -848,9 +888,7 @@ hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
     h->mapping = mapping;
     h->mapping_bytes = mapping_bytes;
     if (huge) hhi_os_hugepages(mapping, mapping_bytes);
-    s = hh_handle_table_init(&h->handles, &(hh_handle_table_desc){ .capacity = d.max_handles,
-                                                                    .flags = (grow ? HH_HANDLE_TABLE_GROWABLE : 0u) |
-                                                                             (huge ? HH_HANDLE_TABLE_HUGE_PAGES : 0u) });
+    s = hhi_slots_init(&h->handles, base, d.max_handles, grow, huge);
     if (s != HH_OK) {
         heap_release(h);
         return s;
@@ -882,6 +920,8 @@ hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
     while ((limit >> h->sq_shift) >= ((size_t)1 << 31)) h->sq_shift++;   /* keeps the sum of squares < 2^63 */
     hhi_lock_init(&h->lock);
     hhi_freelist_init(h);
+    for (unsigned c = 0; c < HHI_CACHE_CLASSES; c++) h->cache[c] = HHI_NONE;
+    heap_cache_limit_set(h);
     hh_track_pool_create(h, base);
     hh_track_noaccess(base, managed);
     free_block_make(h, 0, managed);
@@ -974,6 +1014,7 @@ HH_NOINLINE HH_COLD static hhi_block *heap_grow(hh_heap *h, size_t bs, size_t al
         h->decommitted = h->dc_hi - h->dc_lo;
     }
     heap_touch(h, old);
+    heap_cache_limit_set(h);
     t = hhi_heap_top_free(h);
     return t && hhi_heap_fits(h, t, bs, align, NULL) ? t : NULL;
 }
@@ -981,6 +1022,11 @@ HH_NOINLINE HH_COLD static hhi_block *heap_grow(hh_heap *h, size_t bs, size_t al
 /* The slow path of allocation: no free block fits. Compacts when enough free
    bytes exist (unless the heap forbids it). NULL when the bytes are not there. */
 HH_NOINLINE HH_COLD static hhi_block *alloc_find_slow(hh_heap *h, size_t bs, size_t align) {
+    if (!heap_cache_empty(h)) {                         /* the cached holes first: they may coalesce into room */
+        hhi_heap_cache_flush(h);
+        hhi_block *c = align <= HHI_GRANULE ? fl_exact_then_find(h, bs) : fl_find(h, bs + align);
+        if (c && hhi_heap_fits(h, c, bs, align, NULL)) return c;
+    }
     hhi_block *f = fl_find(h, bs + 2 * align);     /* worst-case lead for aligned blocks */
     if (f && hhi_heap_fits(h, f, bs, align, NULL)) return f;
     f = hhi_heap_top_free(h);                       /* good fit skips the request's own list: try the top */
@@ -1016,18 +1062,10 @@ static inline hhi_block *alloc_find(hh_heap *h, size_t bs, size_t align) {
     return alloc_find_slow(h, bs, align);
 }
 
-/* true if a handle can be issued now: a rested free slot, a committed
-   never-used one, or -- committing more slots of a growable table, or failing
-   that -- any free slot. */
-static inline bool table_ready(hh_handle_table *t) {
-    if (hh_likely(t->free_count > t->min_free || t->hwm < t->committed)) return true;
-    return hh_handle_table_commit_more(t) || t->free_count > 0;
-}
-
 /* Reports a failed allocation (lock held; releases it). Always HH_NULL. */
 HH_NOINLINE HH_COLD static hh_handle alloc_fail(hh_heap *h, size_t size, size_t align, const char *who, bool table) {
     if (table) {
-        uint32_t live = h->handles.live_count, committed = h->handles.committed, cap = h->handles.capacity;
+        uint32_t live = h->handles.live_count, committed = h->handles.committed, cap = h->handles.head.capacity;
         heap_unlock(h);
         if (committed < cap)
             hhi_error(HH_E_NO_MEMORY, "%s: cannot commit more handle slots (%u of %u committed, %u handles live)", who,
@@ -1049,35 +1087,78 @@ HH_NOINLINE HH_COLD static hh_handle alloc_fail(hh_heap *h, size_t size, size_t 
     return HH_NULL;
 }
 
-/* Allocation once the arguments are valid (size in 1..managed, align a power
-   of two <= HH_HEAP_MAX_ALIGN). Inlined into hh_alloc, where align is the
-   constant 16: the fast path is then alloc_find + carve16 + the handle. */
-HH_INLINE hh_handle heap_alloc(hh_heap *h, size_t size, size_t align, uint32_t tag, const char *who) {
-    if (align < HHI_GRANULE) align = HHI_GRANULE;
-    size_t bs = blk_min_size(h, size);
-    heap_lock(h);
-    if (hh_unlikely(!table_ready(&h->handles))) return alloc_fail(h, size, align, who, true);
-    hhi_block *f = alloc_find(h, bs, align);
-    if (hh_unlikely(f == NULL)) return alloc_fail(h, size, align, who, false);
-    hhi_block *b = align <= HHI_GRANULE ? carve16(h, f, bs) : carve(h, f, bs, align, 0);
+/* The common end of an allocation: block b (header written, at offset boff,
+   its bytes counted as used) gets its handle, slot, tag and the allocation
+   epoch; then tools, debug fills, the event. Lock held; released here. */
+HH_INLINE hh_handle alloc_finish(hh_heap *h, hhi_block *b, size_t boff, size_t size, size_t align, uint32_t tag,
+                                 uint32_t slot, bool plain) {
     void *p = blk_payload(b);
-    hh_handle hd = hh_handle_issue_fast(&h->handles, p);    /* cannot fail: checked table_ready */
-    b->u.live.slot = hh_handle_index(hd);
+    hh_handle hd = hhi_slot_issue(&h->handles, slot, p);
+    b->u.live.slot = slot;
     b->u.live.tag = tag;
-    size_t boff = blk_offset(h, b);
-    used_add(h, boff, blk_size(b));
     h->regions[boff >> h->region_shift].epoch = h->alloc_epoch = h->epoch;
     h->live_blocks++;
-    heap_touch(h, boff);
     hh_track_alloc(h, p, blk_usable(h, b));
-    if (hh_unlikely(h->debug)) {
+    if (!plain && hh_unlikely(h->debug)) {
         memset(p, HH_FILL_ALLOC, blk_usable(h, b));
         guard_fill(h, b);
     }
     if (hh_unlikely(h->event_fn != NULL)) event_alloc(h, hd, size, align, tag);
     hh_assert_expensive(hhi_heap_is_valid(h));
-    heap_unlock(h);
+    if (!plain) heap_unlock(h);
     return hd;
+}
+
+/* An allocation the cache cannot serve: a free block from the lists (or the
+   slow path: grow, compact), carved. Apart from heap_alloc so that the cache
+   path keeps a small frame. Lock held, `slot` taken; released here. */
+HH_INLINE hh_handle alloc_carve(hh_heap *h, size_t size, size_t bs, size_t align, uint32_t tag, uint32_t slot,
+                                         const char *who) {
+    hhi_block *f;
+    for (;;) {
+        f = alloc_find(h, bs, align);
+        if (hh_likely(f == NULL || heap_cache_empty(h) || blk_offset(h, f) + blk_size(f) != h->managed)) break;
+        /* About to carve the top region while holes wait in the cache: merge
+           them first, so that the heap fills its holes before it grows
+           upwards (the highest live byte is the footprint). Each cached block
+           is merged once, so this costs what its free would have. */
+        hhi_heap_cache_flush(h);
+    }
+    if (hh_unlikely(f == NULL)) {
+        hhi_slot_untake(&h->handles, slot);
+        return alloc_fail(h, size, align, who, false);
+    }
+    hhi_block *b = align <= HHI_GRANULE ? carve16(h, f, bs) : carve(h, f, bs, align, 0);
+    size_t boff = blk_offset(h, b);
+    used_add(h, boff, blk_size(b));
+    heap_touch(h, boff);
+    return alloc_finish(h, b, boff, size, align, tag, slot, false);
+}
+
+/* Allocation once the arguments are valid (size in 1..managed, align a power
+   of two <= HH_HEAP_MAX_ALIGN). Inlined into hh_alloc, where align is the
+   constant 16: the fast path is then the cache pop and the handle. `plain`
+   (a constant) compiles the instance for a heap that is neither thread-safe
+   nor a debug heap: no lock and no debug tests on its path. */
+HH_INLINE hh_handle heap_alloc(hh_heap *h, size_t size, size_t align, uint32_t tag, const char *who, bool plain) {
+    if (align < HHI_GRANULE) align = HHI_GRANULE;
+    size_t bs = plain ? hh_align_up(size, HHI_GRANULE) + HHI_HDR : blk_min_size(h, size);
+    if (plain && bs < HHI_MIN_BLOCK) bs = HHI_MIN_BLOCK;
+    if (!plain) heap_lock(h);
+    uint32_t slot = hhi_slot_take(&h->handles);      /* first: a full table fails before anything changes */
+    if (hh_unlikely(slot == 0)) return alloc_fail(h, size, align, who, true);
+    uint32_t cg = align <= HHI_GRANULE && bs <= HHI_CACHE_MAX_BLOCK ? h->cache[bs / HHI_GRANULE] : HHI_NONE;
+    if (hh_likely(cg != HHI_NONE)) {                 /* a cached block of this size: already counted as used */
+        size_t boff = granule_off(cg);
+        hhi_block *b = blk_at(h, boff);
+        h->cache[bs / HHI_GRANULE] = b->u.free.next;
+        h->cache_room += bs;
+        h->cache_count[bs / HHI_GRANULE]--;
+        b->word = (b->word & BLK_PREV_FREE) | live_word(bs, HHI_GRANULE, 0, 0, false);
+        h->mutations++;                              /* no low_mark: a block taken back raises no hole */
+        return alloc_finish(h, b, boff, size, align, tag, slot, plain);
+    }
+    return alloc_carve(h, size, bs, align, tag, slot, who);
 }
 
 /* hh_alloc with a bad argument: reports it. */
@@ -1086,14 +1167,49 @@ HH_NOINLINE HH_COLD static hh_handle alloc_bad_args(hh_heap *heap, size_t size) 
     return HH_NULL;
 }
 
+/* hh_alloc past its fast path: bad arguments, thread-safe or debug heaps,
+   an event hook, no cached block of the size, no rested handle slot. */
+HH_NOINLINE static hh_handle alloc_slow(hh_heap *heap, size_t size) {
+    if (hh_unlikely(heap == NULL || size - 1 >= heap->limit)) return alloc_bad_args(heap, size);
+    if (heap->flags & (HH_HEAP_THREADSAFE | HH_HEAP_DEBUG)) return heap_alloc(heap, size, HHI_GRANULE, 0, "hh_alloc", false);
+    return heap_alloc(heap, size, HHI_GRANULE, 0, "hh_alloc", true);
+}
+
+/* The fast path is the churn of game objects: a plain heap (no lock, no
+   debug, no event hook), a cached block of the size and a rested slot. It
+   makes no call, so it needs no stack frame; everything else is alloc_slow. */
 hh_handle hh_alloc(hh_heap *heap, size_t size) {
-    if (hh_likely(heap != NULL && size - 1 < heap->limit)) return heap_alloc(heap, size, HHI_GRANULE, 0, "hh_alloc");
-    return alloc_bad_args(heap, size);               /* NULL heap, size 0, size beyond the heap */
+    if (hh_likely(heap != NULL && size - 1 < HHI_CACHE_MAX_BLOCK - HHI_HDR &&
+                  !(heap->flags & (HH_HEAP_THREADSAFE | HH_HEAP_DEBUG)) && heap->event_fn == NULL)) {
+        size_t bs = hh_align_up(size, HHI_GRANULE) + HHI_HDR;   /* >= HHI_MIN_BLOCK: size >= 1 */
+        hhi_slots *t = &heap->handles;
+        uint32_t cg = heap->cache[bs / HHI_GRANULE];
+        if (hh_likely(cg != HHI_NONE && t->free_count > t->min_free)) {
+            uint32_t slot = hhi_slot_fifo_take(t);
+            size_t boff = granule_off(cg);
+            hhi_block *b = blk_at(heap, boff);
+            heap->cache[bs / HHI_GRANULE] = b->u.free.next;
+            heap->cache_room += bs;
+            heap->cache_count[bs / HHI_GRANULE]--;
+            b->word = (b->word & BLK_PREV_FREE) | live_word(bs, HHI_GRANULE, 0, 0, false);
+            heap->mutations++;                       /* no low_mark: a block taken back raises no hole */
+            void *p = blk_payload(b);
+            hh_handle hd = hhi_slot_issue(t, slot, p);
+            b->u.live.slot = slot;
+            b->u.live.tag = 0;
+            heap->regions[boff >> heap->region_shift].epoch = heap->alloc_epoch = heap->epoch;
+            heap->live_blocks++;
+            hh_track_alloc(heap, p, bs - HHI_HDR);
+            hh_assert_expensive(hhi_heap_is_valid(heap));
+            return hd;
+        }
+    }
+    return alloc_slow(heap, size);
 }
 
 hh_handle hh_alloc_ex(hh_heap *heap, size_t size, size_t align, uint32_t tag) {
     if (alloc_args(heap, size, align, "hh_alloc_ex") != HH_OK) return HH_NULL;
-    return heap_alloc(heap, size, align, tag, "hh_alloc_ex");
+    return heap_alloc(heap, size, align, tag, "hh_alloc_ex", false);
 }
 
 /* ---------------------------------------------------------------------------
@@ -1103,7 +1219,7 @@ hh_handle hh_alloc_ex(hh_heap *heap, size_t size, size_t align, uint32_t tag) {
 static hhi_block *block_checked(const hh_heap *heap, hh_handle h, const char *who) {
     hhi_block *b = block_of(heap, h);
     if (hh_unlikely(b == NULL)) {
-        if (hh_handle_check(&heap->handles, h, who) == HH_OK)   /* e.g. a forged id that hits the sentinel */
+        if (hhi_slots_check(&heap->handles, h, who) == HH_OK)   /* cannot happen: the lookup failed */
             hhi_error(HH_E_STALE_HANDLE, "%s: handle %#llx does not name a live block", who, (unsigned long long)h.id);
         return NULL;
     }
@@ -1147,7 +1263,7 @@ HH_NOINLINE HH_COLD static hh_status free_generic(hh_heap *heap, hh_handle h) {
     bool guard_ok = guard_intact(heap, b);
     size_t off = blk_offset(heap, b), size = blk_size(b), usable = blk_usable(heap, b);
     void *p = blk_payload(b);
-    hh_handle_release(&heap->handles, h);
+    hhi_slot_drop(&heap->handles, hh_handle_index(h), (uint32_t)(h.id >> HH_HANDLE_INDEX_BITS));   /* live: checked */
     heap_touch(heap, blk_prev_free(b) ? blk_offset(heap, blk_prev_free_block(b)) : off);
     used_sub(heap, off, size);
     heap->live_blocks--;
@@ -1165,31 +1281,91 @@ HH_NOINLINE HH_COLD static hh_status free_generic(hh_heap *heap, hh_handle h) {
 
 /* Fast path: one lookup, one test (live, unpinned, consistent header, no
    debug heap), then the handle is dropped and the block released. */
-hh_status hh_free(hh_heap *heap, hh_handle h) {
-    if (hh_unlikely(heap == NULL)) return hhi_error(HH_E_INVALID_ARG, "hh_free: heap is NULL");
-    heap_lock(heap);
-    hh_handle_table *t = &heap->handles;
-    uint32_t idx = hh_handle_index(h);
-    uint32_t cidx = idx < t->capacity ? idx : 0;
-    hh_handle_slot *s = &t->slots[cidx];
-    char *p = s->ptr;
-    if (hh_unlikely(s->key != (h.id >> HH_HANDLE_INDEX_BITS) || p == NULL || heap->debug)) return free_generic(heap, h);
-    hhi_block *b = blk_from_payload(p);
-    uint64_t w = b->word;
-    if (hh_unlikely((w & (BLK_FREE | ((uint64_t)0xFF << BLK_PINS_SHIFT))) != 0 || b->u.live.slot != idx))
-        return free_generic(heap, h);
-    size_t off = (size_t)((char *)b - heap->base), size = (size_t)(w & BLK_SIZE_MASK);
+/* hh_free of a block the cache does not take (larger than HHI_CACHE_MAX_BLOCK,
+   or the cache is full): coalesced now. Apart from hh_free so that the cache
+   path keeps a small frame. The handle is dropped; lock held, released here. */
+HH_NOINLINE static hh_status free_release(hh_heap *heap, hh_handle h, hhi_block *b, uint64_t w) {
+    size_t off = blk_offset(heap, b), size = (size_t)(w & BLK_SIZE_MASK);
     bool prev_free = (w & BLK_PREV_FREE) != 0;
-    hh_handle_drop_fast(t, s, idx);
     heap_touch(heap, prev_free ? blk_offset(heap, blk_prev_free_block(b)) : off);
     used_sub(heap, off, size);
     heap->live_blocks--;
-    hh_track_free(heap, p, blk_usable(heap, b));
+    hh_track_free(heap, blk_payload(b), blk_usable(heap, b));
     region_release_inline(heap, off, size, prev_free);
     if (hh_unlikely(heap->event_fn != NULL)) event_free(heap, h);
     hh_assert_expensive(hhi_heap_is_valid(heap));
     heap_unlock(heap);
     return HH_OK;
+}
+
+/* hh_free's body; `plain` as for heap_alloc. */
+HH_INLINE hh_status free_body(hh_heap *heap, hh_handle h, bool plain) {
+    if (!plain) heap_lock(heap);
+    hhi_slots *t = &heap->handles;
+    uint32_t idx = hh_handle_index(h);
+    char *p = hhi_slot_lookup(t, h);
+    if (hh_unlikely(p == NULL || (!plain && heap->debug))) return free_generic(heap, h);
+    hhi_block *b = blk_from_payload(p);
+    uint64_t w = b->word;
+    if (hh_unlikely((w & (BLK_FREE | ((uint64_t)0xFF << BLK_PINS_SHIFT))) != 0 || b->u.live.slot != idx))
+        return free_generic(heap, h);
+    hhi_slot_drop(t, idx, (uint32_t)(h.id >> HH_HANDLE_INDEX_BITS));
+    size_t size = (size_t)(w & BLK_SIZE_MASK);
+    if (hh_unlikely(size > HHI_CACHE_MAX_BLOCK || size > heap->cache_room)) return free_release(heap, h, b, w);
+    /* into the cache: the block stays as it is to its neighbours (I13) */
+    size_t off = (size_t)((char *)b - heap->base);
+    heap_touch(heap, off);                           /* low_mark: no cached block lies below it (I13) */
+    heap->live_blocks--;
+    hh_track_free(heap, p, blk_usable(heap, b));
+    b->word = (w & (BLK_SIZE_MASK | BLK_PREV_FREE)) | BLK_CACHED;
+    b->u.free.next = heap->cache[size / HHI_GRANULE];
+    heap->cache[size / HHI_GRANULE] = off_granule(off);
+    heap->cache_room -= size;
+    heap->cache_count[size / HHI_GRANULE]++;
+    if (hh_unlikely(heap->event_fn != NULL)) event_free(heap, h);
+    hh_assert_expensive(hhi_heap_is_valid(heap));
+    if (!plain) heap_unlock(heap);
+    return HH_OK;
+}
+
+/* hh_free past its fast path: a NULL heap, a thread-safe or debug heap, an
+   event hook, a block the cache does not take, any bad handle. */
+HH_NOINLINE static hh_status free_slow(hh_heap *heap, hh_handle h) {
+    if (hh_unlikely(heap == NULL)) return hhi_error(HH_E_INVALID_ARG, "hh_free: heap is NULL");
+    if (heap->flags & (HH_HEAP_THREADSAFE | HH_HEAP_DEBUG)) return free_body(heap, h, false);
+    return free_body(heap, h, true);
+}
+
+/* The fast path: a live, unpinned block of a plain heap (no lock, no debug,
+   no event hook) that the cache takes. Nothing changes before every test has
+   passed, and it makes no call (no stack frame); everything else is free_slow. */
+hh_status hh_free(hh_heap *heap, hh_handle h) {
+    if (hh_likely(heap != NULL && !(heap->flags & (HH_HEAP_THREADSAFE | HH_HEAP_DEBUG)) && heap->event_fn == NULL)) {
+        hhi_slots *t = &heap->handles;
+        uint32_t idx = hh_handle_index(h);
+        char *p = hhi_slot_lookup(t, h);
+        if (hh_likely(p != NULL)) {
+            hhi_block *b = blk_from_payload(p);
+            uint64_t w = b->word;
+            size_t size = (size_t)(w & BLK_SIZE_MASK);
+            if (hh_likely((w & (BLK_FREE | ((uint64_t)0xFF << BLK_PINS_SHIFT))) == 0 && b->u.live.slot == idx &&
+                          size <= HHI_CACHE_MAX_BLOCK && size <= heap->cache_room)) {
+                hhi_slot_drop(t, idx, (uint32_t)(h.id >> HH_HANDLE_INDEX_BITS));
+                size_t off = (size_t)((char *)b - heap->base);
+                heap_touch(heap, off);               /* low_mark: no cached block lies below it (I13) */
+                heap->live_blocks--;
+                hh_track_free(heap, p, blk_usable(heap, b));
+                b->word = (w & (BLK_SIZE_MASK | BLK_PREV_FREE)) | BLK_CACHED;
+                b->u.free.next = heap->cache[size / HHI_GRANULE];
+                heap->cache[size / HHI_GRANULE] = off_granule(off);
+                heap->cache_room -= size;
+                heap->cache_count[size / HHI_GRANULE]++;
+                hh_assert_expensive(hhi_heap_is_valid(heap));
+                return HH_OK;
+            }
+        }
+    }
+    return free_slow(heap, h);
 }
 
 /* ---------------------------------------------------------------------------
@@ -1254,6 +1430,10 @@ static hhi_block *resize_move(hh_heap *h, hhi_block *b, size_t nbs) {
         hhi_heap_quarantine_release(h);
         f = hhi_heap_find_fit(h, nbs, align);
     }
+    if (f == NULL && !heap_cache_empty(h)) {              /* the cached holes may coalesce into room */
+        hhi_heap_cache_flush(h);
+        f = hhi_heap_find_fit(h, nbs, align);
+    }
     if (f == NULL && h->managed < h->limit) f = heap_grow(h, nbs, align);   /* nothing moves */
     if (f == NULL && h->free_bytes >= nbs && !(h->flags & HH_HEAP_NO_AUTO_COMPACT)) {
         heap_touch(h, 0);
@@ -1262,7 +1442,7 @@ static hhi_block *resize_move(hh_heap *h, hhi_block *b, size_t nbs) {
                             : hhi_heap_compact_for(h, nbs, align);
         h->compacting = false;
         if (f) h->compactions++;
-        b = blk_from_payload(hh_handle_ptr_at(&h->handles, slot));
+        b = blk_from_payload(hhi_slot_ptr(&h->handles, slot));
     }
     if (f == NULL) return NULL;
     size_t boff = blk_offset(h, b), old_usable = blk_usable(h, b);
@@ -1296,6 +1476,11 @@ hh_status hh_resize(hh_heap *heap, hh_handle h, size_t new_size) {
     if (b == NULL) return hh_last_error();
     size_t nbs = blk_min_size(heap, new_size);
     heap_touch(heap, blk_offset(heap, b));
+    if (nbs > blk_size(b) && !heap_cache_empty(heap)) {   /* growing: a cached neighbour (past a free one) is room */
+        hhi_block *n = blk_next(heap, b);
+        if (n && blk_is_free(n)) n = blk_next(heap, n);
+        if (n && blk_cached(n)) hhi_heap_cache_flush(heap);
+    }
     if (resize_in_place(heap, b, nbs)) {
         heap_event(heap, &(hh_heap_event){ .kind = HH_EV_RESIZE, .handle = h, .size = new_size });
         heap_unlock(heap);
@@ -1321,19 +1506,27 @@ hh_status hh_resize(hh_heap *heap, hh_handle h, size_t new_size) {
 /* ---------------------------------------------------------------------------
    Queries, pins
 --------------------------------------------------------------------------- */
-void *hh_deref_fail(const hh_heap *heap, hh_handle h) {
+/* hh_deref past its fast path: reports why h names nothing. */
+HH_NOINLINE HH_COLD static void *deref_fail(const hh_heap *heap, hh_handle h) {
     if (heap == NULL) {
         hhi_error(HH_E_INVALID_ARG, "hh_deref: heap is NULL");
         return NULL;
     }
     if (hh_is_null(h)) return NULL;
-    if (hh_handle_check(&heap->handles, h, "hh_deref") == HH_OK)   /* a forged id that hits an unused slot */
+    if (hhi_slots_check(&heap->handles, h, "hh_deref") == HH_OK)   /* cannot happen: the lookup failed */
         hhi_error(HH_E_STALE_HANDLE, "hh_deref: handle %#llx does not name a live block", (unsigned long long)h.id);
     return NULL;
 }
 
-#undef hh_deref
-void *hh_deref(const hh_heap *heap, hh_handle h) { return hh_deref_inline(heap, h); }
+/* The function behind the macro (heap.h): the same fast path, then the report.
+   hh_deref_inline calls it for everything but a live handle. */
+void *(hh_deref)(const hh_heap *heap, hh_handle h) {
+    if (hh_likely(heap != NULL)) {
+        void *p = hhi_slot_lookup(&heap->handles, h);
+        if (hh_likely(p != NULL)) return p;
+    }
+    return deref_fail(heap, h);
+}
 
 size_t hh_size(const hh_heap *heap, hh_handle h) {
     hhi_block *b = block_locked(heap, h, "hh_size");
@@ -1407,6 +1600,6 @@ size_t hh_heap_managed_bytes(const hh_heap *heap) { return heap ? heap->managed 
 
 size_t hh_heap_overhead_bytes(const hh_heap *heap) {
     if (heap == NULL) return 0;
-    return sizeof *heap + heap->starts.bytes + heap->frees.bytes + (size_t)heap->handles.hwm * sizeof(hh_handle_slot) +
+    return sizeof *heap + heap->starts.bytes + heap->frees.bytes + (size_t)heap->handles.hwm * sizeof(uint64_t) +
            heap->journal.cap * sizeof(hh_move_record) + (size_t)heap->region_count * sizeof(hhi_region);
 }

@@ -1,5 +1,8 @@
 /* heap_check.c -- hh_heap_check, hh_heap_walk, hh_heap_stats_get.
  *
+ * None of them changes the heap: the walk and the stats show the blocks of
+ * the free-block cache as free blocks of their own, as they are (I13).
+ *
  * The checker walks every block once and verifies invariants I1..I12 of
  * heap_internal.h, naming the first one broken. It is public API (tools and
  * tests call it) and backs hh_assert_expensive through hhi_heap_is_valid.
@@ -49,6 +52,8 @@ typedef struct walk_count {
     uint32_t live, free_blocks, pinned;
     uint64_t sumsq;
     size_t   quar;                                     /* quarantine blocks (I12) */
+    size_t   cached_bytes;                             /* cached blocks (I13) */
+    uint32_t cached;
 } walk_count;
 
 /* One block's own invariants (I1, I3, I5, I6, I9). */
@@ -71,6 +76,14 @@ static hh_status check_block(const hh_heap *h, const hhi_block *b, bool prev_fre
         c->sumsq += u * u;
         return HH_OK;
     }
+    if (blk_cached(b)) {                             /* I13: a freed block waiting in the cache */
+        if ((b->word & ~(BLK_SIZE_MASK | BLK_PREV_FREE)) != BLK_CACHED || size > HHI_CACHE_MAX_BLOCK)
+            FAIL("I13: cached block at offset %zu has pins, slack, alignment or a size (%zu) the cache does not take", off, size);
+        c->used += size;
+        c->cached++;
+        c->cached_bytes += size;
+        return HH_OK;
+    }
     if (blk_quarantined(b)) {                        /* I12: a moved block's old place, bytes dead */
         if (b->u.live.slot != 0 || blk_pins(b) != HHI_MAX_PINS)
             FAIL("I12: quarantine block at offset %zu has a slot or a pin count", off);
@@ -79,10 +92,10 @@ static hh_status check_block(const hh_heap *h, const hhi_block *b, bool prev_fre
         return HH_OK;
     }
     uint32_t slot = b->u.live.slot;
-    if (slot == 0 || slot >= h->handles.capacity) FAIL("I6: block at offset %zu has slot %u out of range", off, slot);
-    const hh_handle_slot *s = &h->handles.slots[slot];
-    if (s->key & HH_HANDLE_KEY_FREE) FAIL("I6: block at offset %zu has a dead slot %u", off, slot);
-    if (s->ptr != blk_payload(b)) FAIL("I6: slot %u does not point at its block (offset %zu)", slot, off);
+    if (slot == 0 || slot >= h->handles.hwm) FAIL("I6: block at offset %zu has slot %u out of range", off, slot);
+    if ((uint8_t)*slot_word(&h->handles, slot) != h->handles.tag)
+        FAIL("I6: block at offset %zu has a dead slot %u", off, slot);
+    if (hhi_slot_ptr(&h->handles, slot) != blk_payload(b)) FAIL("I6: slot %u does not point at its block (offset %zu)", slot, off);
     if (!off_aligned(off, blk_align(b))) FAIL("I6: block at offset %zu breaks its alignment %zu", off, blk_align(b));
     if ((size_t)blk_slack(b) * HHI_GRANULE + HHI_HDR + h->guard + HHI_GRANULE > size)
         FAIL("I6: block at offset %zu has slack larger than its size allows", off);
@@ -100,6 +113,33 @@ static hh_status check_block(const hh_heap *h, const hhi_block *b, bool prev_fre
         c->pinned++;
         c->pinned_bytes += size;
     }
+    return HH_OK;
+}
+
+/* Every cache list holds cached blocks of its size only, without cycles, and
+   the lists together hold exactly the cached blocks a walk finds (I13). */
+static hh_status check_cache(const hh_heap *h, bool report, const walk_count *c) {
+    uint32_t listed = 0;
+    size_t bytes = 0;
+    for (unsigned k = 0; k < HHI_CACHE_CLASSES; k++) {
+        uint32_t in_list = 0;
+        for (uint32_t g = h->cache[k]; g != HHI_NONE; in_list++) {
+            size_t off = granule_off(g);
+            if (off >= h->managed || !hhi_bitmap_test(&h->starts, g)) FAIL("I13: cache list %u links to offset %zu, no block starts there", k, off);
+            const hhi_block *b = blk_at(h, off);
+            if (!blk_cached(b) || blk_size(b) != (size_t)k * HHI_GRANULE)
+                FAIL("I13: block at offset %zu (size %zu) is in cache list %u but is not a cached block of that size", off, blk_size(b), k);
+            if (++listed > c->cached) FAIL("I13: the cache lists hold more blocks than the heap has cached blocks (or a cycle)");
+            if (off < h->low_mark) FAIL("I13: cached block at offset %zu lies below low_mark %zu", off, h->low_mark);
+            bytes += blk_size(b);
+            g = b->u.free.next;
+        }
+        if (in_list != h->cache_count[k]) FAIL("I13: cache list %u holds %u blocks, its count says %u", k, in_list, h->cache_count[k]);
+    }
+    if (h->cache_room > h->cache_limit) FAIL("I13: cache room %zu exceeds the cache limit %zu", h->cache_room, h->cache_limit);
+    if (listed != c->cached || bytes != c->cached_bytes || bytes != heap_cached_bytes(h))
+        FAIL("I13: %u cached blocks (%zu bytes) in the heap, %u (%zu bytes) in the lists, the cache room says %zu bytes",
+             c->cached, c->cached_bytes, listed, bytes, heap_cached_bytes(h));
     return HH_OK;
 }
 
@@ -159,6 +199,8 @@ static hh_status check_impl(const hh_heap *h, bool report) {
         if (h->quar[i] >= h->managed || !hhi_bitmap_test(&h->starts, h->quar[i] / HHI_GRANULE) ||
             !blk_quarantined(blk_at(h, h->quar[i])))
             FAIL("I12: listed quarantine offset %zu is not a quarantine block", h->quar[i]);
+    s = check_cache(h, report, &c);
+    if (s != HH_OK) return s;
     s = check_regions(h, report);
     if (s != HH_OK) return s;
     for (size_t i = 0; i < h->journal.count; i++) {
@@ -191,11 +233,14 @@ void hh_heap_walk(const hh_heap *heap, hh_walk_fn fn, void *user) {
     for (size_t off = 0; off < heap->managed;) {
         const hhi_block *b = blk_at(heap, off);
         hh_block_info info = { .offset = off, .size = blk_size(b), .handle = HH_NULL, .tag = 0, .state = HH_BLOCK_FREE };
-        if (blk_quarantined(b)) {
+        if (blk_cached(b)) {
+            /* a hole waiting in the free-block cache: free space, shown as
+               it is (merging it would change the heap: I13) */
+        } else if (blk_quarantined(b)) {
             info.state = HH_BLOCK_PINNED;                 /* debug moves: held, owned by nobody (handle null) */
         } else if (!blk_is_free(b)) {
             uint32_t slot = b->u.live.slot;
-            info.handle = hh_handle_at(&heap->handles, slot);
+            info.handle = hhi_slot_handle(&heap->handles, slot);
             info.tag = b->u.live.tag;
             info.state = blk_pins(b) ? HH_BLOCK_PINNED : HH_BLOCK_LIVE;
         }
@@ -220,14 +265,17 @@ void hh_heap_stats_get(const hh_heap *heap, hh_heap_stats *out) {
         return;
     }
     heap_lock(heap);
+    /* cached blocks are free bytes and holes of their own (I13), unmerged:
+       looking changes nothing */
+    size_t cached = heap_cached_bytes(heap), largest = hhi_freelist_largest(heap), lc = heap_cached_largest(heap);
     out->capacity = heap->managed;
-    out->used_bytes = heap->used_bytes;
-    out->free_bytes = heap->free_bytes;
-    out->largest_free = hhi_freelist_largest(heap);
+    out->used_bytes = heap->used_bytes - cached;
+    out->free_bytes = heap->free_bytes + cached;
+    out->largest_free = largest > lc ? largest : lc;
     out->live_blocks = heap->live_blocks;
-    out->free_blocks = heap->free_blocks;
+    out->free_blocks = heap->free_blocks + heap_cached_blocks(heap);
     out->pinned_blocks = heap->pinned_blocks;
-    out->fragmentation = hhi_fragmentation(out->largest_free, heap->free_bytes);
+    out->fragmentation = hhi_fragmentation(out->largest_free, out->free_bytes);
     out->total_moves = heap->total_moves;
     out->total_bytes_moved = heap->total_bytes_moved;
     heap_unlock(heap);

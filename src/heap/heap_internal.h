@@ -7,6 +7,7 @@
  *   block at offset 0 satisfies any alignment up to HH_HEAP_MAX_ALIGN.
  *
  *   live block : [hdr: word | slot | tag][payload ... ][guard (HH_HEAP_DEBUG)]
+ *   cached block: [hdr: word | next | - ][unused ... ]      (free-block cache, I13)
  *   free block : [hdr: word | next | prev][unused ... ][footer: size]
  *
  *   hdr.word  bits 0..3   flags (BLK_FREE, BLK_PREV_FREE, BLK_QUARANTINE)
@@ -37,7 +38,9 @@
  *       the free-block starts; each upper level marks exactly the non-zero words below.
  *   I6  a live block's slot is live and points at its payload; the payload is
  *       aligned to the block's alignment; slack <= size - minimal.
- *   I7  the handle table's live count equals the number of live blocks.
+ *   I7  the slot table's live count equals the number of live blocks; each
+ *       live block's slot (below hwm) has the heap's tag and the block's
+ *       payload granule (I6 names it).
  *   I8  the counters (used/free bytes, live/free/pinned blocks, sum of squares)
  *       equal what a walk finds.
  *   I9  (HH_HEAP_DEBUG) every live block's guard bytes are intact.
@@ -48,6 +51,31 @@
  *       maximum pin count so that nothing moves them -- are exactly the ones
  *       listed in quar[]; they count as used bytes (I8, I11), not as live or
  *       pinned blocks, and no handle names them.
+ *   I13 cached blocks -- BLK_CACHED, no pins, slack or alignment bits, a size
+ *       of at most HHI_CACHE_MAX_BLOCK -- are exactly the blocks of the cache
+ *       lists, each in the list of its size; their bytes are
+ *       cache_limit - cache_room (so at most cache_limit), the blocks of
+ *       each list cache_count[]; low_mark is at or below every one of them. To their neighbours
+ *       (I2, I3) and the bitmaps (I5: start bit, no free bit) they are
+ *       occupied blocks; they count as used bytes (I8, I11), not as live
+ *       blocks, and no handle names them.
+ *
+ * Free-block cache: hh_free puts a freed block of at most HHI_CACHE_MAX_BLOCK
+ * bytes (not on a debug heap) at the head of a LIFO list of its exact size
+ * instead of coalescing it, while the cache holds at most cache_limit bytes;
+ * an allocation of that block size (alignment 16) takes the newest one back.
+ * Neither touches the TLSF lists, bitmaps, footers, neighbours or the region
+ * summary: that is what makes the churn of game objects cheap (the same sizes
+ * come and go every frame). A cached block is a hole to everyone else, so
+ * hhi_heap_cache_flush frees the whole cache for real before anything acts on
+ * holes: at the start of every defrag step (hhi_heap_journal_reset), before
+ * an allocation carves the top region (holes first: the highest live byte is
+ * the footprint) or it or a resize grows or compacts the heap, and when a
+ * resize could grow into a cached neighbour. The defrag service and allocation-time
+ * compaction therefore never meet a cached block. The observers (stats, walk,
+ * defrag metrics) change nothing: they count each cached block as a free
+ * block of its own (unmerged), so what they report -- and a trace's replay,
+ * which must reproduce every placement -- never depends on when one looked.
  *
  * Debug moves (HH_HEAP_DEBUG_MOVES): while a defrag step moves blocks (not
  * during allocation-time compaction or a resize: h->compacting), a moved
@@ -93,6 +121,9 @@
 #include <string.h>
 
 #include "hheap/heap.h"
+/* Include exception: the heap embeds a handle table and inlines its private
+   issue/release fast paths (handles_internal.h), as hh_handle_alloc does. */
+#include "../handles/handles_internal.h"
 #include "../common/hh_assert.h"
 #include "../common/hh_compiler.h"
 #include "../common/hh_config.h"
@@ -128,6 +159,7 @@ _Static_assert(HHI_MIN_BLOCK >= HHI_HDR + 8, "a free block must hold its footer"
 #define BLK_FREE       ((uint64_t)1)
 #define BLK_PREV_FREE  ((uint64_t)2)
 #define BLK_QUARANTINE ((uint64_t)4)   /* HH_HEAP_DEBUG_MOVES: a moved block's old place, held until the next step */
+#define BLK_CACHED     ((uint64_t)8)   /* a freed block held in the free-block cache (I13); u.free.next links it */
 #define BLK_FLAGS      ((uint64_t)0xF)
 #define BLK_SIZE_MASK  ((uint64_t)0x0000FFFFFFFFFFF0)
 #define BLK_ALIGN_SHIFT 48
@@ -155,6 +187,15 @@ enum {
     HHI_SMALL_BLOCK = 1 << HHI_FL_SHIFT,
 };
 _Static_assert(HHI_FL_COUNT <= 32, "first-level bitmap is 32 bits");
+
+/* Free-block cache (I13): whole block sizes up to HHI_CACHE_MAX_BLOCK (a
+   1 KiB payload and its header), one LIFO list per 16-byte size. */
+enum {
+    HHI_CACHE_MAX_BLOCK = 1024 + HHI_HDR,
+    HHI_CACHE_CLASSES   = HHI_CACHE_MAX_BLOCK / HHI_GRANULE + 1,   /* index: block size / 16 */
+    HHI_CACHE_MIN_LIMIT = 64 << 10,                                /* bytes a cache may hold at least */
+    HHI_CACHE_LIMIT_SHIFT = 4,                                     /* ... or 1/16 of the managed bytes */
+};
 _Static_assert(HHI_SL_COUNT <= 32, "second-level bitmaps are 32 bits");
 
 typedef struct hhi_freelists {
@@ -215,6 +256,144 @@ HH_INTERNAL size_t hhi_bitmap_next(const hhi_bitmap *bm, size_t i);
 HH_INTERNAL size_t hhi_bitmap_prev(const hhi_bitmap *bm, size_t i);
 
 /* ---------------------------------------------------------------------------
+   The heap's handle slots (heap_slots.c): 8 bytes each, one atomic word
+     bits 63..32  live: payload offset from base in granules;
+                  free: the next slot of the free FIFO (0: end)
+     bits 31..0   key: generation (24 bits) << 8 | tag; the heap's tag (1..255)
+                  on a live slot, 0 on every other (free, retired, never used,
+                  the sentinel slot 0)
+   A handle is idx | key << 24 (hheap/handles.h's layout with a generation
+   below 2^24), so hh_deref compares id >> 24 with the word's low half (one
+   load, one compare) and tests that the handle's tag is not 0 -- off the
+   load's path -- so that no handle, forged or not, matches a slot that is
+   not live; never-used slots read 0 (zero pages), so lookups need only clamp
+   to the reserved capacity. hwm is the first never-used slot.
+   Policy as the generic table's (hheap/handles.h): a freed slot joins a FIFO
+   and rests while at most min_free slots wait; its generation moves up by one
+   (mod 2^24). A table's slots start at first_gen = epoch << 16 | 1 (the tag's
+   epoch spreads successive tables of one tag), and a slot whose generation
+   would come back to first_gen -- it has been issued 2^24 times -- retires:
+   no generation of a slot is issued twice.
+--------------------------------------------------------------------------- */
+enum { HHI_GEN_BITS = 24, HHI_GEN_EPOCH_SHIFT = 16 };
+#define HHI_GEN_MASK (((uint32_t)1 << HHI_GEN_BITS) - 1)
+
+typedef struct hhi_slots {
+    hh_heap_head head;            /* MUST stay first: slots, base, capacity (reserved, slot 0 included) */
+    uint32_t hwm;                 /* first never-used slot (1 at start) */
+    uint32_t committed;           /* slots [0, committed) are writable (growable: committed as issued) */
+    uint32_t free_head, free_tail;/* FIFO of released slots: oldest ... newest (0: empty) */
+    uint32_t free_count, min_free;
+    uint32_t live_count, retired_count;
+    uint32_t first_gen;           /* generation of a slot's first handle */
+    uint32_t first_key;           /* first_gen << 8: a dead key that comes back to it retires the slot */
+    uint8_t  tag;                 /* 1..255, held by no other live table (hhi_handle_tag_acquire) */
+    size_t   reserved_bytes;
+} hhi_slots;
+
+static inline uint64_t *slot_word(const hhi_slots *t, uint32_t idx) { return &t->head.slots[idx]; }
+static inline hh_handle slot_key_handle(uint32_t idx, uint32_t key) {
+    hh_handle h;
+    h.id = ((uint64_t)key << HH_HANDLE_INDEX_BITS) | idx;
+    return h;
+}
+/* true if h's key part can name a live slot of any heap: a tag (no live
+   slot has tag 0) and a generation below 2^24. */
+static inline bool slot_key_usable(hh_handle h) { return ((h.id >> HH_HANDLE_INDEX_BITS) & 0xFF) != 0; }
+/* The handle issued in live slot idx, the payload it names. */
+static inline hh_handle hhi_slot_handle(const hhi_slots *t, uint32_t idx) {
+    return slot_key_handle(idx, (uint32_t)*slot_word(t, idx));
+}
+static inline void *hhi_slot_ptr(const hhi_slots *t, uint32_t idx) {
+    return t->head.base + ((*slot_word(t, idx) >> 32) << 4);
+}
+/* The payload behind h if h is live, else NULL (nothing reported; lock-free). */
+static inline void *hhi_slot_lookup(const hhi_slots *t, hh_handle h) {
+    uint32_t idx = (uint32_t)(h.id & HH_HANDLE_INDEX_MASK);
+    idx = idx < t->head.capacity ? idx : 0;
+    uint64_t w = HH_SLOT_LOAD(slot_word(t, idx));
+    return (h.id >> HH_HANDLE_INDEX_BITS) == (uint32_t)w && slot_key_usable(h) ? t->head.base + ((w >> 32) << 4) : NULL;
+}
+HH_INTERNAL bool hhi_slots_commit_more(hhi_slots *t);
+/* The oldest slot of the FIFO (free_count > 0). */
+static inline uint32_t hhi_slot_fifo_take(hhi_slots *t) {
+    uint32_t idx = t->free_head;
+    t->free_head = (uint32_t)(*slot_word(t, idx) >> 32);
+    if (--t->free_count == 0) t->free_tail = 0;
+    return idx;
+}
+/* A slot for a new handle (still free until hhi_slot_issue): a rested one,
+   else a never-used one (committing more of a growable table), else any free
+   one; 0 when none is left. */
+static inline uint32_t hhi_slot_take(hhi_slots *t) {
+    if (t->free_count > t->min_free) return hhi_slot_fifo_take(t);
+    uint32_t idx = t->hwm;
+    if (HH_UNLIKELY(idx >= t->committed) && !hhi_slots_commit_more(t)) return t->free_count > 0 ? hhi_slot_fifo_take(t) : 0;
+    HH_SLOT_STORE(slot_word(t, idx), (uint64_t)(t->first_gen << 8));   /* free (tag 0), first generation */
+    HH_SLOT_STORE(&t->hwm, idx + 1);             /* read without the lock by hhi_slots_check */
+    return idx;
+}
+/* Gives back a slot taken and not issued (the allocation failed), so that the
+   table is as before the take: a never-used one below bound again (it is the
+   last one and has the first generation, which a released slot never has), a
+   FIFO one at the FIFO's head. */
+static inline void hhi_slot_untake(hhi_slots *t, uint32_t idx) {
+    uint64_t *w = slot_word(t, idx);
+    if (idx + 1 == t->hwm && (((uint32_t)*w >> 8) & HHI_GEN_MASK) == t->first_gen) {
+        HH_SLOT_STORE(w, (uint64_t)0);
+        HH_SLOT_STORE(&t->hwm, idx);
+        return;
+    }
+    HH_SLOT_STORE(w, ((uint64_t)t->free_head << 32) | (uint32_t)*w);
+    t->free_head = idx;
+    if (t->free_count++ == 0) t->free_tail = idx;
+}
+/* Issues taken slot idx for the payload at p: its handle. */
+static inline hh_handle hhi_slot_issue(hhi_slots *t, uint32_t idx, const void *p) {
+    uint64_t *w = slot_word(t, idx);
+    uint32_t key = (uint32_t)*w | t->tag;
+    HH_SLOT_STORE_REL(w, (uint64_t)((size_t)((const char *)p - t->head.base) >> 4) << 32 | key);
+    t->live_count++;
+    return slot_key_handle(idx, key);
+}
+/* Re-points live slot idx at the payload p (a moved block). */
+static inline void hhi_slot_repoint(hhi_slots *t, uint32_t idx, const void *p) {
+    uint64_t *w = slot_word(t, idx);
+    HH_SLOT_STORE(w, (uint64_t)((size_t)((const char *)p - t->head.base) >> 4) << 32 | (uint32_t)*w);
+}
+/* Releases live slot idx whose key is `key`: the next generation, tag 0
+   (dead), at the FIFO's tail; or retired (tag 0, never queued) when that
+   generation would be the first again. */
+static inline void hhi_slot_drop(hhi_slots *t, uint32_t idx, uint32_t key) {
+    uint64_t *w = slot_word(t, idx);
+    uint32_t nk = (key & ~(uint32_t)0xFF) + ((uint32_t)1 << 8);   /* generation + 1 mod 2^24, tag 0 */
+    t->live_count--;
+    if (HH_UNLIKELY(nk == t->first_key)) {
+        HH_SLOT_STORE_REL(w, (uint64_t)(key & ~(uint32_t)0xFF));
+        t->retired_count++;
+        return;
+    }
+    HH_SLOT_STORE_REL(w, (uint64_t)nk);           /* dead first; the end of the FIFO */
+    if (t->free_tail) {
+        uint64_t *tw = slot_word(t, t->free_tail);
+        HH_SLOT_STORE(tw, ((uint64_t)idx << 32) | (uint32_t)*tw);
+    } else {
+        t->free_head = idx;
+    }
+    t->free_tail = idx;
+    t->free_count++;
+}
+/* Maps (growable: reserves and commits the first slots) the slots of a table
+   of max_handles handles for the range at base; HH_E_NO_MEMORY reported. */
+HH_INTERNAL hh_status hhi_slots_init(hhi_slots *t, char *base, uint32_t max_handles, bool growable, bool huge);
+HH_INTERNAL void      hhi_slots_fini(hhi_slots *t);
+/* Test hook: free slot idx of heap h will be issued `left` more times before it
+   retires (its next generation becomes first_gen - left, mod 2^24). */
+HH_INTERNAL void hhi_heap_slot_age(hh_heap *h, uint32_t idx, uint32_t left);
+/* HH_OK if h is live, else HH_E_STALE_HANDLE reported under `who` (why). Lock-free. */
+HH_INTERNAL hh_status hhi_slots_check(const hhi_slots *t, hh_handle h, const char *who);
+
+/* ---------------------------------------------------------------------------
    The heap object
 --------------------------------------------------------------------------- */
 struct hhi_defrag;   /* owned by src/defrag (defrag_internal.h) */
@@ -233,7 +412,7 @@ typedef struct hhi_journal {
 } hhi_journal;
 
 struct hh_heap {
-    hh_handle_table handles;      /* MUST stay first: hh_deref_inline reads it through the heap pointer */
+    hhi_slots   handles;          /* MUST stay first: hh_deref_inline reads its head through the heap pointer */
     char       *base;             /* managed start; base + HHI_HDR is HHI_BASE_ALIGN-aligned */
     size_t      managed;          /* managed bytes (multiple of 16); grows up to limit (HH_HEAP_GROWABLE) */
     size_t      limit;            /* most managed bytes ever: the reserved range (== managed unless growable);
@@ -249,6 +428,14 @@ struct hh_heap {
     hhi_lock    lock;             /* taken when flags & HH_HEAP_THREADSAFE */
 
     hhi_freelists fl;             /* TLSF lists of free blocks */
+    /* free-block cache (I13): freed small blocks wait here, uncoalesced, for
+       the next allocation of their size; flushed (freed for real) before
+       anything looks at holes -- see hhi_heap_cache_flush */
+    uint32_t    cache[HHI_CACHE_CLASSES];   /* granule of the newest cached block of each size, HHI_NONE */
+    size_t      cache_room;       /* cache_limit less the whole cached blocks' bytes (counted in used_bytes
+                                     and the regions): one compare and one subtract on hh_free */
+    size_t      cache_limit;      /* the cached bytes stay <= this: max(HHI_CACHE_MIN_LIMIT, managed / 16) */
+    uint32_t    cache_count[HHI_CACHE_CLASSES];   /* blocks in each cache list (the observers' figures) */
     hhi_bitmap  starts;           /* bit per granule: a block starts here */
     hhi_bitmap  frees;            /* bit per granule: a free block starts here */
 
@@ -302,6 +489,36 @@ static inline size_t   blk_size(const hhi_block *b) { return (size_t)(b->word & 
 static inline bool     blk_is_free(const hhi_block *b) { return (b->word & BLK_FREE) != 0; }
 static inline bool     blk_prev_free(const hhi_block *b) { return (b->word & BLK_PREV_FREE) != 0; }
 static inline bool     blk_quarantined(const hhi_block *b) { return (b->word & BLK_QUARANTINE) != 0; }
+static inline bool     blk_cached(const hhi_block *b) { return (b->word & BLK_CACHED) != 0; }
+/* Bytes of the cached blocks, and whether there are any (I13). The largest
+   cached block's size (observers; O(HHI_CACHE_CLASSES)). */
+static inline size_t heap_cached_bytes(const hh_heap *h) { return h->cache_limit - h->cache_room; }
+static inline bool   heap_cache_empty(const hh_heap *h) { return h->cache_room == h->cache_limit; }
+static inline size_t heap_cached_largest(const hh_heap *h) {
+    for (unsigned c = HHI_CACHE_CLASSES; c-- > 0;)
+        if (h->cache_count[c]) return (size_t)c * HHI_GRANULE;
+    return 0;
+}
+/* Cached blocks, and the sum of their squared sizes >> sq_shift (as free_sumsq). O(HHI_CACHE_CLASSES). */
+static inline uint32_t heap_cached_blocks(const hh_heap *h) {
+    uint32_t n = 0;
+    for (unsigned c = 0; c < HHI_CACHE_CLASSES; c++) n += h->cache_count[c];
+    return n;
+}
+static inline uint64_t heap_cached_sumsq(const hh_heap *h) {
+    uint64_t sq = 0;
+    for (unsigned c = 0; c < HHI_CACHE_CLASSES; c++) {
+        uint64_t u = ((size_t)c * HHI_GRANULE) >> h->sq_shift;
+        sq += (uint64_t)h->cache_count[c] * u * u;
+    }
+    return sq;
+}
+/* Offset at or below the lowest hole, cached blocks included (observers):
+   the lowest free block's, or low_mark when it is lower and blocks are
+   cached (every cached block lies at or above it, I13). */
+static inline size_t heap_lowest_hole_bound(const hh_heap *h, size_t lowest_free) {
+    return !heap_cache_empty(h) && h->low_mark < lowest_free ? h->low_mark : lowest_free;
+}
 static inline unsigned blk_pins(const hhi_block *b) { return (unsigned)(b->word >> BLK_PINS_SHIFT); }
 static inline unsigned blk_slack(const hhi_block *b) { return (unsigned)((b->word >> BLK_SLACK_SHIFT) & 0xF); }
 static inline size_t   blk_align(const hhi_block *b) { return (size_t)16 << ((b->word >> BLK_ALIGN_SHIFT) & 0xF); }
@@ -516,7 +733,7 @@ static inline hhi_block *fl_exact_then_find(const hh_heap *h, size_t size) {
 
 /* Free block nb (granule ng, nsize bytes) takes the list place of free block
    ob (granule og, osize bytes): a relink when both sizes map to one list. */
-static inline void fl_replace(hh_heap *h, hhi_block *ob, uint32_t og, size_t osize, hhi_block *nb, uint32_t ng,
+HH_INLINE void fl_replace(hh_heap *h, hhi_block *ob, uint32_t og, size_t osize, hhi_block *nb, uint32_t ng,
                               size_t nsize) {
     if (hh_likely(osize >= nsize ? fl_same_list(osize, nsize) : fl_same_list(nsize, osize))) {
         fl_relink(h, ob, nb, ng, nsize);
@@ -629,7 +846,13 @@ HH_INTERNAL size_t hhi_heap_sweep_compact(hh_heap *h, size_t *bytes);
    used until that block moves (a move drops slack) or is freed. false (nothing
    changed) if f is at offset 0 or that block's slack would overflow. */
 HH_INTERNAL bool hhi_heap_absorb_hole(hh_heap *h, hhi_block *f);
-/* Clears the journal and frees the quarantine (start of a defrag step). */
+/* Frees every cached block for real (coalescing, into the TLSF lists), so
+   that the holes they are become usable: called by hhi_heap_journal_reset
+   (every defrag step and hh_defrag_full begin with it), and by allocation
+   and resize before they grow or compact the heap. O(cached blocks). */
+HH_INTERNAL void hhi_heap_cache_flush(hh_heap *h);
+/* Clears the journal, flushes the free-block cache and frees the quarantine
+   (start of a defrag step). */
 HH_INTERNAL void hhi_heap_journal_reset(hh_heap *h);
 /* Slides the blocks of [offset(f), end) down one by one, starting with the
    one right above free block f, until a free block inside the range fits

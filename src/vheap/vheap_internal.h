@@ -54,6 +54,9 @@
 
 #include "hheap/vheap.h"
 #include "hheap/handles.h"
+/* Include exception: the virtual heap embeds a handle table and inlines its
+   private issue/re-point fast paths (handles_internal.h). */
+#include "../handles/handles_internal.h"
 
 #include "../common/hh_compiler.h"
 

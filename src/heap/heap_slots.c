@@ -1,0 +1,96 @@
+/* heap_slots.c -- the heap's own handle slots (8 bytes each; layout and
+ * policy in heap_internal.h). The generic table (src/handles, 16-byte slots
+ * holding any pointer) stays for other users; the heap knows its payloads lie
+ * in one range, so a slot holds a 32-bit granule offset beside the key, which
+ * halves the table and lets hh_deref read key and place with one load.
+ */
+#include "heap_internal.h"
+
+#include "../common/hh_error.h"
+
+enum { SLOTS_HUGE_BYTES = 2u << 20 };                 /* the usual transparent huge page */
+
+/* Slots committed once `have` are: the next HH_HANDLE_COMMIT_SLOTS, at most cap. */
+static uint32_t commit_target(uint32_t cap, uint32_t have) {
+    return cap - have > (uint32_t)HH_HANDLE_COMMIT_SLOTS ? have + (uint32_t)HH_HANDLE_COMMIT_SLOTS : cap;
+}
+/* Bytes of whole pages holding the first n slots, at most the reservation. */
+static size_t commit_bytes(uint32_t n, size_t reserved) {
+    size_t b = hh_align_up((size_t)n * sizeof(uint64_t), hhi_os_page_size());
+    return b < reserved ? b : hh_align_up(reserved, hhi_os_page_size());
+}
+
+bool hhi_slots_commit_more(hhi_slots *t) {
+    if (t->committed >= t->head.capacity) return false;
+    uint32_t to = commit_target(t->head.capacity, t->committed);
+    size_t from_b = commit_bytes(t->committed, t->reserved_bytes), to_b = commit_bytes(to, t->reserved_bytes);
+    if (to_b > from_b && !hhi_os_commit((char *)t->head.slots + from_b, to_b - from_b)) return false;
+    t->committed = to;
+    return true;
+}
+
+hh_status hhi_slots_init(hhi_slots *t, char *base, uint32_t max_handles, bool growable, bool huge) {
+    uint32_t cap = max_handles + 1u;                  /* + sentinel slot 0 */
+    size_t bytes = (size_t)cap * sizeof(uint64_t);
+    size_t align = huge && bytes >= SLOTS_HUGE_BYTES ? SLOTS_HUGE_BYTES : 0;
+    uint64_t *slots = growable ? hhi_os_reserve(bytes, align, true) : hhi_os_map(bytes, align);
+    if (slots == NULL)
+        return hhi_error(HH_E_NO_MEMORY, "hh_heap_create: cannot %s %zu bytes for %u handle slots",
+                         growable ? "reserve" : "map", bytes, cap);
+    uint32_t committed = cap;
+    if (growable) {
+        committed = commit_target(cap, 0);
+        if (!hhi_os_commit(slots, commit_bytes(committed, bytes))) {
+            hhi_os_unmap(slots, bytes);
+            return hhi_error(HH_E_NO_MEMORY, "hh_heap_create: cannot commit the first %u handle slots", committed);
+        }
+    }
+    if (huge) hhi_os_hugepages(slots, bytes);
+    uint8_t epoch = 0, tag = hhi_handle_tag_acquire(&epoch);
+    if (tag == 0) {
+        hhi_os_unmap(slots, bytes);
+        return hhi_error(HH_E_NO_MEMORY, "hh_heap_create: all %u table tags are held by live heaps and tables",
+                         (unsigned)HH_HANDLE_TAG_COUNT);
+    }
+    uint32_t min_free = HH_HANDLE_MIN_FREE_DEFAULT;
+    if (min_free > max_handles / 4) min_free = max_handles / 4;
+    *t = (hhi_slots){ .head = { .slots = slots, .base = base, .capacity = cap }, .hwm = 1, .committed = committed,
+                      .min_free = min_free, .first_gen = ((uint32_t)epoch << HHI_GEN_EPOCH_SHIFT) | 1u,
+                      .first_key = (((uint32_t)epoch << HHI_GEN_EPOCH_SHIFT) | 1u) << 8, .tag = tag,
+                      .reserved_bytes = bytes };
+    /* slot 0, the sentinel, stays 0: tag 0, no handle matches it */
+    return HH_OK;
+}
+
+void hhi_slots_fini(hhi_slots *t) {
+    if (t->head.slots == NULL) return;
+    hhi_os_unmap(t->head.slots, t->reserved_bytes);
+    hhi_handle_tag_release(t->tag);
+    t->head.slots = NULL;
+    t->tag = 0;
+}
+
+hh_status hhi_slots_check(const hhi_slots *t, hh_handle h, const char *who) {
+    if (hhi_slot_lookup(t, h) != NULL) return HH_OK;
+    if (hh_is_null(h)) return hhi_error(HH_E_STALE_HANDLE, "%s: null handle", who);
+    uint32_t idx = hh_handle_index(h);
+    unsigned tag = (unsigned)((h.id >> HH_HANDLE_INDEX_BITS) & 0xFF);
+    if (tag != t->tag)
+        return hhi_error(HH_E_STALE_HANDLE, "%s: handle %#llx belongs to another table (tag %u, this table %u)", who,
+                         (unsigned long long)h.id, tag, (unsigned)t->tag);
+    if (idx == 0 || idx >= HH_SLOT_LOAD(&t->hwm))   /* read without the lock by hh_deref's slow path */
+        return hhi_error(HH_E_STALE_HANDLE, "%s: handle %#llx was never issued", who, (unsigned long long)h.id);
+    if ((h.id >> 32) > HHI_GEN_MASK)                  /* no slot issues generations of 2^24 and up */
+        return hhi_error(HH_E_STALE_HANDLE, "%s: handle %#llx has a generation no slot of this heap issues", who,
+                         (unsigned long long)h.id);
+    uint64_t w = HH_SLOT_LOAD(slot_word(t, idx));
+    return hhi_error(HH_E_STALE_HANDLE, "%s: handle %#llx is stale (freed; slot generation now %u)", who,
+                     (unsigned long long)h.id, (unsigned)(((uint32_t)w >> 8) & HHI_GEN_MASK));
+}
+
+void hhi_heap_slot_age(hh_heap *h, uint32_t idx, uint32_t left) {
+    uint64_t *w = slot_word(&h->handles, idx);
+    hh_assert((uint8_t)*w == 0);                      /* free: tag 0 */
+    uint32_t gen = (h->handles.first_gen - left) & HHI_GEN_MASK;
+    *w = (*w & ~(uint64_t)0xFFFFFFFFu) | (gen << 8);
+}
