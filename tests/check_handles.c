@@ -5,6 +5,7 @@
 
 #include "../src/handles/handles_internal.h"
 #include "test_util.h"
+#include "hheap/heap.h"
 
 static hh_handle_table *t;
 static int objs[64];
@@ -41,6 +42,41 @@ START_TEST(stats_get_reports_null_arguments) {
     ck_assert_uint_eq(st.live, 1);
     ck_assert_uint_eq(hh_test_captured_count(), 2);
     ck_assert_int_eq(hh_handle_release(t, h), HH_OK);
+}
+END_TEST
+
+/* The rest of the table's API and the heap's plain getters: a NULL table or
+   heap is reported once, naming the function and the argument, and an out
+   given is cleared (each was silent, named another function or kept a stale
+   out before). */
+static void expect_one(const char *what) {
+    ck_assert_uint_eq(hh_test_captured_count(), 1);
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_INVALID_ARG);
+    ck_assert_msg(strstr(hh_test_last_message(), what) != NULL, "message '%s' lacks '%s'", hh_test_last_message(), what);
+    hh_test_reset_captured();
+}
+START_TEST(null_tables_and_heaps_are_reported) {
+    hh_test_reset_captured();
+    ck_assert_ptr_null(hh_handle_get(NULL, HH_NULL));
+    expect_one("hh_handle_get");
+    ck_assert(!hh_handle_table_commit_more(NULL));
+    expect_one("hh_handle_table_commit_more");
+    hh_handle_table *tp = (hh_handle_table *)1;
+    ck_assert_int_eq(hh_handle_table_create(NULL, &tp), HH_E_INVALID_ARG);
+    expect_one("hh_handle_table_create: desc");
+    ck_assert_ptr_null(tp);
+    ck_assert_ptr_null(hh_heap_base(NULL));
+    expect_one("hh_heap_base");
+    ck_assert_uint_eq(hh_heap_managed_bytes(NULL), 0);
+    expect_one("hh_heap_managed_bytes");
+    ck_assert_uint_eq(hh_heap_overhead_bytes(NULL), 0);
+    expect_one("hh_heap_overhead_bytes");
+    hh_heap_desc d;
+    memset(&d, 0xAB, sizeof d);
+    hh_heap_desc_get(NULL, &d);
+    expect_one("hh_heap_desc_get: heap");
+    ck_assert_uint_eq(d.capacity, 0);
+    ck_assert(d.on_move == NULL);
 }
 END_TEST
 
@@ -237,6 +273,7 @@ Suite *hh_test_handles_suite(void) {
     tcase_add_test(tc, null_handle_looks_up_as_null);
     tcase_add_test(tc, slot_zero_never_issued);
     tcase_add_test(tc, stats_get_reports_null_arguments);
+    tcase_add_test(tc, null_tables_and_heaps_are_reported);
     tcase_add_test(tc, stale_after_release);
     tcase_add_test(tc, forged_and_out_of_range_handles_rejected);
     tcase_add_test(tc, handle_of_another_table_rejected);

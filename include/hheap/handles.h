@@ -150,14 +150,16 @@ HH_API hh_handle hh_handle_alloc(hh_handle_table *t, void *ptr);
 HH_API hh_status hh_handle_release(hh_handle_table *t, hh_handle h);
 /* Re-points a live handle; HH_E_STALE_HANDLE if h is not live. */
 HH_API hh_status hh_handle_set(hh_handle_table *t, hh_handle h, void *ptr);
-/* The pointer behind h, NULL if h is null or not live (no error reported: see hh_handle_check). */
+/* The pointer behind h, NULL if h is null or not live (no error reported: see
+   hh_handle_check); a NULL or uninitialised table is reported. */
 HH_API void     *hh_handle_get(const hh_handle_table *t, hh_handle h);
 /* HH_OK if h is live, else HH_E_STALE_HANDLE reported through the error handler (who = caller name). */
 HH_API hh_status hh_handle_check(const hh_handle_table *t, hh_handle h, const char *who);
 HH_API void      hh_handle_table_stats_get(const hh_handle_table *t, hh_handle_table_stats *out);
 /* Growable tables: commits the next HH_HANDLE_COMMIT_SLOTS slots (fewer at the
    limit). false, nothing changed, when the table is at its capacity or the OS
-   refuses (not reported: the caller reports). Called by the issue fast path. */
+   refuses (not reported: the caller reports); a NULL table is reported. Called
+   by the issue fast path. */
 HH_API bool      hh_handle_table_commit_more(hh_handle_table *t);
 
 /* Index part of a handle (for tools and dumps). */

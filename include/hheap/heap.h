@@ -301,7 +301,9 @@ typedef void (*hh_heap_event_fn)(const hh_heap_event *e, void *user);
 /* Installs (or with NULL removes) the event hook. Successful operations only. */
 HH_API void hh_heap_set_event_hook(hh_heap *heap, hh_heap_event_fn fn, void *user);
 
-/* Start of the managed range (block offsets are relative to it) and its size. */
+/* Start of the managed range (block offsets are relative to it) and its size
+   (the lock is taken: a growable heap's range grows). For a NULL heap: NULL / 0
+   and HH_E_INVALID_ARG reported, as by the two below. */
 HH_API void     *hh_heap_base(const hh_heap *heap);
 HH_API size_t    hh_heap_managed_bytes(const hh_heap *heap);
 /* Bytes the heap's metadata takes outside the managed range (heap object,

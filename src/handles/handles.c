@@ -68,7 +68,11 @@ static size_t commit_bytes(uint32_t n, size_t reserved) {
 }
 
 bool hh_handle_table_commit_more(hh_handle_table *t) {
-    if (t == NULL || t->slots == NULL || t->committed >= t->capacity) return false;
+    if (t == NULL || t->slots == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_handle_table_commit_more: table is NULL or not initialised");
+        return false;
+    }
+    if (t->committed >= t->capacity) return false;
     uint32_t to = commit_target(t->capacity, t->committed);
     size_t from_b = commit_bytes(t->committed, t->reserved_bytes), to_b = commit_bytes(to, t->reserved_bytes);
     if (to_b > from_b && !hhi_os_commit((char *)t->slots + from_b, to_b - from_b)) return false;
@@ -132,6 +136,7 @@ void hh_handle_table_fini(hh_handle_table *t) {
 hh_status hh_handle_table_create(const hh_handle_table_desc *desc, hh_handle_table **out) {
     if (out == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_handle_table_create: out is NULL");
     *out = NULL;
+    if (desc == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_handle_table_create: desc is NULL");
     hh_handle_table *t = hhi_meta_alloc(sizeof *t);
     if (t == NULL) return hhi_error(HH_E_NO_MEMORY, "hh_handle_table_create: cannot allocate the table");
     hh_status s = hh_handle_table_init(t, desc);
@@ -192,7 +197,10 @@ hh_status hh_handle_set(hh_handle_table *t, hh_handle h, void *ptr) {
 }
 
 void *hh_handle_get(const hh_handle_table *t, hh_handle h) {
-    if (hh_unlikely(t == NULL || t->slots == NULL)) return NULL;
+    if (hh_unlikely(t == NULL || t->slots == NULL)) {
+        hhi_error(HH_E_INVALID_ARG, "hh_handle_get: table is NULL or not initialised");
+        return NULL;
+    }
     return hh_handle_lookup(t, h);
 }
 

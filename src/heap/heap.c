@@ -938,8 +938,13 @@ void hh_heap_destroy(hh_heap *h) {
 }
 
 void hh_heap_desc_get(const hh_heap *h, hh_heap_desc *out) {
-    if (h == NULL || out == NULL) {
-        hhi_error(HH_E_INVALID_ARG, "hh_heap_desc_get: NULL argument");
+    if (out == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_heap_desc_get: out is NULL");
+        return;
+    }
+    if (h == NULL) {
+        *out = (hh_heap_desc){0};
+        hhi_error(HH_E_INVALID_ARG, "hh_heap_desc_get: heap is NULL");
         return;
     }
     *out = h->desc;
@@ -1595,11 +1600,35 @@ void hh_heap_set_event_hook(hh_heap *heap, hh_heap_event_fn fn, void *user) {
     heap_unlock(heap);
 }
 
-void *hh_heap_base(const hh_heap *heap) { return heap ? heap->base : NULL; }
-size_t hh_heap_managed_bytes(const hh_heap *heap) { return heap ? heap->managed : 0; }
+/* The base never moves (the range is reserved at create time): no lock. */
+void *hh_heap_base(const hh_heap *heap) {
+    if (heap == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_heap_base: heap is NULL");
+        return NULL;
+    }
+    return heap->base;
+}
+
+/* Under the lock, as every getter: a growable heap's range grows. */
+size_t hh_heap_managed_bytes(const hh_heap *heap) {
+    if (heap == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_heap_managed_bytes: heap is NULL");
+        return 0;
+    }
+    heap_lock(heap);
+    size_t n = heap->managed;
+    heap_unlock(heap);
+    return n;
+}
 
 size_t hh_heap_overhead_bytes(const hh_heap *heap) {
-    if (heap == NULL) return 0;
-    return sizeof *heap + heap->starts.bytes + heap->frees.bytes + (size_t)heap->handles.hwm * sizeof(uint64_t) +
-           heap->journal.cap * sizeof(hh_move_record) + (size_t)heap->region_count * sizeof(hhi_region);
+    if (heap == NULL) {
+        hhi_error(HH_E_INVALID_ARG, "hh_heap_overhead_bytes: heap is NULL");
+        return 0;
+    }
+    heap_lock(heap);
+    size_t n = sizeof *heap + heap->starts.bytes + heap->frees.bytes + (size_t)heap->handles.hwm * sizeof(uint64_t) +
+               heap->journal.cap * sizeof(hh_move_record) + (size_t)heap->region_count * sizeof(hhi_region);
+    heap_unlock(heap);
+    return n;
 }
