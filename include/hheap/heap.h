@@ -298,7 +298,10 @@ typedef struct hh_heap_event {
     size_t    src_offset, dst_offset;  /* HH_EV_MOVE: block offsets from the managed start */
 } hh_heap_event;
 typedef void (*hh_heap_event_fn)(const hh_heap_event *e, void *user);
-/* Installs (or with NULL removes) the event hook. Successful operations only. */
+/* Installs (or with NULL removes) the event hook. Successful operations only.
+   Installing one first merges the blocks the heap keeps cached for reuse, so a
+   heap that holds no live block then places the next allocations as a fresh
+   heap would (a trace recorded from there replays on a fresh heap). */
 HH_API void hh_heap_set_event_hook(hh_heap *heap, hh_heap_event_fn fn, void *user);
 
 /* Start of the managed range (block offsets are relative to it) and its size

@@ -26,8 +26,9 @@
  *
  * What a replay cannot see: the hook reports successful operations only, so
  * a call that fails after changing something (an hh_alloc or hh_resize that
- * compacted and still found no room; an hh_resize that touched the defrag
- * cursor before failing) and hh_defrag_configure after the open are not in the
+ * compacted and still found no room, or that merged the heap's cache of freed
+ * blocks before finding none; an hh_resize that touched the defrag cursor
+ * before failing) and hh_defrag_configure after the open are not in the
  * trace; replaying such a trace reports HH_E_CORRUPT at the first divergence.
  * A policy change is recorded (as an HH_TRACE_EV_POLICY record) just before the
  * next event. For guaranteed replays of time-budgeted steps, record with

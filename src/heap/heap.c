@@ -1595,6 +1595,10 @@ void hh_heap_set_event_hook(hh_heap *heap, hh_heap_event_fn fn, void *user) {
         return;
     }
     heap_lock(heap);
+    /* A hook starts from the heap's canonical state: cached blocks (I13) would
+       steer the next allocations to places a replay on a fresh heap, which
+       starts with none, does not know. */
+    if (fn) hhi_heap_cache_flush(heap);
     heap->event_fn = fn;
     heap->event_user = user;
     heap_unlock(heap);
