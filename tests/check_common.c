@@ -1,6 +1,8 @@
 /* check_common.c -- status strings, last error, error handler, fault seam. */
 #include "hheap/common.h"
 
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "../src/common/hh_error.h"
@@ -80,6 +82,42 @@ START_TEST(fault_injector_fails_exactly_the_nth_call) {
 }
 END_TEST
 
+/* The permissions /proc/self/maps lists for the mapping that starts at p
+   ("rw-p", "r--p", "---p"), or "" if none starts there. */
+static void maps_perms(const void *p, char out[8]) {
+    out[0] = 0;
+    FILE *f = fopen("/proc/self/maps", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        char perms[8];
+        if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 && lo == (unsigned long)(uintptr_t)p) {
+            memcpy(out, perms, 5);
+            break;
+        }
+    }
+    fclose(f);
+}
+
+/* A reservation is what it says at any alignment: read-only or no-access,
+   never writable (an aligned one came back read-write, charged to the commit
+   limit, before its first mmap honoured the reservation's protection). */
+START_TEST(aligned_reservations_keep_their_protection) {
+    const size_t sizes[] = { 1u << 20, 3u << 20 };
+    for (size_t i = 0; i < 2; i++) {
+        for (int readable = 0; readable < 2; readable++) {
+            char *p = hhi_os_reserve(sizes[i], 2u << 20, readable != 0);
+            ck_assert_ptr_nonnull(p);
+            ck_assert_uint_eq((uintptr_t)p % (2u << 20), 0);
+            char perms[8];
+            maps_perms(p, perms);
+            ck_assert_str_eq(perms, readable ? "r--p" : "---p");
+            hhi_os_unmap(p, sizes[i]);
+        }
+    }
+} END_TEST
+
 START_TEST(clock_is_monotonic) {
     uint64_t a = hhi_now_ns(), b = hhi_now_ns();
     ck_assert_uint_ge(b, a);
@@ -97,6 +135,7 @@ Suite *hh_test_common_suite(void) {
     tcase_add_test(tc, long_message_is_truncated_not_overflowed);
     tcase_add_test(tc, fault_injector_fails_exactly_the_nth_call);
     tcase_add_test(tc, clock_is_monotonic);
+    tcase_add_test(tc, aligned_reservations_keep_their_protection);
     suite_add_tcase(s, tc);
     return s;
 }

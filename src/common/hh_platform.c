@@ -40,14 +40,14 @@ static void *map_aligned(size_t size, size_t align, int prot, int flags) {
        by align and trim both ends -- which needs size + align of address
        space for a moment: under a tight RLIMIT_AS (ulimit -v) a 4 MiB span
        would need 8 MiB and fail while smaller mappings still succeed. */
-    void *first = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *first = mmap(NULL, size, prot, flags, -1, 0);
     if (first == MAP_FAILED) return NULL;
     if (((uintptr_t)first & (align - 1)) == 0) return first;
     munmap(first, size);
     uintptr_t down = (uintptr_t)first & ~(uintptr_t)(align - 1);
     uintptr_t hints[2] = { down, down + align };
     for (int i = 0; i < 2; i++) {
-        void *q = mmap((void *)hints[i], size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        void *q = mmap((void *)hints[i], size, prot, flags, -1, 0);
         if (q == (void *)hints[i]) return q;
         if (q != MAP_FAILED) munmap(q, size);
     }
