@@ -30,6 +30,15 @@ static void *small_alloc_direct(unsigned c) {
     return b;
 }
 
+/* Stores each block's state-byte address in it (a refill's blocks, before
+   they join a bin: the malloc fast path reads it there). */
+static void bin_note_states(hhi_bblock *b) {
+    for (; b != NULL; b = hhi_block_next(b)) {
+        hhi_bpage *pg = hhi_page_of((uintptr_t)b);
+        hhi_block_set_cached(b, hhi_block_next(b), &pg->state[hhi_block_index(pg, (uintptr_t)b)]);
+    }
+}
+
 /* Marks b live and hands it out. */
 static void *small_hand_out(void *b, unsigned c) {
     hhi_bpage *pg = hhi_page_of((uintptr_t)b);
@@ -55,13 +64,13 @@ static void *small_alloc_slow(unsigned c, unsigned flags) {
                 hhi_stat_inc(&bin->misses);
                 b = list;
                 bin->head = hhi_block_next(list);
+                bin_note_states(bin->head);
                 hhi_bin_count_set(bin, got - 1);
             }
         } else if (bin->head != NULL) {
-            hhi_stat_inc(&bin->hits);
             b = bin->head;
             bin->head = hhi_block_next(bin->head);
-            hhi_bin_count_set(bin, hhi_bin_count(bin) - 1);
+            hhi_bin_pop_note(bin);
         } else {
             b = small_alloc_direct(c);
         }
@@ -191,7 +200,7 @@ void hhi_binned_free_claimed(void *p, hhi_bpage *pg) {
                 hhi_tcache_flush_bin(tc, c, bin->cap / 2);
                 hhi_decay_maybe(true);
             }
-            hhi_block_set_next((hhi_bblock *)p, bin->head);
+            hhi_block_set_cached((hhi_bblock *)p, bin->head, &pg->state[hhi_block_index(pg, (uintptr_t)p)]);
             bin->head = (hhi_bblock *)p;
             hhi_bin_count_set(bin, hhi_bin_count(bin) + 1);
             return;
@@ -316,7 +325,7 @@ void hh_binned_stats_get(hh_binned_stats *out) {
     for (hhi_tcache *tc = hhi_bg.tcaches; tc != NULL; tc = tc->next) {
         out->thread_caches++;
         for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
-            hits[c] += atomic_load_explicit(&tc->bins[c].hits, memory_order_relaxed);
+            hits[c] += hhi_bin_hits(&tc->bins[c]);
             misses[c] += atomic_load_explicit(&tc->bins[c].misses, memory_order_relaxed);
             cached[c] += hhi_bin_count(&tc->bins[c]);
         }
@@ -542,6 +551,8 @@ static bool check_inv5_thread_cache(check_ctx *cx) {
             CHECK(pg->cls == c && i < pg->carved && i * pg->block_size == (a & HHI_PAGE_MASK) &&
                       hhi_state_get(pg, i) != HHI_ST_LIVE,
                   "cached block %p of class %u is wrong", (void *)b, c);
+            CHECK(hhi_block_state(b) == &pg->state[i], "cached block %p holds a wrong state-byte address",
+                  (void *)b);
         }
         CHECK(n == hhi_bin_count(&tc->bins[c]) && n <= tc->bins[c].cap, "cache bin %u count %u != %u or above cap",
               c, hhi_bin_count(&tc->bins[c]), n);
