@@ -166,7 +166,7 @@ void hhi_binned_free_slow(void *p, unsigned flags) {
         hhi_binned_free_unclaimed(p, seen, flags);   /* another thread freed it since the lookup */
         return;
     }
-    hhi_binned_free_claimed(p, pg);
+    hhi_binned_free_claimed(p);
 }
 
 void hhi_binned_free_unclaimed(void *p, unsigned seen, unsigned flags) {
@@ -187,7 +187,8 @@ void hhi_binned_free_unclaimed(void *p, unsigned seen, unsigned flags) {
                     p);
 }
 
-void hhi_binned_free_claimed(void *p, hhi_bpage *pg) {
+void hhi_binned_free_claimed(void *p) {
+    hhi_bpage *pg = hhi_page_of((uintptr_t)p);
     unsigned c = pg->cls;
     hhi_on_free(p, pg->block_size);
     hhi_tcache *tc = hhi_tcache_get();

@@ -405,8 +405,10 @@ HH_INTERNAL HH_NOINLINE void *hhi_binned_malloc_slow(size_t size, unsigned flags
 HH_INTERNAL HH_NOINLINE void  hhi_binned_free_slow(void *p, unsigned flags);
 /* A free of a block of a class page whose claim saw state `seen` (not LIVE). */
 HH_INTERNAL HH_NOINLINE void  hhi_binned_free_unclaimed(void *p, unsigned seen, unsigned flags);
-/* The rest of a free whose LIVE -> FREED claim succeeded (pg: its page). */
-HH_INTERNAL HH_NOINLINE void  hhi_binned_free_claimed(void *p, hhi_bpage *pg);
+/* The rest of a free whose LIVE -> FREED claim succeeded. It finds p's page
+   again itself: passing it kept two more registers live across the fast
+   path (a push and a pop on every free). */
+HH_INTERNAL HH_NOINLINE void  hhi_binned_free_claimed(void *p);
 HH_INTERNAL void  *hhi_binned_memalign(size_t align, size_t size, unsigned flags);
 HH_INTERNAL void  *hhi_binned_realloc(void *p, size_t size, unsigned flags);
 HH_INTERNAL void  *hhi_binned_calloc(size_t count, size_t size, unsigned flags);
@@ -513,14 +515,15 @@ HH_INLINE void *hhi_bmalloc_fast(size_t size, unsigned flags) {
 HH_INLINE void hhi_bfree_fast(void *p, unsigned flags) {
     hhi_tcache *tc = hhi_tc_self;
     uintptr_t a = (uintptr_t)p;
-    if (hh_likely(tc != NULL && (a >> HHI_ADDR_BITS) == 0 &&
-                  atomic_load_explicit(&tc->registry[a >> HHI_SPAN_SHIFT], memory_order_relaxed) == HHI_REG_SPAN)) {
+    uintptr_t chunk = a >> HHI_SPAN_SHIFT;   /* one shift for the range check and the registry index */
+    if (hh_likely(tc != NULL && chunk < HHI_REGISTRY_LEN &&
+                  atomic_load_explicit(&tc->registry[chunk], memory_order_relaxed) == HHI_REG_SPAN)) {
         hhi_bpage *pg = hhi_page_of(a);
         uint64_t m = hhi_block_mul(pg, a);
         uint32_t i = (uint32_t)(m >> 32);
         if (hh_likely(i < pg->capacity && hhi_block_mul_is_start(m))) {
             _Atomic uint8_t *st = &pg->state[i];
-            unsigned seen = hhi_state_claim_at(st);
+            uint8_t seen = (uint8_t)hhi_state_claim_at(st);   /* a byte: widened on the cold path only */
             if (hh_unlikely(seen != HHI_ST_LIVE)) {
                 /* Report what the claim saw: looking again could find the
                    block handed out anew in between and free it. */
@@ -536,7 +539,7 @@ HH_INLINE void hhi_bfree_fast(void *p, unsigned flags) {
                 atomic_store_explicit(&bin->ops, ops + 1, memory_order_relaxed);
                 return;
             }
-            hhi_binned_free_claimed(p, pg);
+            hhi_binned_free_claimed(p);
             return;
         }
     }
