@@ -30,15 +30,6 @@ static void *small_alloc_direct(unsigned c) {
     return b;
 }
 
-/* Stores each block's state-byte address in it (a refill's blocks, before
-   they join a bin: the malloc fast path reads it there). */
-static void bin_note_states(hhi_bblock *b) {
-    for (; b != NULL; b = hhi_block_next(b)) {
-        hhi_bpage *pg = hhi_page_of((uintptr_t)b);
-        hhi_block_set_cached(b, hhi_block_next(b), &pg->state[hhi_block_index(pg, (uintptr_t)b)]);
-    }
-}
-
 /* Marks b live and hands it out. */
 static void *small_hand_out(void *b, unsigned c) {
     hhi_bpage *pg = hhi_page_of((uintptr_t)b);
@@ -64,7 +55,6 @@ static void *small_alloc_slow(unsigned c, unsigned flags) {
                 hhi_stat_inc(&bin->misses);
                 b = list;
                 bin->head = hhi_block_next(list);
-                bin_note_states(bin->head);
                 hhi_bin_count_set(bin, got - 1);
             }
         } else if (bin->head != NULL) {

@@ -428,7 +428,8 @@ HH_INTERNAL void (*hhi_binned_test_lookup_hook)(void);
 HH_INTERNAL bool     hhi_binned_init(void);        /* idempotent; false if the OS refused */
 HH_INTERNAL void     hhi_page_setup_class(hhi_bpage *pg, unsigned c);
 /* Takes up to `want` blocks of class c (class lock taken inside), links them
-   and returns the count (0: out of memory). */
+   and returns the count (0: out of memory). Each carries its state-byte
+   address (hhi_bblock.state), ready for a thread-cache bin. */
 HH_INTERNAL uint32_t hhi_class_take(unsigned c, hhi_bblock **head, uint32_t want);
 /* Returns a linked list of n blocks of class c to their pages. */
 HH_INTERNAL void     hhi_class_put(unsigned c, hhi_bblock *head, uint32_t n);
