@@ -110,6 +110,67 @@ START_TEST(block_index_is_exact_for_every_offset) {
 }
 END_TEST
 
+/* The free fast path's one-multiply test (hhi_block_mul): the high half is
+   the block index and the low half is below 64 KiB exactly at block starts,
+   for every class and every offset in a page. */
+START_TEST(block_start_test_is_exact) {
+    for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
+        hhi_bpage pg;
+        memset(&pg, 0, sizeof pg);
+        pg.block_size = hhi_class_size[c];
+        pg.recip = (uint32_t)((((uint64_t)1) << 32) / pg.block_size + 1);
+        uintptr_t wrong = HHI_PAGE_SIZE;
+        for (uintptr_t off = 0; off < HHI_PAGE_SIZE && wrong == HHI_PAGE_SIZE; off++) {
+            uint64_t m = hhi_block_mul(&pg, off);
+            if ((m >> 32) != off / pg.block_size || hhi_block_mul_is_start(m) != (off % pg.block_size == 0))
+                wrong = off;
+        }
+        ck_assert_msg(wrong == HHI_PAGE_SIZE, "class %u: start test of offset %lu wrong", c, (unsigned long)wrong);
+    }
+}
+END_TEST
+
+static void expect_check_names(unsigned n);
+
+/* Hits and the block count share one word (hhi_tbin.ops): a warm bin's
+   malloc/free pairs count one hit each, the count comes back unchanged, and
+   a cached block's stored state-byte address is one hh_binned_check checks. */
+START_TEST(cache_hits_counted_per_pair_and_cached_state_checked) {
+    enum { N = 1000 };
+    int c = hh_binned_class_of(96);
+    void *w = hh_bmalloc(96);
+    hh_bfree(w);                          /* the bin holds a block now */
+    hhi_tbin *bin = &hhi_tc_self->bins[c];
+    uint32_t count0 = hhi_bin_count(bin);
+    ck_assert_uint_ge(count0, 1);
+    hh_binned_stats s0, s1;
+    hh_binned_stats_get(&s0);
+    for (int i = 0; i < N; i++) {
+        char *p = hh_bmalloc(96);
+        hh_test_fill(p, 96, (unsigned)i);
+        ck_assert_int_eq(hh_test_verify(p, 96, (unsigned)i), -1);
+        hh_bfree(p);
+    }
+    hh_binned_stats_get(&s1);
+    ck_assert_uint_eq(s1.classes[c].cache_hits, s0.classes[c].cache_hits + N);
+    ck_assert_uint_eq(s1.classes[c].allocs, s0.classes[c].allocs + N);
+    ck_assert_uint_eq(hhi_bin_count(bin), count0);
+    ck_assert_uint_eq(hhi_bin_hits(bin) >= N, 1);
+
+    /* Break the head block's stored state address: invariant 5 names it. */
+    hhi_bblock *b = bin->head;
+    _Atomic uint8_t *good = hhi_block_state(b);
+    hh_track_undefined(&b->state, sizeof b->state);
+    atomic_store_explicit(&b->state, good + 1, memory_order_relaxed);
+    hh_track_noaccess(&b->state, sizeof b->state);
+    expect_check_names(5);
+    hh_track_undefined(&b->state, sizeof b->state);
+    atomic_store_explicit(&b->state, good, memory_order_relaxed);
+    hh_track_noaccess(&b->state, sizeof b->state);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+}
+END_TEST
+
 START_TEST(thread_cache_caps_stay_within_limit) {
     ck_assert_uint_eq(hh_binned_thread_cache_limit(), 2u << 20);
     size_t sum = 0;
@@ -1340,6 +1401,7 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, class_table_matches_rule);
     tcase_add_test(tc, block_index_is_exact_for_every_offset);
+    tcase_add_test(tc, block_start_test_is_exact);
     tcase_add_test(tc, thread_cache_caps_stay_within_limit);
     suite_add_tcase(s, tc);
 
@@ -1357,6 +1419,7 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, double_free_is_reported_and_harmless);
     tcase_add_test(tc, foreign_pointers_are_reported_and_harmless);
     tcase_add_test(tc, check_finds_broken_metadata);
+    tcase_add_test(tc, cache_hits_counted_per_pair_and_cached_state_checked);
     tcase_add_test(tc, double_free_after_the_page_left_its_class);
     tcase_add_test(tc, double_free_after_trim_decommitted_a_tail_state_page);
     tcase_add_test(tc, foreign_block_beside_a_freed_large_mapping);

@@ -58,10 +58,9 @@ static void *small_alloc_slow(unsigned c, unsigned flags) {
                 hhi_bin_count_set(bin, got - 1);
             }
         } else if (bin->head != NULL) {
-            hhi_stat_inc(&bin->hits);
             b = bin->head;
             bin->head = hhi_block_next(bin->head);
-            hhi_bin_count_set(bin, hhi_bin_count(bin) - 1);
+            hhi_bin_pop_note(bin);
         } else {
             b = small_alloc_direct(c);
         }
@@ -157,7 +156,7 @@ void hhi_binned_free_slow(void *p, unsigned flags) {
         hhi_binned_free_unclaimed(p, seen, flags);   /* another thread freed it since the lookup */
         return;
     }
-    hhi_binned_free_claimed(p, pg);
+    hhi_binned_free_claimed(p);
 }
 
 void hhi_binned_free_unclaimed(void *p, unsigned seen, unsigned flags) {
@@ -178,7 +177,8 @@ void hhi_binned_free_unclaimed(void *p, unsigned seen, unsigned flags) {
                     p);
 }
 
-void hhi_binned_free_claimed(void *p, hhi_bpage *pg) {
+void hhi_binned_free_claimed(void *p) {
+    hhi_bpage *pg = hhi_page_of((uintptr_t)p);
     unsigned c = pg->cls;
     hhi_on_free(p, pg->block_size);
     hhi_tcache *tc = hhi_tcache_get();
@@ -191,7 +191,7 @@ void hhi_binned_free_claimed(void *p, hhi_bpage *pg) {
                 hhi_tcache_flush_bin(tc, c, bin->cap / 2);
                 hhi_decay_maybe(true);
             }
-            hhi_block_set_next((hhi_bblock *)p, bin->head);
+            hhi_block_set_cached((hhi_bblock *)p, bin->head, &pg->state[hhi_block_index(pg, (uintptr_t)p)]);
             bin->head = (hhi_bblock *)p;
             hhi_bin_count_set(bin, hhi_bin_count(bin) + 1);
             return;
@@ -316,7 +316,7 @@ void hh_binned_stats_get(hh_binned_stats *out) {
     for (hhi_tcache *tc = hhi_bg.tcaches; tc != NULL; tc = tc->next) {
         out->thread_caches++;
         for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
-            hits[c] += atomic_load_explicit(&tc->bins[c].hits, memory_order_relaxed);
+            hits[c] += hhi_bin_hits(&tc->bins[c]);
             misses[c] += atomic_load_explicit(&tc->bins[c].misses, memory_order_relaxed);
             cached[c] += hhi_bin_count(&tc->bins[c]);
         }
@@ -542,6 +542,8 @@ static bool check_inv5_thread_cache(check_ctx *cx) {
             CHECK(pg->cls == c && i < pg->carved && i * pg->block_size == (a & HHI_PAGE_MASK) &&
                       hhi_state_get(pg, i) != HHI_ST_LIVE,
                   "cached block %p of class %u is wrong", (void *)b, c);
+            CHECK(hhi_block_state(b) == &pg->state[i], "cached block %p holds a wrong state-byte address",
+                  (void *)b);
         }
         CHECK(n == hhi_bin_count(&tc->bins[c]) && n <= tc->bins[c].cap, "cache bin %u count %u != %u or above cap",
               c, hhi_bin_count(&tc->bins[c]), n);

@@ -127,7 +127,20 @@ enum {
 /* ---------------------------------------------------------------------------
    Structures
 --------------------------------------------------------------------------- */
-typedef struct hhi_bblock { struct hhi_bblock *next; } hhi_bblock;
+/* A free block's first two words. `state` is meaningful only while the block
+   sits in a thread-cache bin: the address of its state byte, stored by the
+   free (or refill) that put it there, which has that address at hand anyway,
+   so the malloc fast path sets the byte LIVE without the page lookup and
+   reciprocal multiply. Elsewhere (page free lists) it is stale. Every class
+   is at least 16 B, so both words fit; hh_binned_check verifies it. */
+typedef struct hhi_bblock {
+    struct hhi_bblock *next;
+    /* Atomic (relaxed: a plain mov) only so that the compiler stores the two
+       words as two movs: gcc's vectoriser otherwise packs them through an
+       SSE register, two instructions more on the free fast path. */
+    _Atomic(_Atomic uint8_t *) state;
+} hhi_bblock;
+_Static_assert(sizeof(hhi_bblock) == 16, "free-block link: two words, the smallest class");
 
 typedef struct hhi_bpage {
     uint32_t block_size;        /* 0 when in the pool */
@@ -175,20 +188,37 @@ typedef struct hhi_blarge {
 } hhi_blarge;
 _Static_assert(sizeof(hhi_blarge) <= HHI_LARGE_HDR, "large header size");
 
-/* A thread-cache bin. Only the owner writes; count is a relaxed atomic so
+/* A thread-cache bin. Only the owner writes; ops is a relaxed atomic so
    hh_binned_stats_get may read it from another thread (it compiles to plain
-   loads and stores). */
+   loads and stores). ops packs the block count (low HHI_BIN_COUNT_BITS) and
+   the hits (allocations served from head, above): a hit is then one add of
+   HHI_BIN_POP to one word instead of a count update and a counter update.
+   Hits wrap after 2^52 in one bin of one thread (decades at 10^6/s). */
+#define HHI_BIN_COUNT_BITS  12u
+#define HHI_BIN_COUNT_MASK  (((uint64_t)1 << HHI_BIN_COUNT_BITS) - 1)
+/* ops += HHI_BIN_POP on a hit: one hit more, one block less (HH_STAT 0: the
+   count alone). */
+#define HHI_BIN_POP  (HH_STAT >= 1 ? ((uint64_t)1 << HHI_BIN_COUNT_BITS) - 1 : ~(uint64_t)0)
 typedef struct hhi_tbin {
     hhi_bblock *head;           /* cached blocks, newest first */
-    _Atomic uint32_t count;     /* blocks on head */
+    _Atomic uint64_t ops;       /* hits << HHI_BIN_COUNT_BITS | blocks on head */
     uint32_t cap;               /* most blocks head may hold (copy of g.cap) */
-    _Atomic uint64_t hits;      /* allocations served from head (same line as head: no extra miss) */
+    uint32_t pad;
     _Atomic uint64_t misses;    /* refills from the class */
 } hhi_tbin;
 _Static_assert(sizeof(hhi_tbin) == 32, "bins index by shift");
+_Static_assert(HHI_BIN_MAX <= HHI_BIN_COUNT_MASK, "a bin's count fits its bits");
 
-HH_INLINE uint32_t hhi_bin_count(const hhi_tbin *b) { return atomic_load_explicit(&b->count, memory_order_relaxed); }
-HH_INLINE void hhi_bin_count_set(hhi_tbin *b, uint32_t n) { atomic_store_explicit(&b->count, n, memory_order_relaxed); }
+HH_INLINE uint64_t hhi_bin_ops(const hhi_tbin *b) { return atomic_load_explicit(&b->ops, memory_order_relaxed); }
+HH_INLINE uint32_t hhi_bin_count(const hhi_tbin *b) { return (uint32_t)(hhi_bin_ops(b) & HHI_BIN_COUNT_MASK); }
+HH_INLINE uint64_t hhi_bin_hits(const hhi_tbin *b) { return hhi_bin_ops(b) >> HHI_BIN_COUNT_BITS; }
+HH_INLINE void hhi_bin_count_set(hhi_tbin *b, uint32_t n) {
+    atomic_store_explicit(&b->ops, (hhi_bin_ops(b) & ~HHI_BIN_COUNT_MASK) | n, memory_order_relaxed);
+}
+/* A hit: head's first block leaves (count - 1, hits + 1). */
+HH_INLINE void hhi_bin_pop_note(hhi_tbin *b) {
+    atomic_store_explicit(&b->ops, hhi_bin_ops(b) + HHI_BIN_POP, memory_order_relaxed);
+}
 
 typedef struct hhi_tcache {
     _Atomic uint8_t *registry;        /* copy of hhi_bg.registry: one load less in free */
@@ -288,6 +318,19 @@ HH_INLINE uintptr_t hhi_page_base(const hhi_bpage *pg) {
 HH_INLINE uint32_t hhi_block_index(const hhi_bpage *pg, uintptr_t a) {
     return (uint32_t)(((uint64_t)(a & HHI_PAGE_MASK) * pg->recip) >> 32);
 }
+/* offset * recip in one multiply gives both the block index (high half) and
+   whether offset is a block start (low half): with recip = floor(2^32/bs)+1
+   = (2^32 + e)/bs, 0 < e <= bs, offset = i*bs + j (0 <= j < bs) gives
+   offset*recip = i*2^32 + i*e + j*recip. A block start (j = 0) leaves
+   i*e <= i*bs < 64 KiB in the low half; any other offset leaves at least
+   recip > 2^32/32 KiB = 128 KiB there. So "low half < 64 KiB" tests the
+   block start without a second multiply (checked for every class and offset
+   by the test block_start_test_is_exact). */
+HH_INLINE uint64_t hhi_block_mul(const hhi_bpage *pg, uintptr_t a) {
+    return (uint64_t)(a & HHI_PAGE_MASK) * pg->recip;
+}
+HH_INLINE bool hhi_block_mul_is_start(uint64_t m) { return (uint32_t)m < HHI_PAGE_SIZE; }
+_Static_assert(HHI_SMALL_MAX <= HHI_PAGE_SIZE / 2, "block-start test: recip > 2 * page size");
 HH_INLINE unsigned hhi_state_get(const hhi_bpage *pg, uint32_t i) {
     return atomic_load_explicit(&pg->state[i], memory_order_relaxed);
 }
@@ -299,24 +342,39 @@ HH_INLINE void hhi_state_set(hhi_bpage *pg, uint32_t i, unsigned v) {
    double free (a load then a store let both pass). Relaxed: the block's
    bytes are published by the locks and caches it moves through, not by the
    state byte. Returns the state seen: HHI_ST_LIVE if this call claimed it. */
-HH_INLINE unsigned hhi_state_claim(hhi_bpage *pg, uint32_t i) {
+HH_INLINE unsigned hhi_state_claim_at(_Atomic uint8_t *st) {
     uint8_t seen = HHI_ST_LIVE;
-    atomic_compare_exchange_strong_explicit(&pg->state[i], &seen, (uint8_t)HHI_ST_FREED, memory_order_relaxed,
+    atomic_compare_exchange_strong_explicit(st, &seen, (uint8_t)HHI_ST_FREED, memory_order_relaxed,
                                             memory_order_relaxed);
     return seen;
 }
+HH_INLINE unsigned hhi_state_claim(hhi_bpage *pg, uint32_t i) { return hhi_state_claim_at(&pg->state[i]); }
 
 /* Free-list links live in the first word of a free block, which memcheck sees
    as no-access: open it for the one access. */
 HH_INLINE hhi_bblock *hhi_block_next(hhi_bblock *b) {
-    hh_track_defined(b, sizeof *b);
+    hh_track_defined(b, sizeof b->next);
     hhi_bblock *n = b->next;
-    hh_track_noaccess(b, sizeof *b);
+    hh_track_noaccess(b, sizeof b->next);
     return n;
 }
+/* The state byte a cached block's free stored (see hhi_bblock). */
+HH_INLINE _Atomic uint8_t *hhi_block_state(hhi_bblock *b) {
+    hh_track_defined(&b->state, sizeof b->state);
+    _Atomic uint8_t *st = atomic_load_explicit(&b->state, memory_order_relaxed);
+    hh_track_noaccess(&b->state, sizeof b->state);
+    return st;
+}
 HH_INLINE void hhi_block_set_next(hhi_bblock *b, hhi_bblock *n) {
+    hh_track_undefined(b, sizeof b->next);
+    b->next = n;
+    hh_track_noaccess(b, sizeof b->next);
+}
+/* b goes onto a thread-cache bin in front of n; st: its state byte. */
+HH_INLINE void hhi_block_set_cached(hhi_bblock *b, hhi_bblock *n, _Atomic uint8_t *st) {
     hh_track_undefined(b, sizeof *b);
     b->next = n;
+    atomic_store_explicit(&b->state, st, memory_order_relaxed);
     hh_track_noaccess(b, sizeof *b);
 }
 
@@ -347,8 +405,10 @@ HH_INTERNAL HH_NOINLINE void *hhi_binned_malloc_slow(size_t size, unsigned flags
 HH_INTERNAL HH_NOINLINE void  hhi_binned_free_slow(void *p, unsigned flags);
 /* A free of a block of a class page whose claim saw state `seen` (not LIVE). */
 HH_INTERNAL HH_NOINLINE void  hhi_binned_free_unclaimed(void *p, unsigned seen, unsigned flags);
-/* The rest of a free whose LIVE -> FREED claim succeeded (pg: its page). */
-HH_INTERNAL HH_NOINLINE void  hhi_binned_free_claimed(void *p, hhi_bpage *pg);
+/* The rest of a free whose LIVE -> FREED claim succeeded. It finds p's page
+   again itself: passing it kept two more registers live across the fast
+   path (a push and a pop on every free). */
+HH_INTERNAL HH_NOINLINE void  hhi_binned_free_claimed(void *p);
 HH_INTERNAL void  *hhi_binned_memalign(size_t align, size_t size, unsigned flags);
 HH_INTERNAL void  *hhi_binned_realloc(void *p, size_t size, unsigned flags);
 HH_INTERNAL void  *hhi_binned_calloc(size_t count, size_t size, unsigned flags);
@@ -368,7 +428,8 @@ HH_INTERNAL void (*hhi_binned_test_lookup_hook)(void);
 HH_INTERNAL bool     hhi_binned_init(void);        /* idempotent; false if the OS refused */
 HH_INTERNAL void     hhi_page_setup_class(hhi_bpage *pg, unsigned c);
 /* Takes up to `want` blocks of class c (class lock taken inside), links them
-   and returns the count (0: out of memory). */
+   and returns the count (0: out of memory). Each carries its state-byte
+   address (hhi_bblock.state), ready for a thread-cache bin. */
 HH_INTERNAL uint32_t hhi_class_take(unsigned c, hhi_bblock **head, uint32_t want);
 /* Returns a linked list of n blocks of class c to their pages. */
 HH_INTERNAL void     hhi_class_put(unsigned c, hhi_bblock *head, uint32_t n);
@@ -440,10 +501,8 @@ HH_INLINE void *hhi_bmalloc_fast_with(size_t size, unsigned flags, void *(*slow)
         hhi_bblock *b = bin->head;
         if (hh_likely(b != NULL)) {
             bin->head = hhi_block_next(b);
-            hhi_bin_count_set(bin, hhi_bin_count(bin) - 1);
-            hhi_bpage *pg = hhi_page_of((uintptr_t)b);
-            hhi_state_set(pg, hhi_block_index(pg, (uintptr_t)b), HHI_ST_LIVE);
-            hhi_stat_inc(&bin->hits);
+            hhi_bin_pop_note(bin);
+            atomic_store_explicit(hhi_block_state(b), (uint8_t)HHI_ST_LIVE, memory_order_relaxed);
             hhi_on_alloc(b, hhi_class_size[c]);
             return b;
         }
@@ -457,12 +516,15 @@ HH_INLINE void *hhi_bmalloc_fast(size_t size, unsigned flags) {
 HH_INLINE void hhi_bfree_fast(void *p, unsigned flags) {
     hhi_tcache *tc = hhi_tc_self;
     uintptr_t a = (uintptr_t)p;
-    if (hh_likely(tc != NULL && (a >> HHI_ADDR_BITS) == 0 &&
-                  atomic_load_explicit(&tc->registry[a >> HHI_SPAN_SHIFT], memory_order_relaxed) == HHI_REG_SPAN)) {
+    uintptr_t chunk = a >> HHI_SPAN_SHIFT;   /* one shift for the range check and the registry index */
+    if (hh_likely(tc != NULL && chunk < HHI_REGISTRY_LEN &&
+                  atomic_load_explicit(&tc->registry[chunk], memory_order_relaxed) == HHI_REG_SPAN)) {
         hhi_bpage *pg = hhi_page_of(a);
-        uint32_t i = hhi_block_index(pg, a);
-        if (hh_likely(i < pg->capacity && i * pg->block_size == (a & HHI_PAGE_MASK))) {
-            unsigned seen = hhi_state_claim(pg, i);
+        uint64_t m = hhi_block_mul(pg, a);
+        uint32_t i = (uint32_t)(m >> 32);
+        if (hh_likely(i < pg->capacity && hhi_block_mul_is_start(m))) {
+            _Atomic uint8_t *st = &pg->state[i];
+            uint8_t seen = (uint8_t)hhi_state_claim_at(st);   /* a byte: widened on the cold path only */
             if (hh_unlikely(seen != HHI_ST_LIVE)) {
                 /* Report what the claim saw: looking again could find the
                    block handed out anew in between and free it. */
@@ -470,15 +532,15 @@ HH_INLINE void hhi_bfree_fast(void *p, unsigned flags) {
                 return;
             }
             hhi_tbin *bin = &tc->bins[pg->cls];
-            uint32_t n = hhi_bin_count(bin);
-            if (hh_likely(n < bin->cap)) {
+            uint64_t ops = hhi_bin_ops(bin);
+            if (hh_likely((ops & HHI_BIN_COUNT_MASK) < bin->cap)) {
                 hhi_on_free(p, pg->block_size);
-                hhi_block_set_next((hhi_bblock *)p, bin->head);
+                hhi_block_set_cached((hhi_bblock *)p, bin->head, st);
                 bin->head = (hhi_bblock *)p;
-                hhi_bin_count_set(bin, n + 1);
+                atomic_store_explicit(&bin->ops, ops + 1, memory_order_relaxed);
                 return;
             }
-            hhi_binned_free_claimed(p, pg);
+            hhi_binned_free_claimed(p);
             return;
         }
     }

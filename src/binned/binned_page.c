@@ -228,7 +228,7 @@ uint32_t hhi_class_take(unsigned c, hhi_bblock **out, uint32_t want) {
         while (got + n < want && pg->free != NULL) {
             hhi_bblock *b = pg->free;
             pg->free = hhi_block_next(b);
-            hhi_block_set_next(b, NULL);
+            hhi_block_set_cached(b, NULL, &pg->state[hhi_block_index(pg, (uintptr_t)b)]);
             if (tail) hhi_block_set_next(tail, b);
             else head = b;
             tail = b;
@@ -237,8 +237,8 @@ uint32_t hhi_class_take(unsigned c, hhi_bblock **out, uint32_t want) {
         uintptr_t base = hhi_page_base(pg);
         while (got + n < want && pg->carved < pg->capacity) {
             hhi_bblock *b = (hhi_bblock *)(base + (uintptr_t)pg->carved * pg->block_size);
+            hhi_block_set_cached(b, NULL, &pg->state[pg->carved]);
             pg->carved++;
-            hhi_block_set_next(b, NULL);
             if (tail) hhi_block_set_next(tail, b);
             else head = b;
             tail = b;

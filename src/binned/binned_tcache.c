@@ -79,7 +79,7 @@ static void tcache_destructor(void *arg) {
     tc_state = TC_DEAD;
     hhi_lock_acquire(&hhi_bg.tc_lock);
     for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
-        atomic_fetch_add(&hhi_bg.retired_hits[c], atomic_load(&tc->bins[c].hits));
+        atomic_fetch_add(&hhi_bg.retired_hits[c], hhi_bin_hits(&tc->bins[c]));
         atomic_fetch_add(&hhi_bg.retired_misses[c], atomic_load(&tc->bins[c].misses));
     }
     if (tc->prev) tc->prev->next = tc->next;
@@ -117,7 +117,7 @@ void hhi_tcache_fork_child(void) {
         tcache_flush_all(tc);
         hhi_lock_acquire(&hhi_bg.tc_lock);
         for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
-            atomic_fetch_add(&hhi_bg.retired_hits[c], atomic_load(&tc->bins[c].hits));
+            atomic_fetch_add(&hhi_bg.retired_hits[c], hhi_bin_hits(&tc->bins[c]));
             atomic_fetch_add(&hhi_bg.retired_misses[c], atomic_load(&tc->bins[c].misses));
         }
         tc->next = hhi_bg.tc_free;
