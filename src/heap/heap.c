@@ -1110,6 +1110,16 @@ HH_INLINE hh_handle alloc_finish(hh_heap *h, hhi_block *b, size_t boff, size_t s
     return hd;
 }
 
+/* A block just carved from a free block: its bytes become used; then the
+   common end. */
+HH_INLINE hh_handle alloc_carved(hh_heap *h, hhi_block *b, size_t size, size_t align, uint32_t tag, uint32_t slot,
+                                 bool plain, bool no_hook) {
+    size_t boff = blk_offset(h, b);
+    used_add(h, boff, blk_size(b));
+    heap_touch(h, boff);
+    return alloc_finish(h, b, boff, size, align, tag, slot, plain, no_hook);
+}
+
 /* An allocation the cache cannot serve: a free block from the lists (or the
    slow path: grow, compact), carved. Apart from heap_alloc so that the cache
    path keeps a small frame. Lock held, `slot` taken; released here. */
@@ -1130,10 +1140,7 @@ HH_INLINE hh_handle alloc_carve(hh_heap *h, size_t size, size_t bs, size_t align
         return alloc_fail(h, size, align, who, false);
     }
     hhi_block *b = align <= HHI_GRANULE ? carve16(h, f, bs) : carve(h, f, bs, align, 0);
-    size_t boff = blk_offset(h, b);
-    used_add(h, boff, blk_size(b));
-    heap_touch(h, boff);
-    return alloc_finish(h, b, boff, size, align, tag, slot, plain, no_hook);
+    return alloc_carved(h, b, size, align, tag, slot, plain, no_hook);
 }
 
 /* Allocation once the arguments are valid (size in 1..managed, align a power
@@ -1183,6 +1190,16 @@ HH_NOINLINE static hh_handle alloc_plain_miss(hh_heap *heap, size_t size, size_t
         b->word = (b->word & BLK_PREV_FREE) | live_word(bs, HHI_GRANULE, 0, 0, false);
         heap->mutations++;
         return alloc_finish(heap, b, boff, size, HHI_GRANULE, 0, slot, true, true);
+    }
+    if (heap_cache_empty(heap) && heap->free_blocks == 1) {
+        /* The top region is the heap's one free block (a fresh heap): when it
+           keeps a free tail, every search of alloc_carve ends at it (the
+           lists hold nothing else, and alloc_find_slow tries the top before
+           it grows or compacts), so take it from its list directly. */
+        hhi_block *f = fl_sole(heap);
+        size_t fsize = blk_size(f);
+        if (hh_likely(blk_offset(heap, f) + fsize == heap->managed && fsize >= bs + HHI_MIN_BLOCK))
+            return alloc_carved(heap, carve16(heap, f, bs), size, HHI_GRANULE, 0, slot, true, true);
     }
     return alloc_carve(heap, size, bs, HHI_GRANULE, 0, slot, "hh_alloc", true, true);
 }

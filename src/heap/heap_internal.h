@@ -705,6 +705,11 @@ static inline uint32_t fl_next_nonempty(const hh_heap *h, unsigned *f, uint32_t 
     }
     return sl_map;
 }
+/* The free block when the lists hold exactly one (free_blocks == 1). */
+static inline hhi_block *fl_sole(const hh_heap *h) {
+    unsigned f = hh_ctz64(h->fl.fl_bitmap);
+    return blk_at(h, granule_off(h->fl.head[f][hh_ctz64(h->fl.sl_bitmap[f])]));
+}
 /* Good fit (hhi_freelist_find). */
 static inline hhi_block *fl_find(const hh_heap *h, size_t size) {
     unsigned f, s;
