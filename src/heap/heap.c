@@ -1192,13 +1192,13 @@ HH_NOINLINE static hh_handle alloc_plain_miss(hh_heap *heap, size_t size, size_t
         return alloc_finish(heap, b, boff, size, HHI_GRANULE, 0, slot, true, true);
     }
     if (heap_cache_empty(heap) && heap->free_blocks == 1) {
-        /* The top region is the heap's one free block (a fresh heap): when it
-           keeps a free tail, every search of alloc_carve ends at it (the
-           lists hold nothing else, and alloc_find_slow tries the top before
-           it grows or compacts), so take it from its list directly. */
+        /* The lists hold one free block (a fresh heap's top region): when it
+           is large enough, alloc_carve's search ends at it -- a block in a
+           higher list than bs's is found by the good-fit search, one in bs's
+           own list by the exact-list look (size >= bs) -- and with no cached
+           block nothing is flushed first; so take it directly. */
         hhi_block *f = fl_sole(heap);
-        size_t fsize = blk_size(f);
-        if (hh_likely(blk_offset(heap, f) + fsize == heap->managed && fsize >= bs + HHI_MIN_BLOCK))
+        if (hh_likely(blk_size(f) >= bs))
             return alloc_carved(heap, carve16(heap, f, bs), size, HHI_GRANULE, 0, slot, true, true);
     }
     return alloc_carve(heap, size, bs, HHI_GRANULE, 0, slot, "hh_alloc", true, true);
