@@ -842,6 +842,39 @@ START_TEST(plain_shortcuts_place_as_the_general_path) {
 }
 END_TEST
 
+/* The inline hh_deref's index is (uint32_t)id - the heap's tag << 24, below
+   capacity only for the heap's own tag (heap.h): a live slot's index and
+   generation under every other tag (0 included) never match, nor the heap's
+   tag with an index at or past capacity, at the last reserved slot (never
+   used) or at the sentinel slot 0 -- inline or through the function. */
+START_TEST(tag_folded_index_rejects_other_tags_and_ranges) {
+    hh_heap *hp;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 20, .max_handles = 100 }, &hp), HH_OK);
+    hh_handle keep = hh_alloc(hp, 40);
+    ck_assert(!hh_is_null(keep));
+    *(uint64_t *)hh_deref(hp, keep) = 0x1234;
+    uint64_t idx = hh_handle_index(keep), tag = (keep.id >> 24) & 0xFF, gen = keep.id >> 32;
+    hh_handle forged[256 + 5];
+    size_t n = 0;
+    for (uint64_t t = 0; t < 256; t++)
+        if (t != tag) forged[n++] = (hh_handle){ idx | (t << 24) | (gen << 32) };
+    uint64_t own[] = { 0, 100, 101, 102, 0xFFFFFF };   /* sentinel, last reserved (never used), past capacity */
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) forged[n++] = (hh_handle){ own[i] | (tag << 24) | (gen << 32) };
+    for (size_t i = 0; i < n; i++) {
+        for (int how = 0; how < 2; how++) {
+            hh_test_reset_captured();
+            void *p = how ? (hh_deref)(hp, forged[i]) : hh_deref(hp, forged[i]);
+            ck_assert_ptr_null(p);
+            ck_assert_int_eq(hh_test_last_captured(), HH_E_STALE_HANDLE);
+            ck_assert_uint_eq(hh_test_captured_count(), 1);
+        }
+    }
+    ck_assert_uint_eq(*(uint64_t *)hh_deref(hp, keep), 0x1234);
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    hh_heap_destroy(hp);
+}
+END_TEST
+
 /* The heap's 8-byte slots (src/heap/heap_slots.c): a slot that is not live
    has tag 0 in its key, so no handle matches it -- not one forged with the
    next generation of a freed slot (tag 0 or the heap's), not one naming a
@@ -1211,6 +1244,7 @@ Suite *hh_test_heap_suite(void) {
     tcase_add_test(tc, forged_handle_touches_nothing);
     tcase_add_test(tc, forged_keys_never_match_a_dead_slot);
     tcase_add_test(tc, plain_shortcuts_place_as_the_general_path);
+    tcase_add_test(tc, tag_folded_index_rejects_other_tags_and_ranges);
     tcase_add_test(tc, slot_retires_after_every_generation);
     tcase_add_test(tc, handle_of_another_heap_rejected);
     tcase_add_test(tc, handle_of_another_heap_rejected_across_tag_cycles);
