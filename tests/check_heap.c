@@ -842,11 +842,12 @@ START_TEST(plain_shortcuts_place_as_the_general_path) {
 }
 END_TEST
 
-/* The inline hh_deref's index is (uint32_t)id - the heap's tag << 24, below
-   capacity only for the heap's own tag (heap.h): a live slot's index and
-   generation under every other tag (0 included) never match, nor the heap's
-   tag with an index at or past capacity, at the last reserved slot (never
-   used) or at the sentinel slot 0 -- inline or through the function. */
+/* The out-of-line lookup (hhi_slot_lookup, behind (hh_deref), hh_free ...)
+   takes (uint32_t)id - the heap's tag << 24 as the index, below capacity
+   only for the heap's own tag; the inline hh_deref clamps and tests the tag.
+   Either way a live slot's index and generation under every other tag (0
+   included) never match, nor the heap's tag with an index at or past
+   capacity, at the last reserved slot (never used) or at the sentinel 0. */
 START_TEST(tag_folded_index_rejects_other_tags_and_ranges) {
     hh_heap *hp;
     ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 20, .max_handles = 100 }, &hp), HH_OK);
