@@ -287,8 +287,8 @@ static void bench_alloc(size_t ops, int reps) {
         u.size_seq = xmalloc((USLOTS + ops) * sizeof *u.size_seq);
         u.hs = xmalloc(USLOTS * sizeof *u.hs);
         u.ps = xmalloc(USLOTS * sizeof *u.ps);
-        for (size_t i = 0; i < USLOTS + ops; i++) u.size_seq[i] = 16 + bench_rng_below(&r, 1009);
-        for (size_t i = 0; i < ops; i++) u.slot_seq[i] = bench_rng_below(&r, USLOTS);
+        for (size_t i = 0; i < USLOTS + ops; i++) u.size_seq[i] = 16 + hh_rng_below(&r, 1009);
+        for (size_t i = 0; i < ops; i++) u.slot_seq[i] = hh_rng_below(&r, USLOTS);
         bench_pair("heap", "alloc_free_churn_16_1024", "ns/op", churn_hheap, "glibc", churn_malloc, &u, reps);
         free(u.ps); free(u.hs); free(u.size_seq); free(u.slot_seq);
     }

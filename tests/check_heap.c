@@ -789,6 +789,93 @@ START_TEST(cache_random_against_shadow) {
 }
 END_TEST
 
+/* hh_alloc on a plain heap takes shortcuts (the cache pop; the top region
+   carved directly while it is the one free block); a thread-safe heap takes
+   the general path. Both must place every block at the same offset, whether
+   the top region is alone or holes wait, fits or is too small (fill to
+   exhaustion, then churn), with every byte of every live block intact. */
+START_TEST(plain_shortcuts_place_as_the_general_path) {
+    hh_heap *hp[2];
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 64u << 10 }, &hp[0]), HH_OK);
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 64u << 10, .flags = HH_HEAP_THREADSAFE }, &hp[1]),
+                     HH_OK);
+    enum { N = 512 };
+    static hh_handle hs[2][N];
+    static size_t sizes[N];
+    memset(hs, 0, sizeof hs);
+    hh_rng rng = hh_rng_make(hh_test_seed(41));
+    hh_test_capture_errors();                        /* exhaustion: one report a heap a failed allocation */
+    hh_test_reset_captured();
+    unsigned failed = 0, ops = hh_test_scaled(20000, 3000);
+    for (unsigned op = 0; op < ops; op++) {
+        uint32_t i = hh_rng_below(&rng, N);
+        if (hh_is_null(hs[0][i])) {
+            size_t size = hh_rng_chance(&rng, 0.8) ? 1 + hh_rng_below(&rng, 200) : 1 + hh_rng_below(&rng, 3000);
+            for (int k = 0; k < 2; k++) hs[k][i] = hh_alloc(hp[k], size);
+            ck_assert_int_eq(hh_is_null(hs[0][i]), hh_is_null(hs[1][i]));
+            if (hh_is_null(hs[0][i])) {
+                failed++;
+                continue;
+            }
+            sizes[i] = size;
+            for (int k = 0; k < 2; k++) {
+                unsigned char *p = hh_deref(hp[k], hs[k][i]);
+                memset(p, (int)(i & 0xFF), size);
+            }
+            ck_assert_uint_eq((size_t)((char *)hh_deref(hp[0], hs[0][i]) - (char *)hh_heap_base(hp[0])),
+                              (size_t)((char *)hh_deref(hp[1], hs[1][i]) - (char *)hh_heap_base(hp[1])));
+        } else {
+            for (int k = 0; k < 2; k++) {
+                const unsigned char *p = hh_deref(hp[k], hs[k][i]);
+                for (size_t b = 0; b < sizes[i]; b++) ck_assert_uint_eq(p[b], i & 0xFF);
+                ck_assert_int_eq(hh_free(hp[k], hs[k][i]), HH_OK);
+                hs[k][i] = HH_NULL;
+            }
+        }
+    }
+    ck_assert_uint_gt(failed, 0);                     /* the run did reach a too-small top region */
+    ck_assert_uint_eq(hh_test_captured_count(), 2 * failed);
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(hh_heap_check(hp[k]), HH_OK);
+        hh_heap_destroy(hp[k]);
+    }
+}
+END_TEST
+
+/* The out-of-line lookup (hhi_slot_lookup, behind (hh_deref), hh_free ...)
+   takes (uint32_t)id - the heap's tag << 24 as the index, below capacity
+   only for the heap's own tag; the inline hh_deref clamps and tests the tag.
+   Either way a live slot's index and generation under every other tag (0
+   included) never match, nor the heap's tag with an index at or past
+   capacity, at the last reserved slot (never used) or at the sentinel 0. */
+START_TEST(tag_folded_index_rejects_other_tags_and_ranges) {
+    hh_heap *hp;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 20, .max_handles = 100 }, &hp), HH_OK);
+    hh_handle keep = hh_alloc(hp, 40);
+    ck_assert(!hh_is_null(keep));
+    *(uint64_t *)hh_deref(hp, keep) = 0x1234;
+    uint64_t idx = hh_handle_index(keep), tag = (keep.id >> 24) & 0xFF, gen = keep.id >> 32;
+    hh_handle forged[256 + 5];
+    size_t n = 0;
+    for (uint64_t t = 0; t < 256; t++)
+        if (t != tag) forged[n++] = (hh_handle){ idx | (t << 24) | (gen << 32) };
+    uint64_t own[] = { 0, 100, 101, 102, 0xFFFFFF };   /* sentinel, last reserved (never used), past capacity */
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) forged[n++] = (hh_handle){ own[i] | (tag << 24) | (gen << 32) };
+    for (size_t i = 0; i < n; i++) {
+        for (int how = 0; how < 2; how++) {
+            hh_test_reset_captured();
+            void *p = how ? (hh_deref)(hp, forged[i]) : hh_deref(hp, forged[i]);
+            ck_assert_ptr_null(p);
+            ck_assert_int_eq(hh_test_last_captured(), HH_E_STALE_HANDLE);
+            ck_assert_uint_eq(hh_test_captured_count(), 1);
+        }
+    }
+    ck_assert_uint_eq(*(uint64_t *)hh_deref(hp, keep), 0x1234);
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    hh_heap_destroy(hp);
+}
+END_TEST
+
 /* The heap's 8-byte slots (src/heap/heap_slots.c): a slot that is not live
    has tag 0 in its key, so no handle matches it -- not one forged with the
    next generation of a freed slot (tag 0 or the heap's), not one naming a
@@ -1157,6 +1244,8 @@ Suite *hh_test_heap_suite(void) {
     tcase_add_test(tc, stale_deref_is_null_with_error);
     tcase_add_test(tc, forged_handle_touches_nothing);
     tcase_add_test(tc, forged_keys_never_match_a_dead_slot);
+    tcase_add_test(tc, plain_shortcuts_place_as_the_general_path);
+    tcase_add_test(tc, tag_folded_index_rejects_other_tags_and_ranges);
     tcase_add_test(tc, slot_retires_after_every_generation);
     tcase_add_test(tc, handle_of_another_heap_rejected);
     tcase_add_test(tc, handle_of_another_heap_rejected_across_tag_cycles);

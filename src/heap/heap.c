@@ -1094,9 +1094,10 @@ HH_NOINLINE HH_COLD static hh_handle alloc_fail(hh_heap *h, size_t size, size_t 
 
 /* The common end of an allocation: block b (header written, at offset boff,
    its bytes counted as used) gets its handle, slot, tag and the allocation
-   epoch; then tools, debug fills, the event. Lock held; released here. */
+   epoch; then tools, debug fills, the event (not looked for when no_hook: the
+   caller has seen event_fn NULL). Lock held; released here. */
 HH_INLINE hh_handle alloc_finish(hh_heap *h, hhi_block *b, size_t boff, size_t size, size_t align, uint32_t tag,
-                                 uint32_t slot, bool plain) {
+                                 uint32_t slot, bool plain, bool no_hook) {
     void *p = blk_payload(b);
     hh_handle hd = hhi_slot_issue(&h->handles, slot, p);
     b->u.live.slot = slot;
@@ -1108,17 +1109,27 @@ HH_INLINE hh_handle alloc_finish(hh_heap *h, hhi_block *b, size_t boff, size_t s
         memset(p, HH_FILL_ALLOC, blk_usable(h, b));
         guard_fill(h, b);
     }
-    if (hh_unlikely(h->event_fn != NULL)) event_alloc(h, hd, size, align, tag);
+    if (!no_hook && hh_unlikely(h->event_fn != NULL)) event_alloc(h, hd, size, align, tag);
     hh_assert_expensive(hhi_heap_is_valid(h));
     if (!plain) heap_unlock(h);
     return hd;
+}
+
+/* A block just carved from a free block: its bytes become used; then the
+   common end. */
+HH_INLINE hh_handle alloc_carved(hh_heap *h, hhi_block *b, size_t size, size_t align, uint32_t tag, uint32_t slot,
+                                 bool plain, bool no_hook) {
+    size_t boff = blk_offset(h, b);
+    used_add(h, boff, blk_size(b));
+    heap_touch(h, boff);
+    return alloc_finish(h, b, boff, size, align, tag, slot, plain, no_hook);
 }
 
 /* An allocation the cache cannot serve: a free block from the lists (or the
    slow path: grow, compact), carved. Apart from heap_alloc so that the cache
    path keeps a small frame. Lock held, `slot` taken; released here. */
 HH_INLINE hh_handle alloc_carve(hh_heap *h, size_t size, size_t bs, size_t align, uint32_t tag, uint32_t slot,
-                                         const char *who) {
+                                const char *who, bool plain, bool no_hook) {
     hhi_block *f;
     for (;;) {
         f = alloc_find(h, bs, align);
@@ -1134,10 +1145,7 @@ HH_INLINE hh_handle alloc_carve(hh_heap *h, size_t size, size_t bs, size_t align
         return alloc_fail(h, size, align, who, false);
     }
     hhi_block *b = align <= HHI_GRANULE ? carve16(h, f, bs) : carve(h, f, bs, align, 0);
-    size_t boff = blk_offset(h, b);
-    used_add(h, boff, blk_size(b));
-    heap_touch(h, boff);
-    return alloc_finish(h, b, boff, size, align, tag, slot, false);
+    return alloc_carved(h, b, size, align, tag, slot, plain, no_hook);
 }
 
 /* Allocation once the arguments are valid (size in 1..managed, align a power
@@ -1161,9 +1169,44 @@ HH_INLINE hh_handle heap_alloc(hh_heap *h, size_t size, size_t align, uint32_t t
         h->cache_count[bs / HHI_GRANULE]--;
         b->word = (b->word & BLK_PREV_FREE) | live_word(bs, HHI_GRANULE, 0, 0, false);
         h->mutations++;                              /* no low_mark: a block taken back raises no hole */
-        return alloc_finish(h, b, boff, size, align, tag, slot, plain);
+        return alloc_finish(h, b, boff, size, align, tag, slot, plain, false);
     }
-    return alloc_carve(h, size, bs, align, tag, slot, who);
+    return alloc_carve(h, size, bs, align, tag, slot, who, plain, false);
+}
+
+/* hh_alloc past its call-free path on a plain heap (no lock, no debug, no
+   event hook) for a size the cache serves, whose block size bs hh_alloc has
+   computed, and the cache's head cg for it: no cached block of that size (carve one: a fresh heap's every
+   allocation), or no rested handle slot. Nothing is checked twice: hh_alloc
+   has validated the arguments and the heap's kind, so this is heap_alloc's
+   plain instance less its argument work, in a frame of its own. */
+HH_NOINLINE static hh_handle alloc_plain_miss(hh_heap *heap, size_t size, size_t bs, uint32_t cg) {
+    hhi_slots *t = &heap->handles;                   /* a slot first: a full table fails before anything changes */
+    uint32_t slot;
+    if (t->free_count > t->min_free) slot = hhi_slot_fifo_take(t);
+    else if (hh_likely(t->hwm < t->committed)) slot = hhi_slot_fresh(t);   /* a fresh heap's way: no test of 0 */
+    else if ((slot = hhi_slot_take(t)) == 0) return alloc_fail(heap, size, HHI_GRANULE, "hh_alloc", true);
+    if (cg != HHI_NONE) {                            /* cached block, no rested slot: as heap_alloc */
+        size_t boff = granule_off(cg);
+        hhi_block *b = blk_at(heap, boff);
+        heap->cache[bs / HHI_GRANULE] = b->u.free.next;
+        heap->cache_room += bs;
+        heap->cache_count[bs / HHI_GRANULE]--;
+        b->word = (b->word & BLK_PREV_FREE) | live_word(bs, HHI_GRANULE, 0, 0, false);
+        heap->mutations++;
+        return alloc_finish(heap, b, boff, size, HHI_GRANULE, 0, slot, true, true);
+    }
+    if (heap_cache_empty(heap) && heap->free_blocks == 1) {
+        /* The lists hold one free block (a fresh heap's top region): when it
+           is large enough, alloc_carve's search ends at it -- a block in a
+           higher list than bs's is found by the good-fit search, one in bs's
+           own list by the exact-list look (size >= bs) -- and with no cached
+           block nothing is flushed first; so take it directly. */
+        hhi_block *f = fl_sole(heap);
+        if (hh_likely(blk_size(f) >= bs))
+            return alloc_carved(heap, carve16(heap, f, bs), size, HHI_GRANULE, 0, slot, true, true);
+    }
+    return alloc_carve(heap, size, bs, HHI_GRANULE, 0, slot, "hh_alloc", true, true);
 }
 
 /* hh_alloc with a bad argument: reports it. */
@@ -1208,6 +1251,7 @@ hh_handle hh_alloc(hh_heap *heap, size_t size) {
             hh_assert_expensive(hhi_heap_is_valid(heap));
             return hd;
         }
+        return alloc_plain_miss(heap, size, bs, cg);     /* a tail call: hh_alloc keeps no frame */
     }
     return alloc_slow(heap, size);
 }

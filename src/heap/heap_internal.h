@@ -263,11 +263,12 @@ HH_INTERNAL size_t hhi_bitmap_prev(const hhi_bitmap *bm, size_t i);
                   on a live slot, 0 on every other (free, retired, never used,
                   the sentinel slot 0)
    A handle is idx | key << 24 (hheap/handles.h's layout with a generation
-   below 2^24), so hh_deref compares id >> 24 with the word's low half (one
-   load, one compare) and tests that the handle's tag is not 0 -- off the
-   load's path -- so that no handle, forged or not, matches a slot that is
-   not live; never-used slots read 0 (zero pages), so lookups need only clamp
-   to the reserved capacity. hwm is the first never-used slot.
+   below 2^24), so hh_deref takes (uint32_t)id - tag << 24 as the index --
+   below capacity only when the handle's tag is the heap's, never 0 -- and
+   compares id >> 24 with the word's low half (one load, one compare): no
+   handle, forged or not, matches a slot that is not live (tag 0) or never
+   used (reads 0: zero pages), so lookups need only test the reserved
+   capacity. hwm is the first never-used slot.
    Policy as the generic table's (hheap/handles.h): a freed slot joins a FIFO
    and rests while at most min_free slots wait; its generation moves up by one
    (mod 2^24). A table's slots start at first_gen = epoch << 16 | 1 (the tag's
@@ -297,9 +298,6 @@ static inline hh_handle slot_key_handle(uint32_t idx, uint32_t key) {
     h.id = ((uint64_t)key << HH_HANDLE_INDEX_BITS) | idx;
     return h;
 }
-/* true if h's key part can name a live slot of any heap: a tag (no live
-   slot has tag 0) and a generation below 2^24. */
-static inline bool slot_key_usable(hh_handle h) { return ((h.id >> HH_HANDLE_INDEX_BITS) & 0xFF) != 0; }
 /* The handle issued in live slot idx, the payload it names. */
 static inline hh_handle hhi_slot_handle(const hhi_slots *t, uint32_t idx) {
     return slot_key_handle(idx, (uint32_t)*slot_word(t, idx));
@@ -309,10 +307,10 @@ static inline void *hhi_slot_ptr(const hhi_slots *t, uint32_t idx) {
 }
 /* The payload behind h if h is live, else NULL (nothing reported; lock-free). */
 static inline void *hhi_slot_lookup(const hhi_slots *t, hh_handle h) {
-    uint32_t idx = (uint32_t)(h.id & HH_HANDLE_INDEX_MASK);
-    idx = idx < t->head.capacity ? idx : 0;
+    uint32_t idx = (uint32_t)h.id - t->head.tag_bias;   /* >= capacity unless the tag is this heap's (heap.h) */
+    if (idx >= t->head.capacity) return NULL;
     uint64_t w = HH_SLOT_LOAD(slot_word(t, idx));
-    return (h.id >> HH_HANDLE_INDEX_BITS) == (uint32_t)w && slot_key_usable(h) ? t->head.base + ((w >> 32) << 4) : NULL;
+    return (h.id >> HH_HANDLE_INDEX_BITS) == (uint32_t)w ? t->head.base + ((w >> 32) << 4) : NULL;
 }
 HH_INTERNAL bool hhi_slots_commit_more(hhi_slots *t);
 /* The oldest slot of the FIFO (free_count > 0). */
@@ -325,13 +323,18 @@ static inline uint32_t hhi_slot_fifo_take(hhi_slots *t) {
 /* A slot for a new handle (still free until hhi_slot_issue): a rested one,
    else a never-used one (committing more of a growable table), else any free
    one; 0 when none is left. */
-static inline uint32_t hhi_slot_take(hhi_slots *t) {
-    if (t->free_count > t->min_free) return hhi_slot_fifo_take(t);
+/* The first never-used slot, hwm (< committed): never 0, so a caller that
+   takes this path directly has nothing to test. */
+static inline uint32_t hhi_slot_fresh(hhi_slots *t) {
     uint32_t idx = t->hwm;
-    if (HH_UNLIKELY(idx >= t->committed) && !hhi_slots_commit_more(t)) return t->free_count > 0 ? hhi_slot_fifo_take(t) : 0;
     HH_SLOT_STORE(slot_word(t, idx), (uint64_t)(t->first_gen << 8));   /* free (tag 0), first generation */
     HH_SLOT_STORE(&t->hwm, idx + 1);             /* read without the lock by hhi_slots_check */
     return idx;
+}
+static inline uint32_t hhi_slot_take(hhi_slots *t) {
+    if (t->free_count > t->min_free) return hhi_slot_fifo_take(t);
+    if (HH_UNLIKELY(t->hwm >= t->committed) && !hhi_slots_commit_more(t)) return t->free_count > 0 ? hhi_slot_fifo_take(t) : 0;
+    return hhi_slot_fresh(t);
 }
 /* Gives back a slot taken and not issued (the allocation failed), so that the
    table is as before the take: a never-used one below bound again (it is the
@@ -699,6 +702,11 @@ static inline uint32_t fl_next_nonempty(const hh_heap *h, unsigned *f, uint32_t 
         sl_map = h->fl.sl_bitmap[*f];
     }
     return sl_map;
+}
+/* The free block when the lists hold exactly one (free_blocks == 1). */
+static inline hhi_block *fl_sole(const hh_heap *h) {
+    unsigned f = hh_ctz64(h->fl.fl_bitmap);
+    return blk_at(h, granule_off(h->fl.head[f][hh_ctz64(h->fl.sl_bitmap[f])]));
 }
 /* Good fit (hhi_freelist_find). */
 static inline hhi_block *fl_find(const hh_heap *h, size_t size) {

@@ -54,7 +54,8 @@ hh_status hhi_slots_init(hhi_slots *t, char *base, uint32_t max_handles, bool gr
     }
     uint32_t min_free = HH_HANDLE_MIN_FREE_DEFAULT;
     if (min_free > max_handles / 4) min_free = max_handles / 4;
-    *t = (hhi_slots){ .head = { .slots = slots, .base = base, .capacity = cap }, .hwm = 1, .committed = committed,
+    *t = (hhi_slots){ .head = { .slots = slots, .base = base, .capacity = cap, .tag_bias = (uint32_t)tag << HH_HANDLE_INDEX_BITS },
+                      .hwm = 1, .committed = committed,
                       .min_free = min_free, .first_gen = ((uint32_t)epoch << HHI_GEN_EPOCH_SHIFT) | 1u,
                       .first_key = (((uint32_t)epoch << HHI_GEN_EPOCH_SHIFT) | 1u) << 8, .tag = tag,
                       .reserved_bytes = bytes };
