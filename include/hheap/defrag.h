@@ -207,7 +207,10 @@ typedef struct hh_defrag_metrics {
     double   fragmentation_sq;         /* 1 - sum(f^2) / (sum f)^2 over free blocks f: 0 for one
                                           block, towards 1 for many equal small holes */
     size_t   debt_bytes;               /* compaction debt: bytes of live blocks, pinned ones included,
-                                          above the lowest hole (as hh_mapdump_metrics.compaction_debt) */
+                                          above the lowest hole (as hh_mapdump_metrics.compaction_debt).
+                                          Freed blocks the heap keeps for reuse count as holes; while it
+                                          keeps some, the figure is exact unless the lowest one it took
+                                          since the last step was reused (then an upper bound) */
     uint64_t frames_to_compact;        /* estimate: steps of N moves to close the holes, N = the
                                           last step's max_moves (16 before any step, 1 if unlimited) */
     size_t   pinned_bytes;             /* whole pinned blocks */

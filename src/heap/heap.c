@@ -650,6 +650,7 @@ HH_NOINLINE HH_COLD void hhi_heap_cache_flush(hh_heap *h) {
         }
     }
     h->cache_room = h->cache_limit;
+    h->cache_low = SIZE_MAX;
     memset(h->cache_count, 0, sizeof h->cache_count);
     heap_touch(h, low);
 }
@@ -921,6 +922,7 @@ hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
     hhi_lock_init(&h->lock);
     hhi_freelist_init(h);
     for (unsigned c = 0; c < HHI_CACHE_CLASSES; c++) h->cache[c] = HHI_NONE;
+    h->cache_low = SIZE_MAX;
     heap_cache_limit_set(h);
     hh_track_pool_create(h, base);
     hh_track_noaccess(base, managed);
@@ -1371,6 +1373,7 @@ HH_INLINE hh_status free_body(hh_heap *heap, hh_handle h, bool plain) {
     heap->cache[size / HHI_GRANULE] = off_granule(off);
     heap->cache_room -= size;
     heap->cache_count[size / HHI_GRANULE]++;
+    if (off < heap->cache_low) heap->cache_low = off;
     if (hh_unlikely(heap->event_fn != NULL)) event_free(heap, h);
     hh_assert_expensive(hhi_heap_is_valid(heap));
     if (!plain) heap_unlock(heap);
@@ -1409,6 +1412,7 @@ hh_status hh_free(hh_heap *heap, hh_handle h) {
                 heap->cache[size / HHI_GRANULE] = off_granule(off);
                 heap->cache_room -= size;
                 heap->cache_count[size / HHI_GRANULE]++;
+                if (off < heap->cache_low) heap->cache_low = off;
                 hh_assert_expensive(hhi_heap_is_valid(heap));
                 return HH_OK;
             }

@@ -131,6 +131,7 @@ static hh_status check_cache(const hh_heap *h, bool report, const walk_count *c)
                 FAIL("I13: block at offset %zu (size %zu) is in cache list %u but is not a cached block of that size", off, blk_size(b), k);
             if (++listed > c->cached) FAIL("I13: the cache lists hold more blocks than the heap has cached blocks (or a cycle)");
             if (off < h->low_mark) FAIL("I13: cached block at offset %zu lies below low_mark %zu", off, h->low_mark);
+            if (off < h->cache_low) FAIL("I13: cached block at offset %zu lies below cache_low %zu", off, h->cache_low);
             bytes += blk_size(b);
             g = b->u.free.next;
         }

@@ -55,7 +55,8 @@
  *       of at most HHI_CACHE_MAX_BLOCK -- are exactly the blocks of the cache
  *       lists, each in the list of its size; their bytes are
  *       cache_limit - cache_room (so at most cache_limit), the blocks of
- *       each list cache_count[]; low_mark is at or below every one of them. To their neighbours
+ *       each list cache_count[]; low_mark and cache_low are at or below every
+ *       one of them. To their neighbours
  *       (I2, I3) and the bitmaps (I5: start bit, no free bit) they are
  *       occupied blocks; they count as used bytes (I8, I11), not as live
  *       blocks, and no handle names them.
@@ -439,6 +440,8 @@ struct hh_heap {
                                      and the regions): one compare and one subtract on hh_free */
     size_t      cache_limit;      /* the cached bytes stay <= this: max(HHI_CACHE_MIN_LIMIT, managed / 16) */
     uint32_t    cache_count[HHI_CACHE_CLASSES];   /* blocks in each cache list (the observers' figures) */
+    size_t      cache_low;        /* at or below the lowest cached block: the lowest offset cached since
+                                     the last flush (SIZE_MAX: none), for the observers' lowest hole */
     hhi_bitmap  starts;           /* bit per granule: a block starts here */
     hhi_bitmap  frees;            /* bit per granule: a free block starts here */
 
@@ -517,10 +520,12 @@ static inline uint64_t heap_cached_sumsq(const hh_heap *h) {
     return sq;
 }
 /* Offset at or below the lowest hole, cached blocks included (observers):
-   the lowest free block's, or low_mark when it is lower and blocks are
-   cached (every cached block lies at or above it, I13). */
+   the lowest free block's, or cache_low when it is lower and blocks are
+   cached. Exact unless the lowest block cached since the last flush was taken
+   back by an allocation. (low_mark, also at or below every cached block, is
+   lowered by every allocation too: a far looser bound.) */
 static inline size_t heap_lowest_hole_bound(const hh_heap *h, size_t lowest_free) {
-    return !heap_cache_empty(h) && h->low_mark < lowest_free ? h->low_mark : lowest_free;
+    return !heap_cache_empty(h) && h->cache_low < lowest_free ? h->cache_low : lowest_free;
 }
 static inline unsigned blk_pins(const hhi_block *b) { return (unsigned)(b->word >> BLK_PINS_SHIFT); }
 static inline unsigned blk_slack(const hhi_block *b) { return (unsigned)((b->word >> BLK_SLACK_SHIFT) & 0xF); }
