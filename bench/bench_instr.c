@@ -135,9 +135,10 @@ static void instr_defrag(void) {
     for (int i = 0; i < K; i += 2) hh_free(heap, hs[i]);   /* grow once, as in a game's first frames */
     loop_defrag(heap);
     for (int i = 1; i < K; i += 2) hh_free(heap, hs[i]);
-    loop_hh_alloc(heap, 64);
+    hh_defrag_full(heap);                     /* no hole, no cached block: the next K blocks are laid */
+    loop_hh_alloc(heap, 64);                  /* out in address order, and every other one is freed */
     for (int i = 0; i < K; i += 2) hh_free(heap, hs[i]);
-    MEASURE("defrag_step", loop_defrag(heap));
+    MEASURE("defrag_step", loop_defrag(heap));   /* (the step also merges those K/2 cached frees) */
     hh_heap_destroy(heap);
     if (moves_made == 0) {
         printf("instr: hh_defrag_step made no move\n");
