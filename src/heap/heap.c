@@ -51,8 +51,8 @@ static inline uint64_t live_word(size_t size, size_t align, unsigned slack, unsi
 static inline hh_handle slot_handle(const hh_heap *h, uint32_t slot) { return hhi_slot_handle(&h->handles, slot); }
 
 /* The live block behind h, or NULL (nothing reported). */
-static hhi_block *block_of(const hh_heap *heap, hh_handle h) {
-    void *p = hhi_slot_lookup(&heap->handles, h);
+static hhi_block *block_of(const hh_heap *heap, hh_handle hd) {
+    void *p = hhi_slot_lookup(&heap->handles, hd);
     return p ? blk_from_payload(p) : NULL;
 }
 
@@ -1267,15 +1267,15 @@ hh_handle hh_alloc_ex(hh_heap *heap, size_t size, size_t align, uint32_t tag) {
    Free
 --------------------------------------------------------------------------- */
 /* Live, consistent block of h or NULL after reporting (lock held). */
-static hhi_block *block_checked(const hh_heap *heap, hh_handle h, const char *who) {
-    hhi_block *b = block_of(heap, h);
+static hhi_block *block_checked(const hh_heap *heap, hh_handle hd, const char *who) {
+    hhi_block *b = block_of(heap, hd);
     if (hh_unlikely(b == NULL)) {
-        if (hhi_slots_check(&heap->handles, h, who) == HH_OK)   /* cannot happen: the lookup failed */
-            hhi_error(HH_E_STALE_HANDLE, "%s: handle %#llx does not name a live block", who, (unsigned long long)h.id);
+        if (hhi_slots_check(&heap->handles, hd, who) == HH_OK)   /* cannot happen: the lookup failed */
+            hhi_error(HH_E_STALE_HANDLE, "%s: handle %#llx does not name a live block", who, (unsigned long long)hd.id);
         return NULL;
     }
-    if (HH_NEVER(blk_is_free(b) || b->u.live.slot != hh_handle_index(h))) {
-        hhi_error(HH_E_CORRUPT, "%s: block of handle %#llx has a broken header", who, (unsigned long long)h.id);
+    if (HH_NEVER(blk_is_free(b) || b->u.live.slot != hh_handle_index(hd))) {
+        hhi_error(HH_E_CORRUPT, "%s: block of handle %#llx has a broken header", who, (unsigned long long)hd.id);
         return NULL;
     }
     return b;
@@ -1284,49 +1284,49 @@ static hhi_block *block_checked(const hh_heap *heap, hh_handle h, const char *wh
 /* Takes the lock and returns the live block behind h (public queries and
    pin/unpin). On a NULL heap or a bad handle: reported under `who`, lock not
    held, NULL (hh_last_error() has the status). */
-static hhi_block *block_locked(const hh_heap *heap, hh_handle h, const char *who) {
+static hhi_block *block_locked(const hh_heap *heap, hh_handle hd, const char *who) {
     if (hh_unlikely(heap == NULL)) {
         hhi_error(HH_E_INVALID_ARG, "%s: heap is NULL", who);
         return NULL;
     }
     heap_lock(heap);
-    hhi_block *b = block_checked(heap, h, who);
+    hhi_block *b = block_checked(heap, hd, who);
     if (b == NULL) heap_unlock(heap);
     return b;
 }
 
 /* hh_free past the fast path's test (lock held; releases it): a null, stale or
    forged handle, a pinned or corrupt block, a debug heap (guards, fills). */
-HH_NOINLINE HH_COLD static hh_status free_generic(hh_heap *heap, hh_handle h) {
-    if (hh_is_null(h)) {
+HH_NOINLINE HH_COLD static hh_status free_generic(hh_heap *heap, hh_handle hd) {
+    if (hh_is_null(hd)) {
         heap_unlock(heap);
         return HH_OK;
     }
-    hhi_block *b = block_checked(heap, h, "hh_free");
+    hhi_block *b = block_checked(heap, hd, "hh_free");
     if (b == NULL) {
         heap_unlock(heap);
         return hh_last_error();
     }
     if (blk_pins(b)) {
         heap_unlock(heap);
-        return hhi_error(HH_E_PINNED, "hh_free: handle %#llx is pinned (%u pins)", (unsigned long long)h.id, blk_pins(b));
+        return hhi_error(HH_E_PINNED, "hh_free: handle %#llx is pinned (%u pins)", (unsigned long long)hd.id, blk_pins(b));
     }
     bool guard_ok = guard_intact(heap, b);
     size_t off = blk_offset(heap, b), size = blk_size(b), usable = blk_usable(heap, b);
     void *p = blk_payload(b);
-    hhi_slot_drop(&heap->handles, hh_handle_index(h), (uint32_t)(h.id >> HH_HANDLE_INDEX_BITS));   /* live: checked */
+    hhi_slot_drop(&heap->handles, hh_handle_index(hd), (uint32_t)(hd.id >> HH_HANDLE_INDEX_BITS));   /* live: checked */
     heap_touch(heap, blk_prev_free(b) ? blk_offset(heap, blk_prev_free_block(b)) : off);
     used_sub(heap, off, size);
     heap->live_blocks--;
     if (heap->debug) memset(p, HH_FILL_FREED, usable);
     hh_track_free(heap, p, usable);
     region_release(heap, off, size, blk_prev_free(b));
-    heap_event(heap, &(hh_heap_event){ .kind = HH_EV_FREE, .handle = h });
+    heap_event(heap, &(hh_heap_event){ .kind = HH_EV_FREE, .handle = hd });
     hh_assert_expensive(hhi_heap_is_valid(heap));
     heap_unlock(heap);
     if (!guard_ok)
         return hhi_error(HH_E_CORRUPT, "hh_free: guard bytes after handle %#llx (%zu usable bytes) were overwritten; block freed",
-                         (unsigned long long)h.id, usable);
+                         (unsigned long long)hd.id, usable);
     return HH_OK;
 }
 
@@ -1335,7 +1335,7 @@ HH_NOINLINE HH_COLD static hh_status free_generic(hh_heap *heap, hh_handle h) {
 /* hh_free of a block the cache does not take (larger than HHI_CACHE_MAX_BLOCK,
    or the cache is full): coalesced now. Apart from hh_free so that the cache
    path keeps a small frame. The handle is dropped; lock held, released here. */
-HH_NOINLINE static hh_status free_release(hh_heap *heap, hh_handle h, hhi_block *b, uint64_t w) {
+HH_NOINLINE static hh_status free_release(hh_heap *heap, hh_handle hd, hhi_block *b, uint64_t w) {
     size_t off = blk_offset(heap, b), size = (size_t)(w & BLK_SIZE_MASK);
     bool prev_free = (w & BLK_PREV_FREE) != 0;
     heap_touch(heap, prev_free ? blk_offset(heap, blk_prev_free_block(b)) : off);
@@ -1343,26 +1343,26 @@ HH_NOINLINE static hh_status free_release(hh_heap *heap, hh_handle h, hhi_block 
     heap->live_blocks--;
     hh_track_free(heap, blk_payload(b), blk_usable(heap, b));
     region_release_inline(heap, off, size, prev_free);
-    if (hh_unlikely(heap->event_fn != NULL)) event_free(heap, h);
+    if (hh_unlikely(heap->event_fn != NULL)) event_free(heap, hd);
     hh_assert_expensive(hhi_heap_is_valid(heap));
     heap_unlock(heap);
     return HH_OK;
 }
 
 /* hh_free's body; `plain` as for heap_alloc. */
-HH_INLINE hh_status free_body(hh_heap *heap, hh_handle h, bool plain) {
+HH_INLINE hh_status free_body(hh_heap *heap, hh_handle hd, bool plain) {
     if (!plain) heap_lock(heap);
     hhi_slots *t = &heap->handles;
-    uint32_t idx = hh_handle_index(h);
-    char *p = hhi_slot_lookup(t, h);
-    if (hh_unlikely(p == NULL || (!plain && heap->debug))) return free_generic(heap, h);
+    uint32_t idx = hh_handle_index(hd);
+    char *p = hhi_slot_lookup(t, hd);
+    if (hh_unlikely(p == NULL || (!plain && heap->debug))) return free_generic(heap, hd);
     hhi_block *b = blk_from_payload(p);
     uint64_t w = b->word;
     if (hh_unlikely((w & (BLK_FREE | ((uint64_t)0xFF << BLK_PINS_SHIFT))) != 0 || b->u.live.slot != idx))
-        return free_generic(heap, h);
-    hhi_slot_drop(t, idx, (uint32_t)(h.id >> HH_HANDLE_INDEX_BITS));
+        return free_generic(heap, hd);
+    hhi_slot_drop(t, idx, (uint32_t)(hd.id >> HH_HANDLE_INDEX_BITS));
     size_t size = (size_t)(w & BLK_SIZE_MASK);
-    if (hh_unlikely(size > HHI_CACHE_MAX_BLOCK || size > heap->cache_room)) return free_release(heap, h, b, w);
+    if (hh_unlikely(size > HHI_CACHE_MAX_BLOCK || size > heap->cache_room)) return free_release(heap, hd, b, w);
     /* into the cache: the block stays as it is to its neighbours (I13) */
     size_t off = (size_t)((char *)b - heap->base);
     heap_touch(heap, off);                           /* low_mark: no cached block lies below it (I13) */
@@ -1374,7 +1374,7 @@ HH_INLINE hh_status free_body(hh_heap *heap, hh_handle h, bool plain) {
     heap->cache_room -= size;
     heap->cache_count[size / HHI_GRANULE]++;
     if (off < heap->cache_low) heap->cache_low = off;
-    if (hh_unlikely(heap->event_fn != NULL)) event_free(heap, h);
+    if (hh_unlikely(heap->event_fn != NULL)) event_free(heap, hd);
     hh_assert_expensive(hhi_heap_is_valid(heap));
     if (!plain) heap_unlock(heap);
     return HH_OK;
@@ -1382,27 +1382,27 @@ HH_INLINE hh_status free_body(hh_heap *heap, hh_handle h, bool plain) {
 
 /* hh_free past its fast path: a NULL heap, a thread-safe or debug heap, an
    event hook, a block the cache does not take, any bad handle. */
-HH_NOINLINE static hh_status free_slow(hh_heap *heap, hh_handle h) {
+HH_NOINLINE static hh_status free_slow(hh_heap *heap, hh_handle hd) {
     if (hh_unlikely(heap == NULL)) return hhi_error(HH_E_INVALID_ARG, "hh_free: heap is NULL");
-    if (heap->flags & (HH_HEAP_THREADSAFE | HH_HEAP_DEBUG)) return free_body(heap, h, false);
-    return free_body(heap, h, true);
+    if (heap->flags & (HH_HEAP_THREADSAFE | HH_HEAP_DEBUG)) return free_body(heap, hd, false);
+    return free_body(heap, hd, true);
 }
 
 /* The fast path: a live, unpinned block of a plain heap (no lock, no debug,
    no event hook) that the cache takes. Nothing changes before every test has
    passed, and it makes no call (no stack frame); everything else is free_slow. */
-hh_status hh_free(hh_heap *heap, hh_handle h) {
+hh_status hh_free(hh_heap *heap, hh_handle hd) {
     if (hh_likely(heap != NULL && !(heap->flags & (HH_HEAP_THREADSAFE | HH_HEAP_DEBUG)) && heap->event_fn == NULL)) {
         hhi_slots *t = &heap->handles;
-        uint32_t idx = hh_handle_index(h);
-        char *p = hhi_slot_lookup(t, h);
+        uint32_t idx = hh_handle_index(hd);
+        char *p = hhi_slot_lookup(t, hd);
         if (hh_likely(p != NULL)) {
             hhi_block *b = blk_from_payload(p);
             uint64_t w = b->word;
             size_t size = (size_t)(w & BLK_SIZE_MASK);
             if (hh_likely((w & (BLK_FREE | ((uint64_t)0xFF << BLK_PINS_SHIFT))) == 0 && b->u.live.slot == idx &&
                           size <= HHI_CACHE_MAX_BLOCK && size <= heap->cache_room)) {
-                hhi_slot_drop(t, idx, (uint32_t)(h.id >> HH_HANDLE_INDEX_BITS));
+                hhi_slot_drop(t, idx, (uint32_t)(hd.id >> HH_HANDLE_INDEX_BITS));
                 size_t off = (size_t)((char *)b - heap->base);
                 heap_touch(heap, off);               /* low_mark: no cached block lies below it (I13) */
                 heap->live_blocks--;
@@ -1418,7 +1418,7 @@ hh_status hh_free(hh_heap *heap, hh_handle h) {
             }
         }
     }
-    return free_slow(heap, h);
+    return free_slow(heap, hd);
 }
 
 /* ---------------------------------------------------------------------------
@@ -1520,12 +1520,12 @@ static hhi_block *resize_move(hh_heap *h, hhi_block *b, size_t nbs) {
     return nb;
 }
 
-hh_status hh_resize(hh_heap *heap, hh_handle h, size_t new_size) {
+hh_status hh_resize(hh_heap *heap, hh_handle hd, size_t new_size) {
     if (heap == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_resize: heap is NULL");
     if (new_size == 0) return hhi_error(HH_E_INVALID_ARG, "hh_resize: size 0 (use hh_free)");
     if (new_size > heap->limit)
         return hhi_error(HH_E_NO_MEMORY, "hh_resize: %zu bytes exceed the heap's %zu managed bytes", new_size, heap->limit);
-    hhi_block *b = block_locked(heap, h, "hh_resize");
+    hhi_block *b = block_locked(heap, hd, "hh_resize");
     if (b == NULL) return hh_last_error();
     size_t nbs = blk_min_size(heap, new_size);
     heap_touch(heap, blk_offset(heap, b));
@@ -1535,14 +1535,14 @@ hh_status hh_resize(hh_heap *heap, hh_handle h, size_t new_size) {
         if (n && blk_cached(n)) hhi_heap_cache_flush(heap);
     }
     if (resize_in_place(heap, b, nbs)) {
-        heap_event(heap, &(hh_heap_event){ .kind = HH_EV_RESIZE, .handle = h, .size = new_size });
+        heap_event(heap, &(hh_heap_event){ .kind = HH_EV_RESIZE, .handle = hd, .size = new_size });
         heap_unlock(heap);
         return HH_OK;
     }
     if (blk_pins(b)) {
         heap_unlock(heap);
         return hhi_error(HH_E_PINNED, "hh_resize: handle %#llx is pinned and cannot grow in place to %zu bytes",
-                         (unsigned long long)h.id, new_size);
+                         (unsigned long long)hd.id, new_size);
     }
     hhi_block *nb = resize_move(heap, b, nbs);
     if (nb == NULL) {
@@ -1551,7 +1551,7 @@ hh_status hh_resize(hh_heap *heap, hh_handle h, size_t new_size) {
         return hhi_error(HH_E_NO_MEMORY, "hh_resize: no room for %zu bytes (%zu bytes free); block unchanged", new_size,
                          free_bytes);
     }
-    heap_event(heap, &(hh_heap_event){ .kind = HH_EV_RESIZE, .handle = h, .size = new_size });
+    heap_event(heap, &(hh_heap_event){ .kind = HH_EV_RESIZE, .handle = hd, .size = new_size });
     heap_unlock(heap);
     return HH_OK;
 }
@@ -1560,50 +1560,50 @@ hh_status hh_resize(hh_heap *heap, hh_handle h, size_t new_size) {
    Queries, pins
 --------------------------------------------------------------------------- */
 /* hh_deref past its fast path: reports why h names nothing. */
-HH_NOINLINE HH_COLD static void *deref_fail(const hh_heap *heap, hh_handle h) {
+HH_NOINLINE HH_COLD static void *deref_fail(const hh_heap *heap, hh_handle hd) {
     if (heap == NULL) {
         hhi_error(HH_E_INVALID_ARG, "hh_deref: heap is NULL");
         return NULL;
     }
-    if (hh_is_null(h)) return NULL;
-    if (hhi_slots_check(&heap->handles, h, "hh_deref") == HH_OK)   /* cannot happen: the lookup failed */
-        hhi_error(HH_E_STALE_HANDLE, "hh_deref: handle %#llx does not name a live block", (unsigned long long)h.id);
+    if (hh_is_null(hd)) return NULL;
+    if (hhi_slots_check(&heap->handles, hd, "hh_deref") == HH_OK)   /* cannot happen: the lookup failed */
+        hhi_error(HH_E_STALE_HANDLE, "hh_deref: handle %#llx does not name a live block", (unsigned long long)hd.id);
     return NULL;
 }
 
 /* The function behind the macro (heap.h): the same fast path, then the report.
    hh_deref_inline calls it for everything but a live handle. */
-void *(hh_deref)(const hh_heap *heap, hh_handle h) {
+void *(hh_deref)(const hh_heap *heap, hh_handle hd) {
     if (hh_likely(heap != NULL)) {
-        void *p = hhi_slot_lookup(&heap->handles, h);
+        void *p = hhi_slot_lookup(&heap->handles, hd);
         if (hh_likely(p != NULL)) return p;
     }
-    return deref_fail(heap, h);
+    return deref_fail(heap, hd);
 }
 
-size_t hh_size(const hh_heap *heap, hh_handle h) {
-    hhi_block *b = block_locked(heap, h, "hh_size");
+size_t hh_size(const hh_heap *heap, hh_handle hd) {
+    hhi_block *b = block_locked(heap, hd, "hh_size");
     if (b == NULL) return 0;
     size_t n = blk_usable(heap, b);
     heap_unlock(heap);
     return n;
 }
 
-uint32_t hh_tag(const hh_heap *heap, hh_handle h) {
-    hhi_block *b = block_locked(heap, h, "hh_tag");
+uint32_t hh_tag(const hh_heap *heap, hh_handle hd) {
+    hhi_block *b = block_locked(heap, hd, "hh_tag");
     if (b == NULL) return 0;
     uint32_t t = b->u.live.tag;
     heap_unlock(heap);
     return t;
 }
 
-void *hh_pin(hh_heap *heap, hh_handle h) {
-    hhi_block *b = block_locked(heap, h, "hh_pin");
+void *hh_pin(hh_heap *heap, hh_handle hd) {
+    hhi_block *b = block_locked(heap, hd, "hh_pin");
     if (b == NULL) return NULL;
     unsigned pins = blk_pins(b);
     if (pins == HHI_MAX_PINS) {
         heap_unlock(heap);
-        hhi_error(HH_E_INVALID_ARG, "hh_pin: handle %#llx already has the maximum of %u pins", (unsigned long long)h.id,
+        hhi_error(HH_E_INVALID_ARG, "hh_pin: handle %#llx already has the maximum of %u pins", (unsigned long long)hd.id,
                   (unsigned)HHI_MAX_PINS);
         return NULL;
     }
@@ -1613,18 +1613,18 @@ void *hh_pin(hh_heap *heap, hh_handle h) {
         heap->pinned_bytes += blk_size(b);
     }
     void *p = blk_payload(b);
-    heap_event(heap, &(hh_heap_event){ .kind = HH_EV_PIN, .handle = h });
+    heap_event(heap, &(hh_heap_event){ .kind = HH_EV_PIN, .handle = hd });
     heap_unlock(heap);
     return p;
 }
 
-hh_status hh_unpin(hh_heap *heap, hh_handle h) {
-    hhi_block *b = block_locked(heap, h, "hh_unpin");
+hh_status hh_unpin(hh_heap *heap, hh_handle hd) {
+    hhi_block *b = block_locked(heap, hd, "hh_unpin");
     if (b == NULL) return hh_last_error();
     unsigned pins = blk_pins(b);
     if (pins == 0) {
         heap_unlock(heap);
-        return hhi_error(HH_E_INVALID_ARG, "hh_unpin: handle %#llx is not pinned", (unsigned long long)h.id);
+        return hhi_error(HH_E_INVALID_ARG, "hh_unpin: handle %#llx is not pinned", (unsigned long long)hd.id);
     }
     b->word -= (uint64_t)1 << BLK_PINS_SHIFT;
     heap_touch(heap, blk_prev_free(b) ? blk_offset(heap, blk_prev_free_block(b)) : blk_offset(heap, b));
@@ -1632,7 +1632,7 @@ hh_status hh_unpin(hh_heap *heap, hh_handle h) {
         heap->pinned_blocks--;
         heap->pinned_bytes -= blk_size(b);
     }
-    heap_event(heap, &(hh_heap_event){ .kind = HH_EV_UNPIN, .handle = h });
+    heap_event(heap, &(hh_heap_event){ .kind = HH_EV_UNPIN, .handle = hd });
     heap_unlock(heap);
     return HH_OK;
 }

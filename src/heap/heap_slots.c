@@ -71,22 +71,22 @@ void hhi_slots_fini(hhi_slots *t) {
     t->tag = 0;
 }
 
-hh_status hhi_slots_check(const hhi_slots *t, hh_handle h, const char *who) {
-    if (hhi_slot_lookup(t, h) != NULL) return HH_OK;
-    if (hh_is_null(h)) return hhi_error(HH_E_STALE_HANDLE, "%s: null handle", who);
-    uint32_t idx = hh_handle_index(h);
-    unsigned tag = (unsigned)((h.id >> HH_HANDLE_INDEX_BITS) & 0xFF);
+hh_status hhi_slots_check(const hhi_slots *t, hh_handle hd, const char *who) {
+    if (hhi_slot_lookup(t, hd) != NULL) return HH_OK;
+    if (hh_is_null(hd)) return hhi_error(HH_E_STALE_HANDLE, "%s: null handle", who);
+    uint32_t idx = hh_handle_index(hd);
+    unsigned tag = (unsigned)((hd.id >> HH_HANDLE_INDEX_BITS) & 0xFF);
     if (tag != t->tag)
         return hhi_error(HH_E_STALE_HANDLE, "%s: handle %#llx belongs to another table (tag %u, this table %u)", who,
-                         (unsigned long long)h.id, tag, (unsigned)t->tag);
+                         (unsigned long long)hd.id, tag, (unsigned)t->tag);
     if (idx == 0 || idx >= HH_SLOT_LOAD(&t->hwm))   /* read without the lock by hh_deref's slow path */
-        return hhi_error(HH_E_STALE_HANDLE, "%s: handle %#llx was never issued", who, (unsigned long long)h.id);
-    if ((h.id >> 32) > HHI_GEN_MASK)                  /* no slot issues generations of 2^24 and up */
+        return hhi_error(HH_E_STALE_HANDLE, "%s: handle %#llx was never issued", who, (unsigned long long)hd.id);
+    if ((hd.id >> 32) > HHI_GEN_MASK)                  /* no slot issues generations of 2^24 and up */
         return hhi_error(HH_E_STALE_HANDLE, "%s: handle %#llx has a generation no slot of this heap issues", who,
-                         (unsigned long long)h.id);
+                         (unsigned long long)hd.id);
     uint64_t w = HH_SLOT_LOAD(slot_word(t, idx));
     return hhi_error(HH_E_STALE_HANDLE, "%s: handle %#llx is stale (freed; slot generation now %u)", who,
-                     (unsigned long long)h.id, (unsigned)(((uint32_t)w >> 8) & HHI_GEN_MASK));
+                     (unsigned long long)hd.id, (unsigned)(((uint32_t)w >> 8) & HHI_GEN_MASK));
 }
 
 void hhi_heap_slot_age(hh_heap *h, uint32_t idx, uint32_t left) {
