@@ -303,9 +303,16 @@ def main():
         rc, benches, secs = run_capture([exe, "--record", trace], limit, env=env)
         account("bench_heap --record", rc, benches, secs)
         traces = [trace] if rc == 0 else []
+        # Only traces recorded by this build: placement is a property of the
+        # library version, so a trace older than hh-replay may have been
+        # recorded by another one and would replay as DIFFERS.
+        built = os.path.getmtime(replay)
         others = sorted(t for t in glob.glob("out/**/*.hhtrace", recursive=True)
                         if os.path.abspath(t) != os.path.abspath(trace))
-        traces += others[:3]
+        stale = [t for t in others if os.path.getmtime(t) < built]
+        if stale:
+            note(f"  hh-replay: {len(stale)} trace(s) under out/ older than {replay} skipped (another build may have recorded them)")
+        traces += [t for t in others if t not in stale][:3]
         for t in traces:
             if t != trace:
                 note(f"== hh-replay {t}")
