@@ -1041,17 +1041,6 @@ END_TEST
    with the function's name), a non-NULL out is cleared before that early
    return, and nothing else changes.
 --------------------------------------------------------------------------- */
-/* Exactly one HH_E_INVALID_ARG since the last reset, its message led by fn. */
-static void expect_one_invalid(const char *fn) {
-    ck_assert_msg(hh_test_captured_count() == 1, "%s: %u messages, want 1", fn, hh_test_captured_count());
-    ck_assert_int_eq(hh_test_last_captured(), HH_E_INVALID_ARG);
-    ck_assert_int_eq(hh_last_error(), HH_E_INVALID_ARG);
-    size_t n = strlen(fn);
-    ck_assert_msg(strncmp(hh_test_last_message(), fn, n) == 0 && hh_test_last_message()[n] == ':',
-                  "message \"%s\" is not led by %s", hh_test_last_message(), fn);
-    hh_test_reset_captured();
-    hh_clear_last_error();
-}
 
 static bool all_bytes(const void *p, size_t n, uint8_t v) {
     for (size_t i = 0; i < n; i++)
@@ -1065,23 +1054,23 @@ START_TEST(creates_clear_out_before_reporting_a_null_desc) {
     hh_pool *pool = (hh_pool *)(void *)&junk_object;
     ck_assert_int_eq(hh_pool_create(NULL, &pool), HH_E_INVALID_ARG);
     ck_assert_ptr_null(pool);
-    expect_one_invalid("hh_pool_create");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_pool_create");
     hh_stack *st = (hh_stack *)(void *)&junk_object;
     ck_assert_int_eq(hh_stack_create(NULL, &st), HH_E_INVALID_ARG);
     ck_assert_ptr_null(st);
-    expect_one_invalid("hh_stack_create");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_stack_create");
     hh_dstack *ds = (hh_dstack *)(void *)&junk_object;
     ck_assert_int_eq(hh_dstack_create(NULL, &ds), HH_E_INVALID_ARG);
     ck_assert_ptr_null(ds);
-    expect_one_invalid("hh_dstack_create");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_dstack_create");
     hh_frame *f = (hh_frame *)(void *)&junk_object;
     ck_assert_int_eq(hh_frame_create(NULL, &f), HH_E_INVALID_ARG);
     ck_assert_ptr_null(f);
-    expect_one_invalid("hh_frame_create");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_frame_create");
     hh_dframe *df = (hh_dframe *)(void *)&junk_object;
     ck_assert_int_eq(hh_dframe_create(NULL, &df), HH_E_INVALID_ARG);
     ck_assert_ptr_null(df);
-    expect_one_invalid("hh_dframe_create");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_dframe_create");
     hh_memstack *ms = (hh_memstack *)(void *)&junk_object;   /* NULL desc is the defaults here: not an error */
     ck_assert_int_eq(hh_memstack_create(NULL, &ms), HH_OK);
     ck_assert_uint_eq(hh_test_captured_count(), 0);
@@ -1092,19 +1081,19 @@ START_TEST(creates_clear_out_before_reporting_a_null_desc) {
     hh_scratch_destroy(sc);
     /* NULL out: reported, nothing created */
     ck_assert_int_eq(hh_pool_create(&(hh_pool_desc){ .elem_size = 8, .capacity = 4 }, NULL), HH_E_INVALID_ARG);
-    expect_one_invalid("hh_pool_create");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_pool_create");
     ck_assert_int_eq(hh_stack_create(&(hh_stack_desc){ .capacity = 64 }, NULL), HH_E_INVALID_ARG);
-    expect_one_invalid("hh_stack_create");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_stack_create");
     ck_assert_int_eq(hh_dstack_create(&(hh_stack_desc){ .capacity = 64 }, NULL), HH_E_INVALID_ARG);
-    expect_one_invalid("hh_dstack_create");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_dstack_create");
     ck_assert_int_eq(hh_frame_create(&(hh_frame_desc){ .capacity = 64 }, NULL), HH_E_INVALID_ARG);
-    expect_one_invalid("hh_frame_create");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_frame_create");
     ck_assert_int_eq(hh_dframe_create(&(hh_frame_desc){ .capacity = 64 }, NULL), HH_E_INVALID_ARG);
-    expect_one_invalid("hh_dframe_create");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_dframe_create");
     ck_assert_int_eq(hh_memstack_create(NULL, NULL), HH_E_INVALID_ARG);
-    expect_one_invalid("hh_memstack_create");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_memstack_create");
     ck_assert_int_eq(hh_scratch_create(NULL, NULL), HH_E_INVALID_ARG);
-    expect_one_invalid("hh_scratch_create");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_scratch_create");
 }
 END_TEST
 
@@ -1113,23 +1102,23 @@ START_TEST(info_getters_clear_out_for_a_null_object) {
     memset(&mi, 0xA5, sizeof mi);
     ck_assert_int_eq(hh_memstack_info_get(NULL, &mi), HH_E_INVALID_ARG);
     ck_assert(all_bytes(&mi, sizeof mi, 0));
-    expect_one_invalid("hh_memstack_info_get");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_memstack_info_get");
     hh_pool_info pi;
     memset(&pi, 0xA5, sizeof pi);
     ck_assert_int_eq(hh_pool_info_get(NULL, &pi), HH_E_INVALID_ARG);
     ck_assert(all_bytes(&pi, sizeof pi, 0));
-    expect_one_invalid("hh_pool_info_get");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_pool_info_get");
     hh_scratch_info si;
     memset(&si, 0xA5, sizeof si);
     ck_assert_int_eq(hh_scratch_info_get(NULL, &si), HH_E_INVALID_ARG);
     ck_assert(all_bytes(&si, sizeof si, 0));
-    expect_one_invalid("hh_scratch_info_get");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_scratch_info_get");
     /* NULL out with a live object: reported, the object unchanged */
     hh_memstack *ms = stack_new(0);
     ck_assert_ptr_nonnull(hh_memstack_alloc(ms, 100, 16));
     hh_memstack_info before = stack_info(ms);
     ck_assert_int_eq(hh_memstack_info_get(ms, NULL), HH_E_INVALID_ARG);
-    expect_one_invalid("hh_memstack_info_get");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_memstack_info_get");
     hh_memstack_info after = stack_info(ms);
     ck_assert_uint_eq(after.used_bytes, before.used_bytes);
     ck_assert_uint_eq(after.alloc_count, before.alloc_count);
@@ -1137,15 +1126,15 @@ START_TEST(info_getters_clear_out_for_a_null_object) {
     hh_pool *pool;
     ck_assert_int_eq(hh_pool_create(&(hh_pool_desc){ .elem_size = 16, .capacity = 8 }, &pool), HH_OK);
     ck_assert_int_eq(hh_pool_info_get(pool, NULL), HH_E_INVALID_ARG);
-    expect_one_invalid("hh_pool_info_get");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_pool_info_get");
     hh_pool_destroy(pool);
     hh_scratch *sc;
     ck_assert_int_eq(hh_scratch_create(NULL, &sc), HH_OK);
     ck_assert_int_eq(hh_scratch_info_get(sc, NULL), HH_E_INVALID_ARG);
-    expect_one_invalid("hh_scratch_info_get");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_scratch_info_get");
     hh_scratch_destroy(sc);
     ck_assert_int_eq(hh_pagepool_stats_get(NULL), HH_E_INVALID_ARG);
-    expect_one_invalid("hh_pagepool_stats_get");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_pagepool_stats_get");
 }
 END_TEST
 
@@ -1160,14 +1149,14 @@ START_TEST(stackvec_init_failure_leaves_the_vector_empty) {
         hh_status s = k == 2 ? hh_stackvec_init(&v, NULL, 8, 0) : hh_stackvec_init(&v, ms, bad[k][0], bad[k][1]);
         ck_assert_int_eq(s, HH_E_INVALID_ARG);
         ck_assert(all_bytes(&v, sizeof v, 0));
-        expect_one_invalid("hh_stackvec_init");
+        hh_test_expect_one(HH_E_INVALID_ARG, "hh_stackvec_init");
         ck_assert_ptr_null(hh_stackvec_push(&v));
-        expect_one_invalid("hh_stackvec_push");
+        hh_test_expect_one(HH_E_INVALID_ARG, "hh_stackvec_push");
         ck_assert_ptr_null(hh_stackvec_at(&v, 0));      /* an empty vector: no element 0, no message */
         ck_assert_uint_eq(hh_test_captured_count(), 0);
     }
     ck_assert_int_eq(hh_stackvec_init(NULL, ms, 8, 0), HH_E_INVALID_ARG);
-    expect_one_invalid("hh_stackvec_init");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_stackvec_init");
     ck_assert_uint_eq(stack_info(ms).chunk_count, 0);   /* nothing allocated on the stack */
     hh_memstack_destroy(ms);
 }
@@ -1177,48 +1166,48 @@ END_TEST
    value is the documented neutral one (0, NULL, an empty marker). */
 START_TEST(value_getters_report_a_null_object) {
     ck_assert_uint_eq(hh_stack_used(NULL), 0);
-    expect_one_invalid("hh_stack_used");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_stack_used");
     ck_assert_uint_eq(hh_stack_get_marker(NULL).offset, 0);
-    expect_one_invalid("hh_stack_get_marker");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_stack_get_marker");
     ck_assert_uint_eq(hh_dstack_used(NULL, HH_DSTACK_LOW), 0);
-    expect_one_invalid("hh_dstack_used");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_dstack_used");
     ck_assert_uint_eq(hh_dstack_free_bytes(NULL), 0);
-    expect_one_invalid("hh_dstack_free_bytes");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_dstack_free_bytes");
     ck_assert_uint_eq(hh_dstack_get_marker(NULL, HH_DSTACK_HIGH).offset, 0);
-    expect_one_invalid("hh_dstack_get_marker");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_dstack_get_marker");
     ck_assert_uint_eq(hh_frame_used(NULL), 0);
-    expect_one_invalid("hh_frame_used");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_frame_used");
     ck_assert_uint_eq(hh_dframe_used(NULL), 0);
-    expect_one_invalid("hh_dframe_used");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_dframe_used");
     ck_assert_uint_eq(hh_dframe_frame(NULL), 0);
-    expect_one_invalid("hh_dframe_frame");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_dframe_frame");
     ck_assert_ptr_null(hh_stackvec_at(NULL, 0));
-    expect_one_invalid("hh_stackvec_at");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_stackvec_at");
     hh_mark_scope_end(NULL);
-    expect_one_invalid("hh_mark_scope_end");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_mark_scope_end");
     /* a bad end of a live double-ended stack: reported, the stack unchanged */
     hh_dstack *ds;
     ck_assert_int_eq(hh_dstack_create(&(hh_stack_desc){ .capacity = 256 }, &ds), HH_OK);
     ck_assert_ptr_nonnull(hh_dstack_alloc(ds, HH_DSTACK_LOW, 32, 16));
     ck_assert_uint_eq(hh_dstack_used(ds, (hh_dstack_end)7), 0);
-    expect_one_invalid("hh_dstack_used");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_dstack_used");
     ck_assert_uint_eq(hh_dstack_used(ds, HH_DSTACK_LOW), 32);
     ck_assert_uint_eq(hh_dstack_free_bytes(ds), 256 - 32);
     ck_assert_uint_eq(hh_test_captured_count(), 0);
     hh_dstack_destroy(ds);
     /* the already-uniform NULL paths stay one message each */
     ck_assert_int_eq(hh_memstack_walk(NULL, NULL, NULL), HH_E_INVALID_ARG);
-    expect_one_invalid("hh_memstack_walk");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_memstack_walk");
     ck_assert_int_eq(hh_memstack_walk_marks(NULL, NULL, NULL), HH_E_INVALID_ARG);
-    expect_one_invalid("hh_memstack_walk_marks");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_memstack_walk_marks");
     ck_assert_int_eq(hh_memstack_check(NULL), HH_E_INVALID_ARG);
-    expect_one_invalid("hh_memstack_check");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_memstack_check");
     ck_assert_int_eq(hh_memstack_trim(NULL), HH_E_INVALID_ARG);
-    expect_one_invalid("hh_memstack_trim");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_memstack_trim");
     ck_assert_int_eq(hh_stack_free_to_marker(NULL, (hh_stack_marker){ 0 }), HH_E_INVALID_ARG);
-    expect_one_invalid("hh_stack_free_to_marker");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_stack_free_to_marker");
     ck_assert_int_eq(hh_pool_free(NULL, NULL), HH_E_INVALID_ARG);
-    expect_one_invalid("hh_pool_free");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_pool_free");
     /* destroy of NULL stays a silent no-op, like free(NULL) */
     hh_memstack_destroy(NULL);
     hh_stack_destroy(NULL);

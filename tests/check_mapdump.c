@@ -726,16 +726,6 @@ END_TEST
    NULL reader, writer or out is reported once (HH_E_INVALID_ARG, the message
    led by the function's name), a non-NULL out is cleared before that early
    return, and nothing else changes. */
-static void expect_one_invalid(const char *fn) {
-    ck_assert_msg(hh_test_captured_count() == 1, "%s: %u messages, want 1", fn, hh_test_captured_count());
-    ck_assert_int_eq(hh_test_last_captured(), HH_E_INVALID_ARG);
-    ck_assert_int_eq(hh_last_error(), HH_E_INVALID_ARG);
-    size_t n = strlen(fn);
-    ck_assert_msg(strncmp(hh_test_last_message(), fn, n) == 0 && hh_test_last_message()[n] == ':',
-                  "message \"%s\" is not led by %s", hh_test_last_message(), fn);
-    hh_test_reset_captured();
-    hh_clear_last_error();
-}
 
 START_TEST(null_reader_writer_and_out_are_reported) {
     hh_test_reset_captured();
@@ -744,31 +734,31 @@ START_TEST(null_reader_writer_and_out_are_reported) {
     ck_assert_int_eq(hh_mapdump_info(NULL, &fi), HH_E_INVALID_ARG);
     const uint8_t *b = (const uint8_t *)&fi;
     for (size_t i = 0; i < sizeof fi; i++) ck_assert_msg(b[i] == 0, "byte %zu of the info not cleared", i);
-    expect_one_invalid("hh_mapdump_info");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_mapdump_info");
     ck_assert_uint_eq(hh_mapdump_frames_written(NULL), 0);
-    expect_one_invalid("hh_mapdump_frames_written");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_mapdump_frames_written");
     ck_assert_uint_eq(hh_mapdump_bytes_written(NULL), 0);
-    expect_one_invalid("hh_mapdump_bytes_written");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_mapdump_bytes_written");
     const hh_mapdump_frame *f = (const hh_mapdump_frame *)(const void *)&fi;
     ck_assert_int_eq(hh_mapdump_next(NULL, &f), HH_E_INVALID_ARG);
     ck_assert_ptr_null(f);
-    expect_one_invalid("hh_mapdump_next");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_mapdump_next");
     ck_assert_int_eq(hh_mapdump_rewind(NULL), HH_E_INVALID_ARG);
-    expect_one_invalid("hh_mapdump_rewind");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_mapdump_rewind");
     ck_assert_int_eq(hh_mapdump_write_frame(NULL, 0, NULL), HH_E_INVALID_ARG);
-    expect_one_invalid("hh_mapdump_write_frame");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_mapdump_write_frame");
     hh_mapdump_reader *r = (hh_mapdump_reader *)(void *)&fi;
     ck_assert_int_eq(hh_mapdump_open(NULL, &r), HH_E_INVALID_ARG);
     ck_assert_ptr_null(r);
-    expect_one_invalid("hh_mapdump_open");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_mapdump_open");
     r = (hh_mapdump_reader *)(void *)&fi;
     ck_assert_int_eq(hh_mapdump_open_memory(NULL, 5, &r), HH_E_INVALID_ARG);
     ck_assert_ptr_null(r);
-    expect_one_invalid("hh_mapdump_open_memory");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_mapdump_open_memory");
     hh_mapdump_writer *w = (hh_mapdump_writer *)(void *)&fi;
     ck_assert_int_eq(hh_mapdump_create(path, NULL, &w), HH_E_INVALID_ARG);
     ck_assert_ptr_null(w);
-    expect_one_invalid("hh_mapdump_create");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_mapdump_create");
     ck_assert_int_eq(hh_mapdump_close(NULL), HH_OK);   /* like free(NULL): silent */
     hh_mapdump_reader_close(NULL);
     ck_assert_uint_eq(hh_test_captured_count(), 0);
@@ -782,9 +772,9 @@ START_TEST(null_reader_writer_and_out_are_reported) {
     ck_assert_uint_eq(hh_test_captured_count(), 0);
     ck_assert_int_eq(hh_mapdump_open(path, &r), HH_OK);
     ck_assert_int_eq(hh_mapdump_info(r, NULL), HH_E_INVALID_ARG);
-    expect_one_invalid("hh_mapdump_info");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_mapdump_info");
     ck_assert_int_eq(hh_mapdump_next(r, NULL), HH_E_INVALID_ARG);
-    expect_one_invalid("hh_mapdump_next");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_mapdump_next");
     ck_assert_int_eq(hh_mapdump_info(r, &fi), HH_OK);
     ck_assert_str_eq(fi.label, "contract");
     size_t frames;

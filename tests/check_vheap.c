@@ -823,17 +823,6 @@ END_TEST
    nothing else changes. Stale handles are reported by every handle getter,
    as by hh_voffset and the relocatable heap's hh_size / hh_tag.
 --------------------------------------------------------------------------- */
-/* Exactly one message of status want since the last reset, led by fn. */
-static void expect_one(hh_status want, const char *fn) {
-    ck_assert_msg(hh_test_captured_count() == 1, "%s: %u messages, want 1", fn, hh_test_captured_count());
-    ck_assert_int_eq(hh_test_last_captured(), want);
-    ck_assert_int_eq(hh_last_error(), want);
-    size_t n = strlen(fn);
-    ck_assert_msg(strncmp(hh_test_last_message(), fn, n) == 0 && hh_test_last_message()[n] == ':',
-                  "message \"%s\" is not led by %s", hh_test_last_message(), fn);
-    hh_test_reset_captured();
-    hh_clear_last_error();
-}
 
 static bool all_zero(const void *p, size_t n) {
     for (size_t i = 0; i < n; i++)
@@ -846,47 +835,47 @@ static void count_block(const hh_block_info *b, void *user) { (void)b; ++*(unsig
 START_TEST(null_heap_and_null_out_are_reported) {
     hh_test_reset_captured();
     ck_assert_uint_eq(hh_vheap_size(NULL), 0);
-    expect_one(HH_E_INVALID_ARG, "hh_vheap_size");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_vheap_size");
     uint64_t sz = 12345;
     ck_assert_int_eq(hh_vheap_shrink(NULL, &sz), HH_E_INVALID_ARG);
     ck_assert_uint_eq(sz, 0);
-    expect_one(HH_E_INVALID_ARG, "hh_vheap_shrink");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_vheap_shrink");
     hh_vheap_stats st;
     memset(&st, 0xA5, sizeof st);
     hh_vheap_stats_get(NULL, &st);
     ck_assert(all_zero(&st, sizeof st));
-    expect_one(HH_E_INVALID_ARG, "hh_vheap_stats_get");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_vheap_stats_get");
     unsigned blocks = 0;
     hh_vheap_walk(NULL, count_block, &blocks);
-    expect_one(HH_E_INVALID_ARG, "hh_vheap_walk");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_vheap_walk");
     ck_assert(!hh_vdefrag_active(NULL));
-    expect_one(HH_E_INVALID_ARG, "hh_vdefrag_active");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_vdefrag_active");
     const hh_vmove *j = (const hh_vmove *)(const void *)&blocks;
     ck_assert_uint_eq(hh_vdefrag_journal(NULL, &j), 0);
     ck_assert_ptr_null(j);
-    expect_one(HH_E_INVALID_ARG, "hh_vdefrag_journal");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_vdefrag_journal");
     ck_assert_uint_eq(hh_vsize(NULL, HH_NULL), 0);
-    expect_one(HH_E_INVALID_ARG, "hh_vsize");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_vsize");
     ck_assert_uint_eq(hh_vtag(NULL, HH_NULL), 0);
-    expect_one(HH_E_INVALID_ARG, "hh_vtag");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_vtag");
     ck_assert_uint_eq(hh_voffset(NULL, HH_NULL), HH_VOFFSET_NONE);
-    expect_one(HH_E_INVALID_ARG, "hh_voffset");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_voffset");
     hh_vdefrag_pass pass;
     memset(&pass, 0xA5, sizeof pass);
     ck_assert_int_eq(hh_vdefrag_begin(NULL, NULL, &pass), HH_E_INVALID_ARG);
     ck_assert(all_zero(&pass, sizeof pass));
-    expect_one(HH_E_INVALID_ARG, "hh_vdefrag_begin");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_vdefrag_begin");
     hh_vdefrag_report rep;
     memset(&rep, 0xA5, sizeof rep);
     ck_assert_int_eq(hh_vdefrag_end(NULL, NULL, &rep), HH_E_INVALID_ARG);
     ck_assert(all_zero(&rep, sizeof rep));
-    expect_one(HH_E_INVALID_ARG, "hh_vdefrag_end");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_vdefrag_end");
     ck_assert_int_eq(hh_vheap_check(NULL), HH_E_INVALID_ARG);
-    expect_one(HH_E_INVALID_ARG, "hh_vheap_check");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_vheap_check");
     hh_vheap *h = (hh_vheap *)(void *)&blocks;
     ck_assert_int_eq(hh_vheap_create(NULL, &h), HH_E_INVALID_ARG);
     ck_assert_ptr_null(h);
-    expect_one(HH_E_INVALID_ARG, "hh_vheap_create");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_vheap_create");
     hh_vheap_destroy(NULL);                            /* like free(NULL): silent */
     ck_assert_uint_eq(hh_test_captured_count(), 0);
 
@@ -897,18 +886,18 @@ START_TEST(null_heap_and_null_out_are_reported) {
     hh_vheap_stats before;
     hh_vheap_stats_get(h, &before);
     hh_vheap_stats_get(h, NULL);
-    expect_one(HH_E_INVALID_ARG, "hh_vheap_stats_get");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_vheap_stats_get");
     hh_vheap_walk(h, NULL, NULL);
-    expect_one(HH_E_INVALID_ARG, "hh_vheap_walk");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_vheap_walk");
     ck_assert_int_eq(hh_vdefrag_begin(h, NULL, NULL), HH_E_INVALID_ARG);
-    expect_one(HH_E_INVALID_ARG, "hh_vdefrag_begin");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_vdefrag_begin");
     ck_assert(!hh_vdefrag_active(h));
     ck_assert_int_eq(hh_vdefrag_begin(h, NULL, &pass), HH_OK);
     ck_assert_uint_eq(pass.move_count, 1);
     ck_assert_int_eq(hh_vdefrag_end(h, NULL, NULL), HH_OK);   /* report is optional: no message */
     ck_assert_uint_eq(hh_test_captured_count(), 0);
     ck_assert_uint_eq(hh_vdefrag_journal(h, NULL), 0);
-    expect_one(HH_E_INVALID_ARG, "hh_vdefrag_journal");
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_vdefrag_journal");
     ck_assert_uint_eq(hh_vdefrag_journal(h, &j), 1);         /* the journal was not touched */
     ck_assert_uint_eq(j[0].dst_offset, 0);
     ck_assert_int_eq(hh_vheap_shrink(h, NULL), HH_OK);       /* out_size is optional: no message */
@@ -921,11 +910,11 @@ START_TEST(null_heap_and_null_out_are_reported) {
     hh_test_reset_captured();
     ck_assert_int_eq(hh_vfree(h, b), HH_OK);
     ck_assert_uint_eq(hh_vsize(h, b), 0);
-    expect_one(HH_E_STALE_HANDLE, "hh_vsize");
+    hh_test_expect_one(HH_E_STALE_HANDLE, "hh_vsize");
     ck_assert_uint_eq(hh_vtag(h, b), 0);
-    expect_one(HH_E_STALE_HANDLE, "hh_vtag");
+    hh_test_expect_one(HH_E_STALE_HANDLE, "hh_vtag");
     ck_assert_uint_eq(hh_voffset(h, b), HH_VOFFSET_NONE);
-    expect_one(HH_E_STALE_HANDLE, "hh_voffset");
+    hh_test_expect_one(HH_E_STALE_HANDLE, "hh_voffset");
     ck_assert_int_eq(hh_vheap_check(h), HH_OK);
     hh_vheap_destroy(h);
 }

@@ -30,6 +30,16 @@ void hh_test_reset_captured(void) {
     hh_clear_last_error();
 }
 
+void hh_test_expect_one(hh_status want, const char *fn) {
+    ck_assert_msg(captured_count == 1, "%s: %u messages, want 1", fn, captured_count);
+    ck_assert_int_eq(captured_status, want);
+    ck_assert_int_eq(hh_last_error(), want);
+    size_t n = strlen(fn);
+    ck_assert_msg(strncmp(captured_msg, fn, n) == 0 && captured_msg[n] == ':', "message \"%s\" is not led by %s",
+                  captured_msg, fn);
+    hh_test_reset_captured();
+}
+
 double hh_test_scale(void) {
     const char *e = getenv("HH_TEST_SCALE");
     if (e && *e) return atof(e);

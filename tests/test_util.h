@@ -26,6 +26,9 @@ hh_status hh_test_last_captured(void);
 unsigned  hh_test_captured_count(void);
 const char *hh_test_last_message(void);
 void      hh_test_reset_captured(void);
+/* Exactly one error of status `want` since the last reset, its message led by
+   "fn:" (the contract of every NULL-argument report); then resets. */
+void      hh_test_expect_one(hh_status want, const char *fn);
 
 /* 1 normally; HH_TEST_SCALE env overrides; under Valgrind (HH_TEST_UNDER_VALGRIND=1) 0.1. */
 double    hh_test_scale(void);

@@ -1349,6 +1349,22 @@ HH_NOINLINE static hh_status free_release(hh_heap *heap, hh_handle hd, hhi_block
     return HH_OK;
 }
 
+/* Puts the block b (header word w, `size` bytes, payload p) of a handle just
+   dropped into the cache: it stays as it is to its neighbours (I13). The one
+   body of hh_free's fast path and free_body's. */
+static inline void cache_push(hh_heap *heap, hhi_block *b, uint64_t w, size_t size, char *p) {
+    size_t off = (size_t)((char *)b - heap->base);
+    heap_touch(heap, off);                           /* low_mark: no cached block lies below it (I13) */
+    heap->live_blocks--;
+    hh_track_free(heap, p, blk_usable(heap, b));
+    b->word = (w & (BLK_SIZE_MASK | BLK_PREV_FREE)) | BLK_CACHED;
+    b->u.free.next = heap->cache[size / HHI_GRANULE];
+    heap->cache[size / HHI_GRANULE] = off_granule(off);
+    heap->cache_room -= size;
+    heap->cache_count[size / HHI_GRANULE]++;
+    if (off < heap->cache_low) heap->cache_low = off;
+}
+
 /* hh_free's body; `plain` as for heap_alloc. */
 HH_INLINE hh_status free_body(hh_heap *heap, hh_handle hd, bool plain) {
     if (!plain) heap_lock(heap);
@@ -1363,17 +1379,7 @@ HH_INLINE hh_status free_body(hh_heap *heap, hh_handle hd, bool plain) {
     hhi_slot_drop(t, idx, (uint32_t)(hd.id >> HH_HANDLE_INDEX_BITS));
     size_t size = (size_t)(w & BLK_SIZE_MASK);
     if (hh_unlikely(size > HHI_CACHE_MAX_BLOCK || size > heap->cache_room)) return free_release(heap, hd, b, w);
-    /* into the cache: the block stays as it is to its neighbours (I13) */
-    size_t off = (size_t)((char *)b - heap->base);
-    heap_touch(heap, off);                           /* low_mark: no cached block lies below it (I13) */
-    heap->live_blocks--;
-    hh_track_free(heap, p, blk_usable(heap, b));
-    b->word = (w & (BLK_SIZE_MASK | BLK_PREV_FREE)) | BLK_CACHED;
-    b->u.free.next = heap->cache[size / HHI_GRANULE];
-    heap->cache[size / HHI_GRANULE] = off_granule(off);
-    heap->cache_room -= size;
-    heap->cache_count[size / HHI_GRANULE]++;
-    if (off < heap->cache_low) heap->cache_low = off;
+    cache_push(heap, b, w, size, p);
     if (hh_unlikely(heap->event_fn != NULL)) event_free(heap, hd);
     hh_assert_expensive(hhi_heap_is_valid(heap));
     if (!plain) heap_unlock(heap);
@@ -1403,16 +1409,7 @@ hh_status hh_free(hh_heap *heap, hh_handle hd) {
             if (hh_likely((w & (BLK_FREE | ((uint64_t)0xFF << BLK_PINS_SHIFT))) == 0 && b->u.live.slot == idx &&
                           size <= HHI_CACHE_MAX_BLOCK && size <= heap->cache_room)) {
                 hhi_slot_drop(t, idx, (uint32_t)(hd.id >> HH_HANDLE_INDEX_BITS));
-                size_t off = (size_t)((char *)b - heap->base);
-                heap_touch(heap, off);               /* low_mark: no cached block lies below it (I13) */
-                heap->live_blocks--;
-                hh_track_free(heap, p, blk_usable(heap, b));
-                b->word = (w & (BLK_SIZE_MASK | BLK_PREV_FREE)) | BLK_CACHED;
-                b->u.free.next = heap->cache[size / HHI_GRANULE];
-                heap->cache[size / HHI_GRANULE] = off_granule(off);
-                heap->cache_room -= size;
-                heap->cache_count[size / HHI_GRANULE]++;
-                if (off < heap->cache_low) heap->cache_low = off;
+                cache_push(heap, b, w, size, p);
                 hh_assert_expensive(hhi_heap_is_valid(heap));
                 return HH_OK;
             }
