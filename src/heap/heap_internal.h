@@ -321,9 +321,6 @@ static inline uint32_t hhi_slot_fifo_take(hhi_slots *t) {
     if (--t->free_count == 0) t->free_tail = 0;
     return idx;
 }
-/* A slot for a new handle (still free until hhi_slot_issue): a rested one,
-   else a never-used one (committing more of a growable table), else any free
-   one; 0 when none is left. */
 /* The first never-used slot, hwm (< committed): never 0, so a caller that
    takes this path directly has nothing to test. */
 static inline uint32_t hhi_slot_fresh(hhi_slots *t) {
@@ -332,6 +329,9 @@ static inline uint32_t hhi_slot_fresh(hhi_slots *t) {
     HH_SLOT_STORE(&t->hwm, idx + 1);             /* read without the lock by hhi_slots_check */
     return idx;
 }
+/* A slot for a new handle (still free until hhi_slot_issue): a rested one,
+   else a never-used one (committing more of a growable table), else any free
+   one; 0 when none is left. */
 static inline uint32_t hhi_slot_take(hhi_slots *t) {
     if (t->free_count > t->min_free) return hhi_slot_fifo_take(t);
     if (HH_UNLIKELY(t->hwm >= t->committed) && !hhi_slots_commit_more(t)) return t->free_count > 0 ? hhi_slot_fifo_take(t) : 0;
