@@ -55,16 +55,43 @@ void hhi_handle_tag_release(uint8_t tag) {
 enum { HUGE_BYTES = 2u << 20 };                        /* the usual transparent huge page */
 
 /* ---------------------------------------------------------------------------
-   Commit (growable tables)
+   Slot arrays: the generic table's and the heap's (handles_internal.h)
 --------------------------------------------------------------------------- */
 /* Slots committed once `have` are: the next HH_HANDLE_COMMIT_SLOTS, at most cap. */
 static uint32_t commit_target(uint32_t cap, uint32_t have) {
     return cap - have > (uint32_t)HH_HANDLE_COMMIT_SLOTS ? have + (uint32_t)HH_HANDLE_COMMIT_SLOTS : cap;
 }
-/* Bytes of whole pages holding the first n slots, at most the reservation. */
-static size_t commit_bytes(uint32_t n, size_t reserved) {
-    size_t b = hh_align_up((size_t)n * sizeof(hh_handle_slot), hhi_os_page_size());
+/* Bytes of whole pages holding the first n slots of `size` bytes, at most the reservation. */
+static size_t commit_bytes(uint32_t n, size_t size, size_t reserved) {
+    size_t b = hh_align_up((size_t)n * size, hhi_os_page_size());
     return b < reserved ? b : hh_align_up(reserved, hhi_os_page_size());
+}
+
+void *hhi_slot_array_map(uint32_t cap, size_t size, bool growable, bool huge, uint32_t *committed) {
+    size_t bytes = (size_t)cap * size;
+    size_t align = huge && bytes >= HUGE_BYTES ? HUGE_BYTES : 0;   /* whole huge pages from the start */
+    /* zero pages: key 0 everywhere; a growable array's stay read-only until committed */
+    void *slots = growable ? hhi_os_reserve(bytes, align, true) : hhi_os_map(bytes, align);
+    if (slots == NULL) return NULL;
+    *committed = cap;
+    if (growable) {
+        *committed = commit_target(cap, 0);
+        if (!hhi_os_commit(slots, commit_bytes(*committed, size, bytes))) {
+            hhi_os_unmap(slots, bytes);
+            return NULL;
+        }
+    }
+    if (huge) hhi_os_hugepages(slots, bytes);
+    return slots;
+}
+
+uint32_t hhi_slot_array_grow(void *slots, size_t size, uint32_t cap, uint32_t have) {
+    if (have >= cap) return have;
+    uint32_t to = commit_target(cap, have);
+    size_t reserved = (size_t)cap * size;
+    size_t from_b = commit_bytes(have, size, reserved), to_b = commit_bytes(to, size, reserved);
+    if (to_b > from_b && !hhi_os_commit((char *)slots + from_b, to_b - from_b)) return have;
+    return to;
 }
 
 bool hh_handle_table_commit_more(hh_handle_table *t) {
@@ -72,10 +99,8 @@ bool hh_handle_table_commit_more(hh_handle_table *t) {
         hhi_error(HH_E_INVALID_ARG, "hh_handle_table_commit_more: table is NULL or not initialised");
         return false;
     }
-    if (t->committed >= t->capacity) return false;
-    uint32_t to = commit_target(t->capacity, t->committed);
-    size_t from_b = commit_bytes(t->committed, t->reserved_bytes), to_b = commit_bytes(to, t->reserved_bytes);
-    if (to_b > from_b && !hhi_os_commit((char *)t->slots + from_b, to_b - from_b)) return false;
+    uint32_t to = hhi_slot_array_grow(t->slots, sizeof(hh_handle_slot), t->capacity, t->committed);
+    if (to == t->committed) return false;
     t->committed = to;
     return true;
 }
@@ -93,22 +118,12 @@ hh_status hh_handle_table_init(hh_handle_table *t, const hh_handle_table_desc *d
     uint32_t cap = desc->capacity + 1u;                       /* + sentinel slot 0 */
     size_t bytes = (size_t)cap * sizeof(hh_handle_slot);
     bool grow = (desc->flags & HH_HANDLE_TABLE_GROWABLE) != 0;
-    uint32_t committed = cap;
-    /* zero pages: key 0 everywhere; a growable table's stay read-only until committed */
-    bool huge = (desc->flags & HH_HANDLE_TABLE_HUGE_PAGES) != 0;
-    size_t align = huge && bytes >= HUGE_BYTES ? HUGE_BYTES : 0;   /* whole huge pages from the start */
-    hh_handle_slot *slots = grow ? hhi_os_reserve(bytes, align, true) : hhi_os_map(bytes, align);
+    uint32_t committed;
+    hh_handle_slot *slots = hhi_slot_array_map(cap, sizeof(hh_handle_slot), grow,
+                                               (desc->flags & HH_HANDLE_TABLE_HUGE_PAGES) != 0, &committed);
     if (slots == NULL)
         return hhi_error(HH_E_NO_MEMORY, "hh_handle_table_init: cannot %s %zu bytes for %u slots",
-                         grow ? "reserve" : "map", bytes, cap);
-    if (grow) {
-        committed = commit_target(cap, 0);
-        if (!hhi_os_commit(slots, commit_bytes(committed, bytes))) {
-            hhi_os_unmap(slots, bytes);
-            return hhi_error(HH_E_NO_MEMORY, "hh_handle_table_init: cannot commit the first %u slots", committed);
-        }
-    }
-    if (huge) hhi_os_hugepages(slots, bytes);
+                         grow ? "reserve (and commit the first pages of)" : "map", bytes, cap);
     uint8_t epoch = 0, tag = hhi_handle_tag_acquire(&epoch);
     if (tag == 0) {
         hhi_os_unmap(slots, bytes);

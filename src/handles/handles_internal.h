@@ -19,6 +19,17 @@
 HH_INTERNAL uint8_t hhi_handle_tag_acquire(uint8_t *epoch);
 HH_INTERNAL void    hhi_handle_tag_release(uint8_t tag);
 
+/* A slot array -- the generic table's and the heap's 8-byte one: cap slots of
+   `size` bytes in one range that never moves, mapped whole or, growable,
+   reserved as read-only zero pages (a never-issued slot reads 0) with the
+   first HH_HANDLE_COMMIT_SLOTS committed; huge: transparent huge pages
+   advised. NULL on failure, nothing left mapped; *committed: slots writable. */
+HH_INTERNAL void    *hhi_slot_array_map(uint32_t cap, size_t size, bool growable, bool huge, uint32_t *committed);
+/* Commits the next HH_HANDLE_COMMIT_SLOTS slots of an array of cap (fewer at
+   cap): the new count of committed slots, `have` itself when all are or the
+   OS refuses (nothing reported: the caller reports). */
+HH_INTERNAL uint32_t hhi_slot_array_grow(void *slots, size_t size, uint32_t cap, uint32_t have);
+
 /* Test hook: sets the generation a free or never-used slot will be issued with next. */
 HH_INTERNAL void hhi_handles_set_next_gen(hh_handle_table *t, uint32_t idx, uint32_t gen);
 

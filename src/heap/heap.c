@@ -1094,6 +1094,19 @@ HH_NOINLINE HH_COLD static hh_handle alloc_fail(hh_heap *h, size_t size, size_t 
     return HH_NULL;
 }
 
+/* Takes back the newest cached block of block size bs (cg, the head of its
+   list): it is counted as used already (I13), so only the cache and its
+   header change. The one pop of hh_alloc, alloc_plain_miss and heap_alloc. */
+static inline hhi_block *cache_pop(hh_heap *h, uint32_t cg, size_t bs) {
+    hhi_block *b = blk_at(h, granule_off(cg));
+    h->cache[bs / HHI_GRANULE] = b->u.free.next;
+    h->cache_room += bs;
+    h->cache_count[bs / HHI_GRANULE]--;
+    b->word = (b->word & BLK_PREV_FREE) | live_word(bs, HHI_GRANULE, 0, 0, false);
+    h->mutations++;                                  /* no low_mark: a block taken back raises no hole */
+    return b;
+}
+
 /* The common end of an allocation: block b (header written, at offset boff,
    its bytes counted as used) gets its handle, slot, tag and the allocation
    epoch; then tools, debug fills, the event (not looked for when no_hook: the
@@ -1163,16 +1176,8 @@ HH_INLINE hh_handle heap_alloc(hh_heap *h, size_t size, size_t align, uint32_t t
     uint32_t slot = hhi_slot_take(&h->handles);      /* first: a full table fails before anything changes */
     if (hh_unlikely(slot == 0)) return alloc_fail(h, size, align, who, true);
     uint32_t cg = align <= HHI_GRANULE && bs <= HHI_CACHE_MAX_BLOCK ? h->cache[bs / HHI_GRANULE] : HHI_NONE;
-    if (hh_likely(cg != HHI_NONE)) {                 /* a cached block of this size: already counted as used */
-        size_t boff = granule_off(cg);
-        hhi_block *b = blk_at(h, boff);
-        h->cache[bs / HHI_GRANULE] = b->u.free.next;
-        h->cache_room += bs;
-        h->cache_count[bs / HHI_GRANULE]--;
-        b->word = (b->word & BLK_PREV_FREE) | live_word(bs, HHI_GRANULE, 0, 0, false);
-        h->mutations++;                              /* no low_mark: a block taken back raises no hole */
-        return alloc_finish(h, b, boff, size, align, tag, slot, plain, false);
-    }
+    if (hh_likely(cg != HHI_NONE))                   /* a cached block of this size: already counted as used */
+        return alloc_finish(h, cache_pop(h, cg, bs), granule_off(cg), size, align, tag, slot, plain, false);
     return alloc_carve(h, size, bs, align, tag, slot, who, plain, false);
 }
 
@@ -1183,21 +1188,10 @@ HH_INLINE hh_handle heap_alloc(hh_heap *h, size_t size, size_t align, uint32_t t
    has validated the arguments and the heap's kind, so this is heap_alloc's
    plain instance less its argument work, in a frame of its own. */
 HH_NOINLINE static hh_handle alloc_plain_miss(hh_heap *heap, size_t size, size_t bs, uint32_t cg) {
-    hhi_slots *t = &heap->handles;                   /* a slot first: a full table fails before anything changes */
-    uint32_t slot;
-    if (t->free_count > t->min_free) slot = hhi_slot_fifo_take(t);
-    else if (hh_likely(t->hwm < t->committed)) slot = hhi_slot_fresh(t);   /* a fresh heap's way: no test of 0 */
-    else if ((slot = hhi_slot_take(t)) == 0) return alloc_fail(heap, size, HHI_GRANULE, "hh_alloc", true);
-    if (cg != HHI_NONE) {                            /* cached block, no rested slot: as heap_alloc */
-        size_t boff = granule_off(cg);
-        hhi_block *b = blk_at(heap, boff);
-        heap->cache[bs / HHI_GRANULE] = b->u.free.next;
-        heap->cache_room += bs;
-        heap->cache_count[bs / HHI_GRANULE]--;
-        b->word = (b->word & BLK_PREV_FREE) | live_word(bs, HHI_GRANULE, 0, 0, false);
-        heap->mutations++;
-        return alloc_finish(heap, b, boff, size, HHI_GRANULE, 0, slot, true, true);
-    }
+    uint32_t slot = hhi_slot_take(&heap->handles);   /* first: a full table fails before anything changes */
+    if (hh_unlikely(slot == 0)) return alloc_fail(heap, size, HHI_GRANULE, "hh_alloc", true);
+    if (cg != HHI_NONE)                              /* cached block, no rested slot: as heap_alloc */
+        return alloc_finish(heap, cache_pop(heap, cg, bs), granule_off(cg), size, HHI_GRANULE, 0, slot, true, true);
     if (heap_cache_empty(heap) && heap->free_blocks == 1) {
         /* The lists hold one free block (a fresh heap's top region): when it
            is large enough, alloc_carve's search ends at it -- a block in a
@@ -1234,25 +1228,9 @@ hh_handle hh_alloc(hh_heap *heap, size_t size) {
         size_t bs = hh_align_up(size, HHI_GRANULE) + HHI_HDR;   /* >= HHI_MIN_BLOCK: size >= 1 */
         hhi_slots *t = &heap->handles;
         uint32_t cg = heap->cache[bs / HHI_GRANULE];
-        if (hh_likely(cg != HHI_NONE && t->free_count > t->min_free)) {
-            uint32_t slot = hhi_slot_fifo_take(t);
-            size_t boff = granule_off(cg);
-            hhi_block *b = blk_at(heap, boff);
-            heap->cache[bs / HHI_GRANULE] = b->u.free.next;
-            heap->cache_room += bs;
-            heap->cache_count[bs / HHI_GRANULE]--;
-            b->word = (b->word & BLK_PREV_FREE) | live_word(bs, HHI_GRANULE, 0, 0, false);
-            heap->mutations++;                       /* no low_mark: a block taken back raises no hole */
-            void *p = blk_payload(b);
-            hh_handle hd = hhi_slot_issue(t, slot, p);
-            b->u.live.slot = slot;
-            b->u.live.tag = 0;
-            heap->regions[boff >> heap->region_shift].epoch = heap->alloc_epoch = heap->epoch;
-            heap->live_blocks++;
-            hh_track_alloc(heap, p, bs - HHI_HDR);
-            hh_assert_expensive(hhi_heap_is_valid(heap));
-            return hd;
-        }
+        if (hh_likely(cg != HHI_NONE && t->free_count > t->min_free))
+            return alloc_finish(heap, cache_pop(heap, cg, bs), granule_off(cg), size, HHI_GRANULE, 0,
+                                hhi_slot_fifo_take(t), true, true);
         return alloc_plain_miss(heap, size, bs, cg);     /* a tail call: hh_alloc keeps no frame */
     }
     return alloc_slow(heap, size);

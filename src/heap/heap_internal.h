@@ -321,21 +321,16 @@ static inline uint32_t hhi_slot_fifo_take(hhi_slots *t) {
     if (--t->free_count == 0) t->free_tail = 0;
     return idx;
 }
-/* The first never-used slot, hwm (< committed): never 0, so a caller that
-   takes this path directly has nothing to test. */
-static inline uint32_t hhi_slot_fresh(hhi_slots *t) {
-    uint32_t idx = t->hwm;
-    HH_SLOT_STORE(slot_word(t, idx), (uint64_t)(t->first_gen << 8));   /* free (tag 0), first generation */
-    HH_SLOT_STORE(&t->hwm, idx + 1);             /* read without the lock by hhi_slots_check */
-    return idx;
-}
 /* A slot for a new handle (still free until hhi_slot_issue): a rested one,
    else a never-used one (committing more of a growable table), else any free
    one; 0 when none is left. */
 static inline uint32_t hhi_slot_take(hhi_slots *t) {
     if (t->free_count > t->min_free) return hhi_slot_fifo_take(t);
     if (HH_UNLIKELY(t->hwm >= t->committed) && !hhi_slots_commit_more(t)) return t->free_count > 0 ? hhi_slot_fifo_take(t) : 0;
-    return hhi_slot_fresh(t);
+    uint32_t idx = t->hwm;
+    HH_SLOT_STORE(slot_word(t, idx), (uint64_t)(t->first_gen << 8));   /* free (tag 0), first generation */
+    HH_SLOT_STORE(&t->hwm, idx + 1);             /* read without the lock by hhi_slots_check */
+    return idx;
 }
 /* Gives back a slot taken and not issued (the allocation failed), so that the
    table is as before the take: a never-used one below bound again (it is the

@@ -8,23 +8,9 @@
 
 #include "../common/hh_error.h"
 
-enum { SLOTS_HUGE_BYTES = 2u << 20 };                 /* the usual transparent huge page */
-
-/* Slots committed once `have` are: the next HH_HANDLE_COMMIT_SLOTS, at most cap. */
-static uint32_t commit_target(uint32_t cap, uint32_t have) {
-    return cap - have > (uint32_t)HH_HANDLE_COMMIT_SLOTS ? have + (uint32_t)HH_HANDLE_COMMIT_SLOTS : cap;
-}
-/* Bytes of whole pages holding the first n slots, at most the reservation. */
-static size_t commit_bytes(uint32_t n, size_t reserved) {
-    size_t b = hh_align_up((size_t)n * sizeof(uint64_t), hhi_os_page_size());
-    return b < reserved ? b : hh_align_up(reserved, hhi_os_page_size());
-}
-
 bool hhi_slots_commit_more(hhi_slots *t) {
-    if (t->committed >= t->head.capacity) return false;
-    uint32_t to = commit_target(t->head.capacity, t->committed);
-    size_t from_b = commit_bytes(t->committed, t->reserved_bytes), to_b = commit_bytes(to, t->reserved_bytes);
-    if (to_b > from_b && !hhi_os_commit((char *)t->head.slots + from_b, to_b - from_b)) return false;
+    uint32_t to = hhi_slot_array_grow(t->head.slots, sizeof(uint64_t), t->head.capacity, t->committed);
+    if (to == t->committed) return false;
     t->committed = to;
     return true;
 }
@@ -32,20 +18,11 @@ bool hhi_slots_commit_more(hhi_slots *t) {
 hh_status hhi_slots_init(hhi_slots *t, char *base, uint32_t max_handles, bool growable, bool huge) {
     uint32_t cap = max_handles + 1u;                  /* + sentinel slot 0 */
     size_t bytes = (size_t)cap * sizeof(uint64_t);
-    size_t align = huge && bytes >= SLOTS_HUGE_BYTES ? SLOTS_HUGE_BYTES : 0;
-    uint64_t *slots = growable ? hhi_os_reserve(bytes, align, true) : hhi_os_map(bytes, align);
+    uint32_t committed;
+    uint64_t *slots = hhi_slot_array_map(cap, sizeof(uint64_t), growable, huge, &committed);
     if (slots == NULL)
         return hhi_error(HH_E_NO_MEMORY, "hh_heap_create: cannot %s %zu bytes for %u handle slots",
-                         growable ? "reserve" : "map", bytes, cap);
-    uint32_t committed = cap;
-    if (growable) {
-        committed = commit_target(cap, 0);
-        if (!hhi_os_commit(slots, commit_bytes(committed, bytes))) {
-            hhi_os_unmap(slots, bytes);
-            return hhi_error(HH_E_NO_MEMORY, "hh_heap_create: cannot commit the first %u handle slots", committed);
-        }
-    }
-    if (huge) hhi_os_hugepages(slots, bytes);
+                         growable ? "reserve (and commit the first pages of)" : "map", bytes, cap);
     uint8_t epoch = 0, tag = hhi_handle_tag_acquire(&epoch);
     if (tag == 0) {
         hhi_os_unmap(slots, bytes);
