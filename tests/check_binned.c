@@ -132,7 +132,7 @@ END_TEST
 
 static void expect_check_names(unsigned n);
 
-/* Hits and the block count share one word (hhi_tbin.ops): a warm bin's
+/* Hits and the room share one word (hhi_tcache.ops): a warm bin's
    malloc/free pairs count one hit each, the count comes back unchanged, and
    a cached block's stored state-byte address is one hh_binned_check checks. */
 START_TEST(cache_hits_counted_per_pair_and_cached_state_checked) {
@@ -140,8 +140,8 @@ START_TEST(cache_hits_counted_per_pair_and_cached_state_checked) {
     int c = hh_binned_class_of(96);
     void *w = hh_bmalloc(96);
     hh_bfree(w);                          /* the bin holds a block now */
-    hhi_tbin *bin = &hhi_tc_self->bins[c];
-    uint32_t count0 = hhi_bin_count(bin);
+    hhi_tcache *tc = hhi_tc_self;
+    uint32_t count0 = hhi_bin_count(tc, (unsigned)c);
     ck_assert_uint_ge(count0, 1);
     hh_binned_stats s0, s1;
     hh_binned_stats_get(&s0);
@@ -154,11 +154,11 @@ START_TEST(cache_hits_counted_per_pair_and_cached_state_checked) {
     hh_binned_stats_get(&s1);
     ck_assert_uint_eq(s1.classes[c].cache_hits, s0.classes[c].cache_hits + N);
     ck_assert_uint_eq(s1.classes[c].allocs, s0.classes[c].allocs + N);
-    ck_assert_uint_eq(hhi_bin_count(bin), count0);
-    ck_assert_uint_eq(hhi_bin_hits(bin) >= N, 1);
+    ck_assert_uint_eq(hhi_bin_count(tc, (unsigned)c), count0);
+    ck_assert_uint_eq(hhi_bin_hits(tc, (unsigned)c) >= N, 1);
 
     /* Break the head block's stored state address: invariant 5 names it. */
-    hhi_bblock *b = bin->head;
+    hhi_bblock *b = tc->head[c];
     _Atomic uint8_t *good = hhi_block_state(b);
     hh_track_undefined(&b->state, sizeof b->state);
     atomic_store_explicit(&b->state, good + 1, memory_order_relaxed);
@@ -202,7 +202,7 @@ START_TEST(thread_cache_caps_stay_within_limit) {
         REQUIRE(hh_test_verify(v[i], 24, (uint64_t)i) == -1);
         hh_bfree(v[i]);
     }
-    ck_assert_uint_eq(hhi_bin_count(&hhi_tc_self->bins[hhi_size_class(24)]), 0);
+    ck_assert_uint_eq(hhi_bin_count(hhi_tc_self, hhi_size_class(24)), 0);
     ck_assert_int_eq(hh_binned_set_thread_cache_limit(2u << 20), HH_OK);
     ck_assert_uint_eq(hh_test_captured_count(), 1);
 }
@@ -696,7 +696,7 @@ static void *fill_cache_and_exit(void *arg) {
     /* Exit with full bins: the key destructor must return them. */
     hhi_tcache *tc = hhi_tc_self;
     unsigned held = 0;
-    for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) held += hhi_bin_count(&tc->bins[c]);
+    for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) held += hhi_bin_count(tc, c);
     free(v);
     return (void *)(uintptr_t)held;
 }

@@ -42,25 +42,25 @@ static void *small_alloc_slow(unsigned c, unsigned flags) {
     hhi_tcache *tc = hhi_tcache_get();
     void *b = NULL;
     if (tc != NULL) {
-        hhi_tbin *bin = &tc->bins[c];
         /* Before the bin is read: the pass may start the purge thread, and
            pthread_create may allocate (into this very bin). */
-        if (bin->head == NULL) hhi_decay_maybe(true);
-        bin->cap = atomic_load_explicit(&hhi_bg.cap[c], memory_order_relaxed);
-        if (bin->head == NULL && bin->cap > 0) {
+        if (tc->head[c] == NULL) hhi_decay_maybe(true);
+        hhi_tcache_cap_refresh(tc, c);
+        uint32_t cap = hhi_bin_cap(tc, c);
+        if (tc->head[c] == NULL && cap > 0) {
             hhi_bblock *list = NULL;
-            uint32_t want = (bin->cap + 1) / 2;
+            uint32_t want = (cap + 1) / 2;
             uint32_t got = hhi_class_take(c, &list, want);
             if (got > 0) {
-                hhi_stat_inc(&bin->misses);
+                hhi_stat_inc(&tc->misses[c]);
                 b = list;
-                bin->head = hhi_block_next(list);
-                hhi_bin_count_set(bin, got - 1);
+                tc->head[c] = hhi_block_next(list);
+                hhi_bin_count_set(tc, c, got - 1);
             }
-        } else if (bin->head != NULL) {
-            b = bin->head;
-            bin->head = hhi_block_next(bin->head);
-            hhi_bin_pop_note(bin);
+        } else if (tc->head[c] != NULL) {
+            b = tc->head[c];
+            tc->head[c] = hhi_block_next(b);
+            hhi_bin_pop_note(tc, c);
         } else {
             b = small_alloc_direct(c);
         }
@@ -183,17 +183,17 @@ void hhi_binned_free_claimed(void *p) {
     hhi_on_free(p, pg->block_size);
     hhi_tcache *tc = hhi_tcache_get();
     if (tc != NULL) {
-        hhi_tbin *bin = &tc->bins[c];
-        bin->cap = atomic_load_explicit(&hhi_bg.cap[c], memory_order_relaxed);
-        if (bin->cap > 0) {
+        hhi_tcache_cap_refresh(tc, c);
+        uint32_t cap = hhi_bin_cap(tc, c);
+        if (cap > 0) {
             /* Full bin: keep the newer half, return the older half in one batch. */
-            if (hhi_bin_count(bin) >= bin->cap) {
-                hhi_tcache_flush_bin(tc, c, bin->cap / 2);
+            if (hhi_bin_count(tc, c) >= cap) {
+                hhi_tcache_flush_bin(tc, c, cap / 2);
                 hhi_decay_maybe(true);
             }
-            hhi_block_set_cached((hhi_bblock *)p, bin->head, &pg->state[hhi_block_index(pg, (uintptr_t)p)]);
-            bin->head = (hhi_bblock *)p;
-            hhi_bin_count_set(bin, hhi_bin_count(bin) + 1);
+            hhi_block_set_cached((hhi_bblock *)p, tc->head[c], &pg->state[hhi_block_index(pg, (uintptr_t)p)]);
+            tc->head[c] = (hhi_bblock *)p;
+            hhi_bin_count_set(tc, c, hhi_bin_count(tc, c) + 1);
             return;
         }
         hhi_tcache_flush_bin(tc, c, 0);
@@ -316,9 +316,9 @@ void hh_binned_stats_get(hh_binned_stats *out) {
     for (hhi_tcache *tc = hhi_bg.tcaches; tc != NULL; tc = tc->next) {
         out->thread_caches++;
         for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
-            hits[c] += hhi_bin_hits(&tc->bins[c]);
-            misses[c] += atomic_load_explicit(&tc->bins[c].misses, memory_order_relaxed);
-            cached[c] += hhi_bin_count(&tc->bins[c]);
+            hits[c] += hhi_bin_hits(tc, c);
+            misses[c] += atomic_load_explicit(&tc->misses[c], memory_order_relaxed);
+            cached[c] += hhi_bin_count(tc, c);
         }
     }
     hhi_lock_release(&hhi_bg.tc_lock);
@@ -529,13 +529,20 @@ static bool check_inv5_thread_cache(check_ctx *cx) {
     size_t sum = 0;
     for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) sum += (size_t)hhi_bg.cap[c] * hhi_class_size[c];
     CHECK(sum <= hhi_bg.cache_limit, "cache caps sum %zu > limit %zu", sum, (size_t)hhi_bg.cache_limit);
+    /* The shared empty cache is never written: a write there would hand
+       blocks or room to every thread without a cache. */
+    CHECK(hhi_tc_empty.registry_len == 0, "the empty thread cache has a registry");
+    for (unsigned c = 0; c < HHI_CLASS_COUNT; c++)
+        CHECK(hhi_tc_empty.head[c] == NULL && hhi_bin_ops(&hhi_tc_empty, c) == 0 && hhi_bin_cap(&hhi_tc_empty, c) == 0,
+              "the empty thread cache's bin %u is not empty", c);
     hhi_tcache *tc = hhi_tc_self;
-    if (tc == NULL) return true;
     for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
         uint32_t n = 0;
-        for (hhi_bblock *b = tc->bins[c].head; b != NULL; b = hhi_block_next(b)) {
+        CHECK(hhi_bin_room(tc, c) <= hhi_bin_cap(tc, c), "cache bin %u room %u above its cap %u", c,
+              hhi_bin_room(tc, c), hhi_bin_cap(tc, c));
+        for (hhi_bblock *b = tc->head[c]; b != NULL; b = hhi_block_next(b)) {
             uintptr_t a = (uintptr_t)b;
-            CHECK(n++ < hhi_bin_count(&tc->bins[c]), "cache bin %u longer than its count", c);
+            CHECK(n++ < hhi_bin_count(tc, c), "cache bin %u longer than its count", c);
             CHECK(hhi_registry_get(a) == HHI_REG_SPAN, "cached block %p not in a span", (void *)b);
             hhi_bpage *pg = hhi_page_of(a);
             uint32_t i = hhi_block_index(pg, a);
@@ -545,8 +552,7 @@ static bool check_inv5_thread_cache(check_ctx *cx) {
             CHECK(hhi_block_state(b) == &pg->state[i], "cached block %p holds a wrong state-byte address",
                   (void *)b);
         }
-        CHECK(n == hhi_bin_count(&tc->bins[c]) && n <= tc->bins[c].cap, "cache bin %u count %u != %u or above cap",
-              c, hhi_bin_count(&tc->bins[c]), n);
+        CHECK(n == hhi_bin_count(tc, c), "cache bin %u count %u != %u", c, hhi_bin_count(tc, c), n);
     }
     return true;
 }

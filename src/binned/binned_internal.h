@@ -188,46 +188,105 @@ typedef struct hhi_blarge {
 } hhi_blarge;
 _Static_assert(sizeof(hhi_blarge) <= HHI_LARGE_HDR, "large header size");
 
-/* A thread-cache bin. Only the owner writes; ops is a relaxed atomic so
-   hh_binned_stats_get may read it from another thread (it compiles to plain
-   loads and stores). ops packs the block count (low HHI_BIN_COUNT_BITS) and
-   the hits (allocations served from head, above): a hit is then one add of
-   HHI_BIN_POP to one word instead of a count update and a counter update.
-   Hits wrap after 2^52 in one bin of one thread (decades at 10^6/s). */
+/* Thread caches. Only the owner writes a cache; the counters are relaxed
+   atomics so hh_binned_stats_get may read them from another thread (plain
+   loads and stores). The cache is a struct of arrays indexed by class: a
+   class index then scales by 8 inside one addressing mode (no shift, no
+   lea on the fast paths, as an array of 32-byte bin structs needed).
+   ops[c] packs the room left in bin c (cap - blocks on head, low
+   HHI_BIN_COUNT_BITS) and the hits (allocations served from head, above):
+   a hit is one add of HHI_BIN_POP to one word (one hit more, room + 1), a
+   cached free one subtract (room - 1), and the free's "bin full" test is a
+   test of the low bits against zero, with no load of the cap. Hits wrap
+   after 2^52 in one bin of one thread (decades at 10^6/s). */
 #define HHI_BIN_COUNT_BITS  12u
 #define HHI_BIN_COUNT_MASK  (((uint64_t)1 << HHI_BIN_COUNT_BITS) - 1)
-/* ops += HHI_BIN_POP on a hit: one hit more, one block less (HH_STAT 0: the
-   count alone). */
-#define HHI_BIN_POP  (HH_STAT >= 1 ? ((uint64_t)1 << HHI_BIN_COUNT_BITS) - 1 : ~(uint64_t)0)
-typedef struct hhi_tbin {
-    hhi_bblock *head;           /* cached blocks, newest first */
-    _Atomic uint64_t ops;       /* hits << HHI_BIN_COUNT_BITS | blocks on head */
-    uint32_t cap;               /* most blocks head may hold (copy of g.cap) */
-    uint32_t pad;
-    _Atomic uint64_t misses;    /* refills from the class */
-} hhi_tbin;
-_Static_assert(sizeof(hhi_tbin) == 32, "bins index by shift");
-_Static_assert(HHI_BIN_MAX <= HHI_BIN_COUNT_MASK, "a bin's count fits its bits");
-
-HH_INLINE uint64_t hhi_bin_ops(const hhi_tbin *b) { return atomic_load_explicit(&b->ops, memory_order_relaxed); }
-HH_INLINE uint32_t hhi_bin_count(const hhi_tbin *b) { return (uint32_t)(hhi_bin_ops(b) & HHI_BIN_COUNT_MASK); }
-HH_INLINE uint64_t hhi_bin_hits(const hhi_tbin *b) { return hhi_bin_ops(b) >> HHI_BIN_COUNT_BITS; }
-HH_INLINE void hhi_bin_count_set(hhi_tbin *b, uint32_t n) {
-    atomic_store_explicit(&b->ops, (hhi_bin_ops(b) & ~HHI_BIN_COUNT_MASK) | n, memory_order_relaxed);
-}
-/* A hit: head's first block leaves (count - 1, hits + 1). */
-HH_INLINE void hhi_bin_pop_note(hhi_tbin *b) {
-    atomic_store_explicit(&b->ops, hhi_bin_ops(b) + HHI_BIN_POP, memory_order_relaxed);
-}
+/* ops += HHI_BIN_POP on a hit (HH_STAT 0: the room alone). */
+#define HHI_BIN_POP  (HH_STAT >= 1 ? ((uint64_t)1 << HHI_BIN_COUNT_BITS) + 1 : (uint64_t)1)
+_Static_assert(HHI_BIN_MAX <= HHI_BIN_COUNT_MASK, "a bin's room fits its bits");
 
 typedef struct hhi_tcache {
+    /* First, at offset 0: gcc addresses tc->head[c] as (tc, c, 8) then; at
+       another offset it adds the offset to c in a separate instruction. */
+    hhi_bblock *head[HHI_CLASS_COUNT];        /* cached blocks per class, newest first */
     _Atomic uint8_t *registry;        /* copy of hhi_bg.registry: one load less in free */
-    /* Bins carry the statistics too (owner writes, relaxed atomics so other
-       threads may read them). Frees are not counted: live blocks are derived
-       from the pages (class used counts) less the blocks sitting in caches. */
-    hhi_tbin bins[HHI_CLASS_COUNT];
+    size_t registry_len;              /* HHI_REGISTRY_LEN; 0 in hhi_tc_empty, so that every free
+                                         there takes the slow path before reading the registry */
+    _Atomic uint64_t ops[HHI_CLASS_COUNT];    /* hits << HHI_BIN_COUNT_BITS | room */
+    _Atomic uint32_t cap[HHI_CLASS_COUNT];    /* most blocks head[c] may hold (copy of g.cap) */
+    /* Frees are not counted: live blocks are derived from the pages (class
+       used counts) less the blocks sitting in caches. */
+    _Atomic uint64_t misses[HHI_CLASS_COUNT]; /* refills from the class */
     struct hhi_tcache *next, *prev;   /* g.tcaches (tc_lock) */
 } hhi_tcache;
+
+/* The cache of every thread that has none (yet, or any more): no block, no
+   room, never written. hhi_tc_self points here instead of being NULL, so the
+   fast paths need no NULL test: its bins always miss and are always full. */
+HH_INTERNAL hhi_tcache hhi_tc_empty;
+
+HH_INLINE uint64_t hhi_bin_ops(const hhi_tcache *tc, unsigned c) {
+    return atomic_load_explicit(&tc->ops[c], memory_order_relaxed);
+}
+HH_INLINE uint32_t hhi_bin_cap(const hhi_tcache *tc, unsigned c) {
+    return atomic_load_explicit(&tc->cap[c], memory_order_relaxed);
+}
+HH_INLINE uint32_t hhi_bin_room(const hhi_tcache *tc, unsigned c) {
+    return (uint32_t)(hhi_bin_ops(tc, c) & HHI_BIN_COUNT_MASK);
+}
+/* Blocks on head[c] (a reader on another thread may see cap and room from
+   two different moments: a snapshot a few blocks off, never negative). */
+HH_INLINE uint32_t hhi_bin_count(const hhi_tcache *tc, unsigned c) {
+    uint32_t cap = hhi_bin_cap(tc, c), room = hhi_bin_room(tc, c);
+    return cap > room ? cap - room : 0;
+}
+HH_INLINE uint64_t hhi_bin_hits(const hhi_tcache *tc, unsigned c) { return hhi_bin_ops(tc, c) >> HHI_BIN_COUNT_BITS; }
+/* Owner only: bin c now holds n blocks (n <= its cap). */
+HH_INLINE void hhi_bin_count_set(hhi_tcache *tc, unsigned c, uint32_t n) {
+    uint64_t ops = hhi_bin_ops(tc, c);
+    atomic_store_explicit(&tc->ops[c], (ops & ~HHI_BIN_COUNT_MASK) | (hhi_bin_cap(tc, c) - n), memory_order_relaxed);
+}
+/* Adds d to a counter only the calling thread writes (others may read it
+   with relaxed loads). On x86-64 one unlocked add to memory: its store is
+   one aligned 8-byte write, so a reader sees the old or the new value, and
+   with a single writer no update is lost; for a relaxed atomic the compiler
+   makes a load, an add and a store (and computes the address apart).
+   Elsewhere, and under ThreadSanitizer (which cannot see into asm), the
+   portable load and store. */
+#if defined(__SANITIZE_THREAD__)
+#  define HHI_OWNER_ADD_ASM 0
+#elif defined(__has_feature)
+#  if __has_feature(thread_sanitizer)
+#    define HHI_OWNER_ADD_ASM 0
+#  endif
+#endif
+#if !defined(HHI_OWNER_ADD_ASM)
+#  if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#    define HHI_OWNER_ADD_ASM 1
+#  else
+#    define HHI_OWNER_ADD_ASM 0
+#  endif
+#endif
+HH_INLINE void hhi_owner_add(_Atomic uint64_t *w, uint64_t d) {
+#if HHI_OWNER_ADD_ASM
+    __asm__("addq %1, %0" : "+m"(*w) : "er"(d));
+#else
+    atomic_store_explicit(w, atomic_load_explicit(w, memory_order_relaxed) + d, memory_order_relaxed);
+#endif
+}
+/* Reads a counter the calling thread alone writes. On the asm path a plain
+   load: no other thread writes it, so the read races with nothing, and the
+   compiler may fold it into the instruction that tests it (it never folds
+   an atomic load). */
+HH_INLINE uint64_t hhi_owner_read(const _Atomic uint64_t *w) {
+#if HHI_OWNER_ADD_ASM
+    return *(const uint64_t *)(const void *)w;
+#else
+    return atomic_load_explicit(w, memory_order_relaxed);
+#endif
+}
+/* Owner only: a hit, head's first block left (room + 1, hits + 1). */
+HH_INLINE void hhi_bin_pop_note(hhi_tcache *tc, size_t c) { hhi_owner_add(&tc->ops[c], HHI_BIN_POP); }
 
 typedef struct hhi_bclass {
     _Alignas(64) hhi_lock lock;
@@ -284,7 +343,7 @@ typedef struct hhi_bglobal {
 
 HH_INTERNAL hhi_bglobal hhi_bg;
 
-/* Calling thread's cache, NULL if it has none (yet, or any more). */
+/* Calling thread's cache; &hhi_tc_empty if it has none (yet, or any more). */
 #if defined(__GNUC__) || defined(__clang__)
 #  define HHI_TLS_MODEL __attribute__((tls_model("initial-exec")))
 #else
@@ -471,8 +530,11 @@ HH_INTERNAL uint64_t hhi_purge_kick_and_wait(void);
 #endif
 
 /* binned_tcache.c */
-HH_INTERNAL hhi_tcache *hhi_tcache_get(void);      /* NULL: use the cacheless path */
+HH_INTERNAL hhi_tcache *hhi_tcache_get(void);      /* NULL (never &hhi_tc_empty): use the cacheless path */
 HH_INTERNAL void     hhi_tcache_flush_bin(hhi_tcache *tc, unsigned c, uint32_t keep);
+/* Owner: bin c takes g.cap[c] as its cap (flushing what is above it),
+   keeping its blocks and hits. */
+HH_INTERNAL void     hhi_tcache_cap_refresh(hhi_tcache *tc, unsigned c);
 HH_INTERNAL void     hhi_tcache_compute_caps(size_t limit);
 HH_INTERNAL void     hhi_tcache_fork_child(void);   /* drops the caches of threads the child lacks */
 
@@ -492,16 +554,16 @@ HH_INTERNAL size_t   hhi_large_decay(uint64_t freed_before_ns, uint64_t deadline
    Fast paths
 --------------------------------------------------------------------------- */
 /* malloc with the slow path given (a constant: the shim's sets errno, so
-   malloc stays a leaf without a stack frame). */
+   malloc stays a leaf without a stack frame). hhi_tc_self is never NULL
+   (hhi_tc_empty's bins always miss). */
 HH_INLINE void *hhi_bmalloc_fast_with(size_t size, unsigned flags, void *(*slow)(size_t, unsigned)) {
     hhi_tcache *tc = hhi_tc_self;
-    if (hh_likely(tc != NULL && size <= HHI_SMALL_MAX)) {
-        unsigned c = hhi_size_class(size);
-        hhi_tbin *bin = &tc->bins[c];
-        hhi_bblock *b = bin->head;
+    if (hh_likely(size <= HHI_SMALL_MAX)) {
+        size_t c = hhi_size_class(size);   /* size_t: gcc then folds the arrays' offsets into the addressing */
+        hhi_bblock *b = tc->head[c];
         if (hh_likely(b != NULL)) {
-            bin->head = hhi_block_next(b);
-            hhi_bin_pop_note(bin);
+            tc->head[c] = hhi_block_next(b);
+            hhi_bin_pop_note(tc, c);
             atomic_store_explicit(hhi_block_state(b), (uint8_t)HHI_ST_LIVE, memory_order_relaxed);
             hhi_on_alloc(b, hhi_class_size[c]);
             return b;
@@ -513,11 +575,14 @@ HH_INLINE void *hhi_bmalloc_fast(size_t size, unsigned flags) {
     return hhi_bmalloc_fast_with(size, flags, hhi_binned_malloc_slow);
 }
 
+/* free: registry, page, block start, the LIVE -> FREED claim, then a push
+   onto the bin if it has room. hhi_tc_empty's registry_len is 0 and its bins
+   have no room: a thread without a cache goes to the slow path at once. */
 HH_INLINE void hhi_bfree_fast(void *p, unsigned flags) {
     hhi_tcache *tc = hhi_tc_self;
     uintptr_t a = (uintptr_t)p;
     uintptr_t chunk = a >> HHI_SPAN_SHIFT;   /* one shift for the range check and the registry index */
-    if (hh_likely(tc != NULL && chunk < HHI_REGISTRY_LEN &&
+    if (hh_likely(chunk < tc->registry_len &&
                   atomic_load_explicit(&tc->registry[chunk], memory_order_relaxed) == HHI_REG_SPAN)) {
         hhi_bpage *pg = hhi_page_of(a);
         uint64_t m = hhi_block_mul(pg, a);
@@ -531,13 +596,12 @@ HH_INLINE void hhi_bfree_fast(void *p, unsigned flags) {
                 hhi_binned_free_unclaimed(p, seen, flags);
                 return;
             }
-            hhi_tbin *bin = &tc->bins[pg->cls];
-            uint64_t ops = hhi_bin_ops(bin);
-            if (hh_likely((ops & HHI_BIN_COUNT_MASK) < bin->cap)) {
+            size_t c = pg->cls;
+            if (hh_likely((hhi_owner_read(&tc->ops[c]) & HHI_BIN_COUNT_MASK) != 0)) {   /* room left */
                 hhi_on_free(p, pg->block_size);
-                hhi_block_set_cached((hhi_bblock *)p, bin->head, st);
-                bin->head = (hhi_bblock *)p;
-                atomic_store_explicit(&bin->ops, ops + 1, memory_order_relaxed);
+                hhi_block_set_cached((hhi_bblock *)p, tc->head[c], st);
+                tc->head[c] = (hhi_bblock *)p;
+                hhi_owner_add(&tc->ops[c], (uint64_t)-1);   /* room - 1 */
                 return;
             }
             hhi_binned_free_claimed(p);

@@ -14,7 +14,9 @@
 
 #include "../common/hh_error.h"
 
-_Thread_local hhi_tcache *hhi_tc_self HHI_TLS_MODEL = NULL;
+/* Zero: no registry (registry_len 0), no block, no room, cap 0. */
+hhi_tcache hhi_tc_empty;
+_Thread_local hhi_tcache *hhi_tc_self HHI_TLS_MODEL = &hhi_tc_empty;
 
 enum { TC_NONE = 0, TC_ACTIVE, TC_CREATING, TC_DEAD };
 static _Thread_local unsigned char tc_state HHI_TLS_MODEL = TC_NONE;
@@ -48,22 +50,30 @@ void hhi_tcache_compute_caps(size_t limit) {
 /* Moves all but `keep` blocks of bin c (the older ones, at the list's end)
    back to the class. */
 void hhi_tcache_flush_bin(hhi_tcache *tc, unsigned c, uint32_t keep) {
-    hhi_tbin *bin = &tc->bins[c];
-    uint32_t count = hhi_bin_count(bin);
+    uint32_t count = hhi_bin_count(tc, c);
     if (count <= keep) return;
     hhi_bblock *rest;
     if (keep == 0) {
-        rest = bin->head;
-        bin->head = NULL;
+        rest = tc->head[c];
+        tc->head[c] = NULL;
     } else {
-        hhi_bblock *b = bin->head;
+        hhi_bblock *b = tc->head[c];
         for (uint32_t i = 1; i < keep; i++) b = hhi_block_next(b);
         rest = hhi_block_next(b);
         hhi_block_set_next(b, NULL);
     }
     uint32_t n = count - keep;
-    hhi_bin_count_set(bin, keep);
+    hhi_bin_count_set(tc, c, keep);
     hhi_class_put(c, rest, n);
+}
+
+void hhi_tcache_cap_refresh(hhi_tcache *tc, unsigned c) {
+    uint32_t cap = atomic_load_explicit(&hhi_bg.cap[c], memory_order_relaxed);
+    if (cap == hhi_bin_cap(tc, c)) return;
+    hhi_tcache_flush_bin(tc, c, cap);
+    uint32_t count = hhi_bin_count(tc, c);
+    atomic_store_explicit(&tc->cap[c], cap, memory_order_relaxed);
+    hhi_bin_count_set(tc, c, count);
 }
 
 static void tcache_flush_all(hhi_tcache *tc) {
@@ -75,12 +85,12 @@ static void tcache_destructor(void *arg) {
     hhi_tcache *tc = arg;
     if (tc == NULL) return;
     tcache_flush_all(tc);
-    hhi_tc_self = NULL;
+    hhi_tc_self = &hhi_tc_empty;
     tc_state = TC_DEAD;
     hhi_lock_acquire(&hhi_bg.tc_lock);
     for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
-        atomic_fetch_add(&hhi_bg.retired_hits[c], hhi_bin_hits(&tc->bins[c]));
-        atomic_fetch_add(&hhi_bg.retired_misses[c], atomic_load(&tc->bins[c].misses));
+        atomic_fetch_add(&hhi_bg.retired_hits[c], hhi_bin_hits(tc, c));
+        atomic_fetch_add(&hhi_bg.retired_misses[c], atomic_load(&tc->misses[c]));
     }
     if (tc->prev) tc->prev->next = tc->next;
     else hhi_bg.tcaches = tc->next;
@@ -117,8 +127,8 @@ void hhi_tcache_fork_child(void) {
         tcache_flush_all(tc);
         hhi_lock_acquire(&hhi_bg.tc_lock);
         for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
-            atomic_fetch_add(&hhi_bg.retired_hits[c], hhi_bin_hits(&tc->bins[c]));
-            atomic_fetch_add(&hhi_bg.retired_misses[c], atomic_load(&tc->bins[c].misses));
+            atomic_fetch_add(&hhi_bg.retired_hits[c], hhi_bin_hits(tc, c));
+            atomic_fetch_add(&hhi_bg.retired_misses[c], atomic_load(&tc->misses[c]));
         }
         tc->next = hhi_bg.tc_free;
         hhi_bg.tc_free = tc;
@@ -162,8 +172,12 @@ static hhi_tcache *tcache_new(void) {
     if (tc != NULL) {
         memset(tc, 0, sizeof *tc);
         tc->registry = hhi_bg.registry;
-        for (unsigned c = 0; c < HHI_CLASS_COUNT; c++)
-            tc->bins[c].cap = atomic_load_explicit(&hhi_bg.cap[c], memory_order_relaxed);
+        tc->registry_len = HHI_REGISTRY_LEN;
+        for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
+            uint32_t cap = atomic_load_explicit(&hhi_bg.cap[c], memory_order_relaxed);
+            atomic_store_explicit(&tc->cap[c], cap, memory_order_relaxed);
+            atomic_store_explicit(&tc->ops[c], cap, memory_order_relaxed);   /* empty: room == cap */
+        }
         tc->next = hhi_bg.tcaches;
         if (tc->next) tc->next->prev = tc;
         hhi_bg.tcaches = tc;
@@ -174,12 +188,13 @@ static hhi_tcache *tcache_new(void) {
 }
 
 hhi_tcache *hhi_tcache_get(void) {
-    if (hhi_tc_self != NULL) return hhi_tc_self;
+    if (hhi_tc_self != &hhi_tc_empty) return hhi_tc_self;
     if (tc_state != TC_NONE) return NULL;   /* creating (nested call) or thread exiting */
     if (!hhi_binned_init() || !key_ready()) return NULL;
     /* pthread_atfork/pthread_key_create may have allocated, and that nested
        call may have made this thread's cache already. */
-    if (hhi_tc_self != NULL || tc_state != TC_NONE) return hhi_tc_self;
+    if (hhi_tc_self != &hhi_tc_empty) return hhi_tc_self;
+    if (tc_state != TC_NONE) return NULL;
     tc_state = TC_CREATING;
     hhi_tcache *tc = tcache_new();
     if (tc == NULL) {
@@ -199,7 +214,7 @@ hhi_tcache *hhi_tcache_get(void) {
 
 void hh_binned_thread_flush(void) {
     hhi_tcache *tc = hhi_tc_self;
-    if (tc != NULL) tcache_flush_all(tc);
+    if (tc != &hhi_tc_empty) tcache_flush_all(tc);
 }
 
 hh_status hh_binned_set_thread_cache_limit(size_t bytes) {
@@ -213,11 +228,8 @@ hh_status hh_binned_set_thread_cache_limit(size_t bytes) {
     /* The caller's own bins adapt now; other threads' at their next refill or
        full-bin free (each thread writes only its own cache). */
     hhi_tcache *self = hhi_tc_self;
-    if (self != NULL)
-        for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
-            self->bins[c].cap = atomic_load_explicit(&hhi_bg.cap[c], memory_order_relaxed);
-            hhi_tcache_flush_bin(self, c, self->bins[c].cap);
-        }
+    if (self != &hhi_tc_empty)
+        for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) hhi_tcache_cap_refresh(self, c);
     return HH_OK;
 }
 
