@@ -48,9 +48,11 @@ static void *small_alloc_slow(unsigned c, unsigned flags) {
         hhi_tcache_cap_refresh(tc, c);
         uint32_t cap = hhi_bin_cap(tc, c);
         if (tc->head[c] == NULL && cap > 0) {
+            /* A batch another thread's full bin left, in O(1); else half a
+               bin from the pages. */
             hhi_bblock *list = NULL;
-            uint32_t want = (cap + 1) / 2;
-            uint32_t got = hhi_class_take(c, &list, want);
+            uint32_t got = hhi_class_xfer_take(c, &list, cap);
+            if (got == 0) got = hhi_class_take(c, &list, (cap + 1) / 2);
             if (got > 0) {
                 hhi_stat_inc(&tc->misses[c]);
                 b = list;
@@ -186,9 +188,19 @@ void hhi_binned_free_claimed(void *p) {
         hhi_tcache_cap_refresh(tc, c);
         uint32_t cap = hhi_bin_cap(tc, c);
         if (cap > 0) {
-            /* Full bin: keep the newer half, return the older half in one batch. */
-            if (hhi_bin_count(tc, c) >= cap) {
-                hhi_tcache_flush_bin(tc, c, cap / 2);
+            /* Full bin: the whole bin goes to the class's transfer stack
+               as one batch (O(1): no block is touched), for a thread whose
+               bin runs dry to pop. */
+            uint32_t count = hhi_bin_count(tc, c);
+            if (count >= cap) {
+                if (count > cap) hhi_tcache_flush_bin(tc, c, cap);   /* the cap shrank: the batch may not exceed it */
+                /* Off the bin before it is on the stack: a fork in between
+                   must not find the blocks in both (the child flushes this
+                   thread's bins). */
+                hhi_bblock *batch = tc->head[c];
+                tc->head[c] = NULL;
+                hhi_bin_count_set(tc, c, 0);
+                hhi_class_xfer_put(c, batch, cap);
                 hhi_decay_maybe(true);
             }
             hhi_block_set_cached((hhi_bblock *)p, tc->head[c], &pg->state[hhi_block_index(pg, (uintptr_t)p)]);
@@ -333,9 +345,11 @@ void hh_binned_stats_get(hh_binned_stats *out) {
         cs->pages = k->pages;
         cs->empty_pages = k->empty;
         uint64_t used = k->used;
+        cached[c] += k->xfer_blocks;   /* transfer batches: out of the pages, not live */
         hhi_lock_release(&k->lock);
-        /* Blocks out of the pages, less those waiting in caches (a snapshot
-           of running threads' caches may be a few blocks off). */
+        /* Blocks out of the pages, less those waiting in caches and
+           transfer batches (a snapshot of running threads' caches may be a
+           few blocks off). */
         cs->live_blocks = used > cached[c] ? used - cached[c] : 0;
         cs->live_bytes = cs->live_blocks * cs->block_size;
         out->small_live_blocks += cs->live_blocks;
@@ -522,8 +536,24 @@ static bool check_inv4_partial_lists(check_ctx *cx) {
     return true;
 }
 
+/* A cached block of class c (in a bin or a transfer batch): in a span, a
+   carved block start of a class-c page, not LIVE, carrying its own state
+   address. */
+static bool check_cached_block(check_ctx *cx, const char *what, hhi_bblock *b, unsigned c) {
+    uintptr_t a = (uintptr_t)b;
+    CHECK(hhi_registry_get(a) == HHI_REG_SPAN, "cached block %p not in a span", (void *)b);
+    hhi_bpage *pg = hhi_page_of(a);
+    uint32_t i = hhi_block_index(pg, a);
+    CHECK(pg->cls == c && i < pg->carved && i * pg->block_size == (a & HHI_PAGE_MASK) &&
+              hhi_state_get(pg, i) != HHI_ST_LIVE,
+          "cached block %p of class %u is wrong", (void *)b, c);
+    CHECK(hhi_block_state(b) == &pg->state[i], "cached block %p holds a wrong state-byte address", (void *)b);
+    return true;
+}
+
 /* 5: the bin caps fit the cache limit; the calling thread's bins hold at
-   most their cap of carved, non-LIVE blocks of their class. */
+   most their cap of carved, non-LIVE blocks of their class, and so does
+   every class's transfer stack (batch counts and the total right). */
 static bool check_inv5_thread_cache(check_ctx *cx) {
     static const char what[] = "5 (thread caches)";
     size_t sum = 0;
@@ -541,18 +571,27 @@ static bool check_inv5_thread_cache(check_ctx *cx) {
         CHECK(hhi_bin_room(tc, c) <= hhi_bin_cap(tc, c), "cache bin %u room %u above its cap %u", c,
               hhi_bin_room(tc, c), hhi_bin_cap(tc, c));
         for (hhi_bblock *b = tc->head[c]; b != NULL; b = hhi_block_next(b)) {
-            uintptr_t a = (uintptr_t)b;
             CHECK(n++ < hhi_bin_count(tc, c), "cache bin %u longer than its count", c);
-            CHECK(hhi_registry_get(a) == HHI_REG_SPAN, "cached block %p not in a span", (void *)b);
-            hhi_bpage *pg = hhi_page_of(a);
-            uint32_t i = hhi_block_index(pg, a);
-            CHECK(pg->cls == c && i < pg->carved && i * pg->block_size == (a & HHI_PAGE_MASK) &&
-                      hhi_state_get(pg, i) != HHI_ST_LIVE,
-                  "cached block %p of class %u is wrong", (void *)b, c);
-            CHECK(hhi_block_state(b) == &pg->state[i], "cached block %p holds a wrong state-byte address",
-                  (void *)b);
+            if (!check_cached_block(cx, what, b, c)) return false;
         }
         CHECK(n == hhi_bin_count(tc, c), "cache bin %u count %u != %u", c, hhi_bin_count(tc, c), n);
+    }
+    for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
+        const hhi_bclass *k = &hhi_bg.classes[c];
+        CHECK(k->xfer_n <= HHI_XFER_MAX, "class %u transfer stack holds %u batches", c, k->xfer_n);
+        uint32_t total = 0;
+        for (uint32_t j = 0; j < k->xfer_n; j++) {
+            uint32_t n = 0;
+            CHECK(k->xfer_count[j] > 0, "class %u transfer batch %u is empty", c, j);
+            for (hhi_bblock *b = k->xfer[j]; b != NULL; b = hhi_block_next(b)) {
+                CHECK(n++ < k->xfer_count[j], "class %u transfer batch %u longer than its count", c, j);
+                if (!check_cached_block(cx, what, b, c)) return false;
+            }
+            CHECK(n == k->xfer_count[j], "class %u transfer batch %u holds %u blocks, not %u", c, j, n,
+                  k->xfer_count[j]);
+            total += n;
+        }
+        CHECK(total == k->xfer_blocks, "class %u transfer stack holds %u blocks, not %u", c, total, k->xfer_blocks);
     }
     return true;
 }

@@ -288,6 +288,13 @@ HH_INLINE uint64_t hhi_owner_read(const _Atomic uint64_t *w) {
 /* Owner only: a hit, head's first block left (room + 1, hits + 1). */
 HH_INLINE void hhi_bin_pop_note(hhi_tcache *tc, size_t c) { hhi_owner_add(&tc->ops[c], HHI_BIN_POP); }
 
+/* A class's transfer stack: whole thread-cache bins moved between threads
+   as one pre-linked batch in O(1) under the class lock (a thread whose bin
+   is full pushes it, one whose bin is empty pops one), instead of walking
+   every block back to its page and out again. Blocks in a batch keep their
+   state FREED and their state-byte address (hhi_bblock.state), so a popped
+   batch is a ready bin. */
+#define HHI_XFER_MAX 8u               /* batches per class; a push onto a full stack walks the oldest to its pages */
 typedef struct hhi_bclass {
     _Alignas(64) hhi_lock lock;
     hhi_bpage *head, *tail;       /* partial pages; empty ones at the tail */
@@ -295,6 +302,10 @@ typedef struct hhi_bclass {
     uint32_t empty;               /* of those, with used == 0 */
     uint64_t used;                /* sum of page->used over the class's pages */
     _Atomic uint64_t direct_allocs;   /* cacheless path */
+    uint32_t xfer_n;                      /* batches on the transfer stack (class lock) */
+    uint32_t xfer_blocks;                 /* blocks in them, all counted in their pages' used */
+    hhi_bblock *xfer[HHI_XFER_MAX];       /* batch heads, oldest first; NULL-terminated lists */
+    uint32_t xfer_count[HHI_XFER_MAX];    /* blocks per batch */
 } hhi_bclass;
 
 typedef struct hhi_bglobal {
@@ -492,6 +503,13 @@ HH_INTERNAL void     hhi_page_setup_class(hhi_bpage *pg, unsigned c);
 HH_INTERNAL uint32_t hhi_class_take(unsigned c, hhi_bblock **head, uint32_t want);
 /* Returns a linked list of n blocks of class c to their pages. */
 HH_INTERNAL void     hhi_class_put(unsigned c, hhi_bblock *head, uint32_t n);
+/* Pushes a thread-cache bin (n >= 1 blocks of class c, NULL-terminated,
+   state addresses set) onto the class's transfer stack: O(1), but for a
+   full stack, whose oldest batch then goes back to its pages. */
+HH_INTERNAL void     hhi_class_xfer_put(unsigned c, hhi_bblock *head, uint32_t n);
+/* Pops the newest batch of class c if it holds at most max blocks: its
+   count, 0 if none (the caller then takes blocks from the pages). */
+HH_INTERNAL uint32_t hhi_class_xfer_take(unsigned c, hhi_bblock **head, uint32_t max);
 HH_INTERNAL void     hhi_lock_all(void);     /* classes, pool, large (fork, check) */
 HH_INTERNAL void     hhi_unlock_all(void);
 HH_INTERNAL size_t   hhi_pool_trim(uint64_t deadline_ns);

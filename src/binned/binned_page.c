@@ -17,6 +17,8 @@ hhi_bglobal hhi_bg = {
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int atfork_done = 0;
 
+static void class_put_locked(unsigned c, hhi_bblock *b, uint32_t n);
+
 /* fork: hold every lock across the fork so the child never inherits one
    taken by a thread that does not exist there. */
 static void fork_prepare(void) {
@@ -260,6 +262,13 @@ uint32_t hhi_class_take(unsigned c, hhi_bblock **out, uint32_t want) {
 void hhi_class_put(unsigned c, hhi_bblock *b, uint32_t n) {
     hhi_bclass *k = &hhi_bg.classes[c];
     hhi_lock_acquire(&k->lock);
+    class_put_locked(c, b, n);
+    hhi_lock_release(&k->lock);
+}
+
+/* hhi_class_put with the class lock held. */
+static void class_put_locked(unsigned c, hhi_bblock *b, uint32_t n) {
+    hhi_bclass *k = &hhi_bg.classes[c];
     while (n-- > 0 && b != NULL) {
         hhi_bblock *next = hhi_block_next(b);
         hhi_bpage *pg = hhi_page_of((uintptr_t)b);
@@ -286,14 +295,70 @@ void hhi_class_put(unsigned c, hhi_bblock *b, uint32_t n) {
         }
         b = next;
     }
+}
+
+/* Transfer stacks (class lock) */
+
+void hhi_class_xfer_put(unsigned c, hhi_bblock *head, uint32_t n) {
+    hhi_bclass *k = &hhi_bg.classes[c];
+    hhi_lock_acquire(&k->lock);
+    if (k->xfer_n == HHI_XFER_MAX) {
+        /* Full: the oldest batch goes back to its pages (nobody took it
+           while eight newer ones arrived), the rest move down one. */
+        hhi_bblock *old = k->xfer[0];
+        uint32_t old_n = k->xfer_count[0];
+        memmove(&k->xfer[0], &k->xfer[1], (HHI_XFER_MAX - 1) * sizeof k->xfer[0]);
+        memmove(&k->xfer_count[0], &k->xfer_count[1], (HHI_XFER_MAX - 1) * sizeof k->xfer_count[0]);
+        k->xfer_n--;
+        k->xfer_blocks -= old_n;
+        class_put_locked(c, old, old_n);
+    }
+    k->xfer[k->xfer_n] = head;
+    k->xfer_count[k->xfer_n] = n;
+    k->xfer_n++;
+    k->xfer_blocks += n;
     hhi_lock_release(&k->lock);
 }
 
-/* Gives every class's spare empty pages to the pool. */
-static void classes_release_empty(void) {
+uint32_t hhi_class_xfer_take(unsigned c, hhi_bblock **head, uint32_t max) {
+    hhi_bclass *k = &hhi_bg.classes[c];
+    uint32_t n = 0;
+    hhi_lock_acquire(&k->lock);
+    if (k->xfer_n > 0 && k->xfer_count[k->xfer_n - 1] <= max) {
+        k->xfer_n--;
+        n = k->xfer_count[k->xfer_n];
+        *head = k->xfer[k->xfer_n];
+        k->xfer[k->xfer_n] = NULL;
+        k->xfer_blocks -= n;
+    }
+    hhi_lock_release(&k->lock);
+    return n;
+}
+
+/* Walks every batch of class c's transfer stack back to its pages (class
+   lock held), until the deadline (0: none); false if it stopped there. */
+static bool class_xfer_drain(unsigned c, uint64_t deadline_ns) {
+    hhi_bclass *k = &hhi_bg.classes[c];
+    while (k->xfer_n > 0) {
+        if (deadline_ns && hhi_now_ns() >= deadline_ns) return false;
+        k->xfer_n--;
+        hhi_bblock *b = k->xfer[k->xfer_n];
+        uint32_t n = k->xfer_count[k->xfer_n];
+        k->xfer[k->xfer_n] = NULL;
+        k->xfer_blocks -= n;
+        class_put_locked(c, b, n);
+    }
+    return true;
+}
+
+/* Gives every class's transfer batches back to their pages and its spare
+   empty pages to the pool (trim, and every decay pass: a batch nobody took
+   for a period is memory the program does not use). */
+static void classes_release_empty(uint64_t deadline_ns) {
     for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
         hhi_bclass *k = &hhi_bg.classes[c];
         hhi_lock_acquire(&k->lock);
+        class_xfer_drain(c, deadline_ns);
         while (k->empty > 0 && k->tail != NULL && k->tail->used == 0) {
             hhi_bpage *pg = k->tail;
             list_remove(&k->head, &k->tail, pg);
@@ -349,7 +414,7 @@ size_t hhi_pool_decay(uint32_t older_than, uint64_t deadline_ns) {
 
 size_t hhi_pool_trim(uint64_t deadline_ns) {
     size_t given = 0;
-    classes_release_empty();
+    classes_release_empty(deadline_ns);
     hhi_lock_acquire(&hhi_bg.pool_lock);
     while (hhi_bg.dirty != NULL) {
         if (deadline_ns && hhi_now_ns() >= deadline_ns) break;
@@ -407,7 +472,7 @@ static size_t spans_retire(uint64_t deadline_ns) {
    Records whether it stopped at the deadline with work maybe left. */
 static void decay_work(uint32_t tick, uint64_t cutoff_ns, uint64_t deadline_ns) {
     hhi_large_decay(cutoff_ns, deadline_ns);
-    classes_release_empty();
+    classes_release_empty(deadline_ns);
     hhi_pool_decay(tick, deadline_ns);
     bool more = hhi_now_ns() >= deadline_ns;
     if (more) {
