@@ -1389,6 +1389,259 @@ START_TEST(random_ops_against_shadow_model) {
 }
 END_TEST
 
+/* ---------------------------------------------------------------------------
+   Transfer stacks and the empty thread cache
+--------------------------------------------------------------------------- */
+static uint64_t class_used(unsigned c) {
+    hhi_bclass *k = &hhi_bg.classes[c];
+    hhi_lock_acquire(&k->lock);
+    uint64_t used = k->used;
+    hhi_lock_release(&k->lock);
+    return used;
+}
+static uint32_t class_batches(unsigned c) {
+    hhi_bclass *k = &hhi_bg.classes[c];
+    hhi_lock_acquire(&k->lock);
+    uint32_t n = k->xfer_n;
+    hhi_lock_release(&k->lock);
+    return n;
+}
+
+typedef struct batch_pop { void *got; unsigned cls; uint32_t left; } batch_pop;
+static void *pop_one_block(void *arg) {
+    batch_pop *bp = arg;
+    bp->got = hh_bmalloc(hhi_class_size[bp->cls]);
+    bp->left = hhi_bin_count(hhi_tc_self, bp->cls);
+    hh_bfree(bp->got);
+    return NULL;
+}
+
+/* A full bin moves to its class whole, in O(1): no block goes back to its
+   page (the class's used count does not move), and a thread whose bin is
+   empty pops that very batch: its first block is one of them, and the rest
+   of the batch is its bin. */
+START_TEST(full_bin_moves_to_another_thread_as_one_batch) {
+    unsigned c = (unsigned)hh_binned_class_of(200);
+    hh_bfree(hh_bmalloc(200));                       /* this thread's cache exists, its bin is current */
+    uint32_t cap = hhi_bin_cap(hhi_tc_self, c);
+    ck_assert_uint_ge(cap, 4);
+    uint32_t n = 2 * cap;
+    void **v = malloc(n * sizeof *v);
+    for (uint32_t i = 0; i < n; i++) {
+        v[i] = hh_bmalloc(200);
+        REQUIRE(v[i] != NULL);
+    }
+    hh_binned_thread_flush();                        /* empty bin: frees fill it from zero */
+    uint32_t batches0 = class_batches(c);
+    uint64_t used0 = class_used(c);
+    for (uint32_t i = 0; i < cap; i++) hh_bfree(v[i]);      /* the bin is full now */
+    ck_assert_uint_eq(hhi_bin_count(hhi_tc_self, c), cap);
+    ck_assert_uint_eq(class_batches(c), batches0);
+    hh_bfree(v[cap]);                                 /* one more: the whole bin leaves */
+    ck_assert_uint_eq(hhi_bin_count(hhi_tc_self, c), 1);
+    ck_assert_uint_eq(class_batches(c), batches0 + 1);
+    ck_assert_uint_eq(class_used(c), used0);          /* no block walked back to its page */
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+
+    batch_pop bp = { NULL, c, 0 };
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, pop_one_block, &bp), 0);
+    pthread_join(t, NULL);
+    int found = 0;
+    for (uint32_t i = 0; i < cap; i++) found |= v[i] == bp.got;
+    ck_assert_msg(found, "the other thread's block %p is not from the batch", bp.got);
+    ck_assert_uint_eq(bp.left, cap - 1);
+    ck_assert_uint_eq(class_batches(c), batches0);
+    for (uint32_t i = cap + 1; i < n; i++) hh_bfree(v[i]);
+    free(v);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    ck_assert_uint_eq(hh_test_captured_count(), 0);
+}
+END_TEST
+
+/* A push onto a full transfer stack walks its oldest batch back to the
+   pages; trim walks all of them back (memory a program does not use must
+   be able to go back to the OS). */
+START_TEST(transfer_stack_is_bounded_and_trim_empties_it) {
+    unsigned c = (unsigned)hh_binned_class_of(48);
+    hh_bfree(hh_bmalloc(48));                         /* initialised: hhi_class_take needs the registry */
+    hh_binned_trim(0);
+    ck_assert_uint_eq(class_batches(c), 0);
+    uint64_t used0 = class_used(c);
+    uint32_t per = 10, pushed = 0;
+    for (unsigned j = 0; j < HHI_XFER_MAX + 1; j++) {
+        hhi_bblock *list = NULL;
+        uint32_t got = hhi_class_take(c, &list, per);
+        ck_assert_uint_eq(got, per);
+        hhi_class_xfer_put(c, list, got);
+        pushed += got;
+        ck_assert_uint_eq(class_batches(c), HH_MIN(j + 1, HHI_XFER_MAX));
+        ck_assert_int_eq(hh_binned_check(), HH_OK);
+    }
+    /* Eight batches stay out of the pages, the first went back. */
+    ck_assert_uint_eq(class_used(c), used0 + pushed - per);
+    hh_binned_trim(0);
+    ck_assert_uint_eq(class_batches(c), 0);
+    ck_assert_uint_eq(class_used(c), used0);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+}
+END_TEST
+
+typedef struct empty_probe { int self_was_empty, self_is_empty_after, foreign_status; unsigned messages; } empty_probe;
+static void *probe_empty_cache(void *arg) {
+    empty_probe *pr = arg;
+    pr->self_was_empty = hhi_tc_self == &hhi_tc_empty;
+    hh_test_reset_captured();
+    int local = 0;
+    hh_bfree(NULL);
+    hh_bfree(&local);                                 /* the empty cache's free: slow path, reported */
+    pr->foreign_status = hh_test_last_captured();
+    pr->messages = hh_test_captured_count();
+    void *p = hh_bmalloc(40);
+    hh_test_fill(p, 40, 7);
+    if (hh_test_verify(p, 40, 7) != -1) pr->foreign_status = -1;
+    hh_bfree(p);
+    pr->self_is_empty_after = hhi_tc_self == &hhi_tc_empty;
+    return NULL;
+}
+
+/* A thread starts on the shared empty cache (never NULL: the fast paths
+   test nothing), whose every bin misses and is full; its first allocation
+   gives it a cache of its own, and nothing ever writes the empty one --
+   hh_binned_check names invariant 5 if anything does. */
+START_TEST(threads_start_on_the_empty_cache_which_stays_empty) {
+    empty_probe pr = { 0, 1, 0, 0 };
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, probe_empty_cache, &pr), 0);
+    pthread_join(t, NULL);
+    ck_assert_int_eq(pr.self_was_empty, 1);
+    ck_assert_int_eq(pr.foreign_status, HH_E_FOREIGN_POINTER);
+    ck_assert_uint_eq(pr.messages, 1);
+    ck_assert_int_eq(pr.self_is_empty_after, 0);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    unsigned c = (unsigned)hh_binned_class_of(64);
+    static unsigned char fake[64];
+    hhi_tc_empty.head[c] = (hhi_bblock *)(void *)fake;
+    expect_check_names(5);
+    hhi_tc_empty.head[c] = NULL;
+    atomic_store(&hhi_tc_empty.ops[c], 1);
+    expect_check_names(5);
+    atomic_store(&hhi_tc_empty.ops[c], 0);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------
+   Many threads against shadow models, blocks crossing threads
+--------------------------------------------------------------------------- */
+enum { MT_THREADS = 8, MT_SLOTS = 300, MT_BOX = 512 };
+typedef struct mt_box {
+    pthread_mutex_t lock;
+    shadow item[MT_BOX];
+    unsigned n;
+} mt_box;
+static mt_box mt_boxes[MT_THREADS];
+static atomic_uint mt_bad;
+static unsigned mt_ops;
+
+/* Verifies every byte of b, counts a mismatch, frees it. */
+static void mt_verify_free(const shadow *b) {
+    if (hh_test_verify(b->p, b->size, b->key) != -1 || hh_busable(b->p) < b->size) atomic_fetch_add(&mt_bad, 1);
+    hh_bfree(b->p);
+}
+
+static void mt_drain(unsigned id) {
+    shadow got[MT_BOX];
+    mt_box *box = &mt_boxes[id];
+    pthread_mutex_lock(&box->lock);
+    unsigned m = box->n;
+    memcpy(got, box->item, m * sizeof got[0]);
+    box->n = 0;
+    pthread_mutex_unlock(&box->lock);
+    for (unsigned j = 0; j < m; j++) mt_verify_free(&got[j]);
+}
+
+/* Even threads hand half their frees to the next thread, odd ones one in
+   sixteen: odd threads free more than they allocate (full bins go to the
+   transfer stacks), even ones allocate more (empty bins pop them). */
+static void *mt_worker(void *arg) {
+    unsigned id = (unsigned)(uintptr_t)arg;
+    shadow sh[MT_SLOTS];
+    memset(sh, 0, sizeof sh);
+    hh_rng r = hh_rng_make(hh_test_seed(0x3A7) * 31 + id);
+    unsigned give = id % 2 == 0 ? 2 : 16;
+    mt_box *next = &mt_boxes[(id + 1) % MT_THREADS];
+    for (unsigned k = 0; k < mt_ops; k++) {
+        shadow *e = &sh[hh_rng_below(&r, MT_SLOTS)];
+        unsigned op = hh_rng_below(&r, 100);
+        size_t size = hh_rng_below(&r, 64) == 0 ? 1 + hh_rng_below(&r, 40000) : 1 + hh_rng_below(&r, 300);
+        uint64_t key = hh_rng_next(&r);
+        if (e->p == NULL) {
+            e->p = op < 80 ? hh_bmalloc(size) : hh_bcalloc(1, size);
+            if (e->p == NULL || (op >= 80 && !all_zero(e->p, size))) {
+                atomic_fetch_add(&mt_bad, 1);
+                e->p = NULL;
+                continue;
+            }
+            e->size = size;
+            e->key = key;
+            hh_test_fill(e->p, size, key);
+        } else if (op < 70) {
+            int handed = 0;
+            if (hh_rng_below(&r, give) == 0) {
+                pthread_mutex_lock(&next->lock);
+                if (next->n < MT_BOX) {
+                    next->item[next->n++] = *e;
+                    handed = 1;
+                }
+                pthread_mutex_unlock(&next->lock);
+            }
+            if (!handed) mt_verify_free(e);
+            e->p = NULL;
+        } else {
+            if (hh_test_verify(e->p, e->size, e->key) != -1) atomic_fetch_add(&mt_bad, 1);
+            unsigned char *q = hh_brealloc(e->p, size);
+            if (q == NULL || hh_test_verify(q, HH_MIN(size, e->size), e->key) != -1) {
+                atomic_fetch_add(&mt_bad, 1);
+                continue;
+            }
+            e->p = q;
+            e->size = size;
+            e->key = key;
+            hh_test_fill(q, size, key);
+        }
+        if ((k & 31) == 0) mt_drain(id);
+        if ((k & 1023) == 0)
+            for (unsigned i = 0; i < MT_SLOTS; i++)
+                if (sh[i].p && hh_test_verify(sh[i].p, sh[i].size, sh[i].key) != -1) atomic_fetch_add(&mt_bad, 1);
+    }
+    for (unsigned i = 0; i < MT_SLOTS; i++)
+        if (sh[i].p) mt_verify_free(&sh[i]);
+    return NULL;
+}
+
+START_TEST(many_threads_against_shadow_models_with_cross_thread_frees) {
+    uint64_t base = live_small();
+    mt_ops = hh_test_scaled(40000, 2000);
+    atomic_store(&mt_bad, 0);
+    for (unsigned i = 0; i < MT_THREADS; i++) {
+        pthread_mutex_init(&mt_boxes[i].lock, NULL);
+        mt_boxes[i].n = 0;
+    }
+    pthread_t t[MT_THREADS];
+    for (uintptr_t i = 0; i < MT_THREADS; i++) ck_assert_int_eq(pthread_create(&t[i], NULL, mt_worker, (void *)i), 0);
+    for (unsigned i = 0; i < MT_THREADS; i++) pthread_join(t[i], NULL);
+    for (unsigned i = 0; i < MT_THREADS; i++) {
+        mt_drain(i);
+        pthread_mutex_destroy(&mt_boxes[i].lock);
+    }
+    ck_assert_uint_eq(atomic_load(&mt_bad), 0);
+    ck_assert_uint_eq(hh_test_captured_count(), 0);
+    ck_assert_uint_eq(live_small(), base);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+}
+END_TEST
+
 /* Memcheck (3.19) leak-checks mempool chunks -- our blocks -- only while at
    least one malloc block is alive at exit; this one stays reachable on
    purpose so a leaked binned block is always reported. */
@@ -1431,6 +1684,10 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, thread_exit_with_a_full_cache);
     tcase_add_test(tc, fork_in_a_threaded_program);
     tcase_add_test(tc, fork_child_drops_dead_threads_caches);
+    tcase_add_test(tc, full_bin_moves_to_another_thread_as_one_batch);
+    tcase_add_test(tc, transfer_stack_is_bounded_and_trim_empties_it);
+    tcase_add_test(tc, threads_start_on_the_empty_cache_which_stays_empty);
+    tcase_add_test(tc, many_threads_against_shadow_models_with_cross_thread_frees);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("races");
