@@ -25,14 +25,18 @@
  *     as a double free).
  *  3. Every block of a class page is exactly one of: uncarved (index >=
  *     carved, state NEVER); on the page free list (state != LIVE); held by a
- *     thread cache (state != LIVE); live with the user (state LIVE).
- *     page->used counts the blocks held by caches or users, so
- *     used + free-list length == carved <= capacity.
+ *     thread cache or a batch of its class's transfer stack (state != LIVE);
+ *     live with the user (state LIVE). page->used counts the blocks held by
+ *     caches, batches or users, so used + free-list length == carved <=
+ *     capacity.
  *  4. A class's partial list holds exactly its pages with a free-list or
  *     uncarved block; empty pages (used == 0) sit at its tail; at most
  *     HHI_KEEP_EMPTY of them stay with a class, the rest go to the pool.
  *  5. A thread cache bin holds at most its cap blocks of its class (state !=
- *     LIVE); sum over classes of g.cap[c] * size[c] <= g.cache_limit.
+ *     LIVE), each carrying its state-byte address; its room is cap - count;
+ *     sum over classes of g.cap[c] * size[c] <= g.cache_limit. A class's
+ *     transfer stack holds at most HHI_XFER_MAX non-empty batches of such
+ *     blocks, xfer_blocks in all. hhi_tc_empty is all zero, always.
  *  6. A large block's mapping starts at a 4 MiB boundary with a hhi_blarge
  *     header (magic HHI_LARGE_MAGIC); the user pointer is base + offset,
  *     offset < 4 MiB -- or, for an alignment above 2 MiB, offset == 4 MiB and

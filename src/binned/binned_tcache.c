@@ -1,6 +1,8 @@
 /* binned_tcache.c -- per-thread caches: creation on a thread's first slow
- * path, batched refill/flush against the class lists, flush at thread exit
- * (pthread key destructor), and the fork handlers.
+ * path, batched refill/flush against the class lists (a full bin moves to
+ * its class's transfer stack whole, in binned.c's free slow path), flush at
+ * thread exit (pthread key destructor), and the fork handlers. A thread
+ * without a cache points at hhi_tc_empty, never NULL.
  *
  * Cache structs come from 64 KiB slabs mapped from the OS and are recycled
  * through g.tc_free; nothing here calls malloc, so the shim may run it from
