@@ -247,6 +247,7 @@ HH_INLINE uint32_t hhi_bin_count(const hhi_tcache *tc, unsigned c) {
 HH_INLINE uint64_t hhi_bin_hits(const hhi_tcache *tc, unsigned c) { return hhi_bin_ops(tc, c) >> HHI_BIN_COUNT_BITS; }
 /* Owner only: bin c now holds n blocks (n <= its cap). */
 HH_INLINE void hhi_bin_count_set(hhi_tcache *tc, unsigned c, uint32_t n) {
+    hh_assert_internal(n <= hhi_bin_cap(tc, c) && "a bin's room would wrap into its hits");
     uint64_t ops = hhi_bin_ops(tc, c);
     atomic_store_explicit(&tc->ops[c], (ops & ~HHI_BIN_COUNT_MASK) | (hhi_bin_cap(tc, c) - n), memory_order_relaxed);
 }
