@@ -1459,6 +1459,109 @@ START_TEST(full_bin_moves_to_another_thread_as_one_batch) {
 }
 END_TEST
 
+/* A free that pushes a full bin calls hhi_decay_maybe, which may start the
+   purge thread -- whose creation allocates and frees, maybe into this very
+   bin. The free must count its block after that, not before: a count taken
+   before would put the bin one past its cap, and the room, stored as cap
+   minus count, would wrap into the hit counter (the bin then swallowed
+   thousands of blocks and stranded them). */
+static void decay_hook_alloc_free(void) {
+    hhi_binned_test_decay_hook = NULL;                /* once */
+    void *p = hh_bmalloc(200);
+    hh_bfree(hh_bmalloc(200));
+    hh_bfree(p);
+}
+
+START_TEST(a_free_nested_in_the_decay_call_keeps_the_bin_within_its_cap) {
+    unsigned c = (unsigned)hh_binned_class_of(200);
+    hh_bfree(hh_bmalloc(200));
+    uint32_t cap = hhi_bin_cap(hhi_tc_self, c);
+    ck_assert_uint_ge(cap, 4);
+    void **v = malloc((cap + 1) * sizeof *v);
+    for (uint32_t i = 0; i <= cap; i++) REQUIRE((v[i] = hh_bmalloc(200)) != NULL);
+    hh_binned_thread_flush();
+    for (uint32_t i = 0; i < cap; i++) hh_bfree(v[i]);       /* the bin is full */
+    ck_assert_uint_eq(hhi_bin_room(hhi_tc_self, c), 0);
+    hhi_binned_test_decay_hook = decay_hook_alloc_free;
+    hh_bfree(v[cap]);                                        /* pushes the bin, then the hook runs */
+    ck_assert(hhi_binned_test_decay_hook == NULL);              /* it ran */
+    ck_assert_uint_le(hhi_bin_room(hhi_tc_self, c), cap);
+    uint32_t n = 0;                                          /* the list is as long as the count says */
+    for (hhi_bblock *b = hhi_tc_self->head[c]; b != NULL && n <= cap; b = hhi_block_next(b)) n++;
+    ck_assert_uint_eq(n, hhi_bin_count(hhi_tc_self, c));
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    free(v);
+}
+END_TEST
+
+/* A decay pass gives back the transfer batches pushed before the previous
+   pass, not the ones of the last period: a batch pushed just before a pass is
+   a producer's working set that a consumer is about to pop. Passes are run
+   by hand on the virtual clock: nothing is timed. */
+static void decay_one_pass(void) {
+    uint32_t t = atomic_load(&hhi_bg.decay_tick);
+    for (int k = 0; k < 10000 && atomic_load(&hhi_bg.decay_tick) == t; k++) hhi_decay_pass(false);
+    ck_assert_uint_eq(atomic_load(&hhi_bg.decay_tick), t + 1);
+}
+
+START_TEST(decay_gives_back_a_transfer_batch_one_pass_late) {
+    unsigned c = (unsigned)hh_binned_class_of(200);
+    hh_bfree(hh_bmalloc(200));
+    hh_binned_trim(0);                                        /* no batches */
+    uint32_t cap = hhi_bin_cap(hhi_tc_self, c);
+    void **v = malloc((cap + 1) * sizeof *v);
+    for (uint32_t i = 0; i <= cap; i++) REQUIRE((v[i] = hh_bmalloc(200)) != NULL);
+    hh_binned_thread_flush();
+    for (uint32_t i = 0; i <= cap; i++) hh_bfree(v[i]);      /* a full bin, then one more: a batch */
+    ck_assert_uint_eq(class_batches(c), 1);
+    uint64_t used = class_used(c);
+    hhi_test_clock_step(100000);
+    ck_assert_int_eq(hh_binned_set_decay_ms(1), HH_OK);
+    decay_one_pass();
+    ck_assert_uint_eq(class_batches(c), 1);                   /* pushed in this period: stays */
+    ck_assert_uint_eq(class_used(c), used);
+    decay_one_pass();
+    ck_assert_uint_eq(class_batches(c), 0);                   /* a period old: back to its pages */
+    ck_assert_uint_eq(class_used(c), used - cap);
+    ck_assert_int_eq(hh_binned_set_decay_ms(0), HH_OK);
+    hhi_test_clock_step(0);
+    free(v);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+}
+END_TEST
+
+/* A block pushed onto a transfer stack twice would be handed out twice:
+   hh_binned_check must see it (invariant 5's count against the class's used
+   blocks), though the block itself looks like any cached block. */
+START_TEST(check_finds_a_block_on_a_transfer_stack_twice) {
+    unsigned c = (unsigned)hh_binned_class_of(200);
+    hh_bfree(hh_bmalloc(200));
+    hh_binned_trim(0);                                        /* no batches */
+    void *p = hh_bmalloc(200);
+    hh_bfree(p);                                              /* p heads this thread's bin */
+    hhi_tcache *tc = hhi_tc_self;
+    hhi_bblock *b = tc->head[c];
+    ck_assert_ptr_eq(b, p);
+    _Atomic uint8_t *state = hhi_block_state(b);
+    tc->head[c] = hhi_block_next(b);
+    hhi_bin_count_set(tc, c, hhi_bin_count(tc, c) - 1);
+    hhi_block_set_cached(b, NULL, state);
+    hhi_class_xfer_put(c, b, 1);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);               /* once is right */
+    hhi_class_xfer_put(c, b, 1);
+    expect_check_names(5);
+    hh_test_reset_captured();
+    hhi_bblock *got = NULL;                                   /* repair: both copies off, one back */
+    ck_assert_uint_eq(hhi_class_xfer_take(c, &got, 1), 1);
+    ck_assert_uint_eq(hhi_class_xfer_take(c, &got, 1), 1);
+    ck_assert_ptr_eq(got, b);
+    hhi_block_set_cached(b, tc->head[c], state);
+    tc->head[c] = b;
+    hhi_bin_count_set(tc, c, hhi_bin_count(tc, c) + 1);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+}
+END_TEST
+
 /* A push onto a full transfer stack walks its oldest batch back to the
    pages; trim walks all of them back (memory a program does not use must
    be able to go back to the OS). */
@@ -1688,6 +1791,9 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, transfer_stack_is_bounded_and_trim_empties_it);
     tcase_add_test(tc, threads_start_on_the_empty_cache_which_stays_empty);
     tcase_add_test(tc, many_threads_against_shadow_models_with_cross_thread_frees);
+    tcase_add_test(tc, a_free_nested_in_the_decay_call_keeps_the_bin_within_its_cap);
+    tcase_add_test(tc, check_finds_a_block_on_a_transfer_stack_twice);
+    tcase_add_test(tc, decay_gives_back_a_transfer_batch_one_pass_late);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("races");

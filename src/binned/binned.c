@@ -191,9 +191,10 @@ void hhi_binned_free_claimed(void *p) {
             /* Full bin: the whole bin goes to the class's transfer stack
                as one batch (O(1): no block is touched), for a thread whose
                bin runs dry to pop. */
-            uint32_t count = hhi_bin_count(tc, c);
-            if (count >= cap) {
-                if (count > cap) hhi_tcache_flush_bin(tc, c, cap);   /* the cap shrank: the batch may not exceed it */
+            /* cap_refresh flushed down to the cap: room never exceeds it. */
+            hh_assert_internal(hhi_bin_room(tc, c) <= cap);
+            bool pushed = false;
+            if (hhi_bin_room(tc, c) == 0) {
                 /* Off the bin before it is on the stack: a fork in between
                    must not find the blocks in both (the child flushes this
                    thread's bins). */
@@ -201,11 +202,15 @@ void hhi_binned_free_claimed(void *p) {
                 tc->head[c] = NULL;
                 hhi_bin_count_set(tc, c, 0);
                 hhi_class_xfer_put(c, batch, cap);
-                hhi_decay_maybe(true);
+                pushed = true;
             }
             hhi_block_set_cached((hhi_bblock *)p, tc->head[c], &pg->state[hhi_block_index(pg, (uintptr_t)p)]);
             tc->head[c] = (hhi_bblock *)p;
             hhi_bin_count_set(tc, c, hhi_bin_count(tc, c) + 1);
+            /* Only now, with the bin whole again: a decay pass may start the
+               purge thread, whose creation allocates and frees (into this
+               very bin, perhaps); a count taken before it would be stale. */
+            if (pushed) hhi_decay_maybe(true);
             return;
         }
         hhi_tcache_flush_bin(tc, c, 0);
@@ -405,6 +410,7 @@ typedef struct check_ctx {
     uint32_t class_pages[HHI_CLASS_COUNT];   /* pages found owned by each class */
     uint32_t class_empty[HHI_CLASS_COUNT];   /* of those, with used == 0 */
     uint64_t class_used[HHI_CLASS_COUNT];    /* sum of their used counts */
+    uint64_t class_live[HHI_CLASS_COUNT];    /* LIVE blocks in them */
 } check_ctx;
 
 static bool check_fail(check_ctx *cx, const char *what, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -500,6 +506,7 @@ static bool check_inv3_block_accounting(check_ctx *cx) {
             cx->class_pages[pg->cls]++;
             if (pg->used == 0) cx->class_empty[pg->cls]++;
             cx->class_used[pg->cls] += pg->used;
+            cx->class_live[pg->cls] += live;
         }
     return true;
 }
@@ -592,6 +599,13 @@ static bool check_inv5_thread_cache(check_ctx *cx) {
             total += n;
         }
         CHECK(total == k->xfer_blocks, "class %u transfer stack holds %u blocks, not %u", c, total, k->xfer_blocks);
+        /* Out of the pages' free lists are the live blocks and every cached
+           one, each counted once in used: a block on a stack twice, or on a
+           stack and in this thread's bin, shows as more than used. */
+        CHECK(cx->class_live[c] + k->xfer_blocks + hhi_bin_count(tc, c) <= cx->class_used[c],
+              "class %u has %llu live + %u on its transfer stack + %u in this thread's bin > %llu used", c,
+              (unsigned long long)cx->class_live[c], k->xfer_blocks, hhi_bin_count(tc, c),
+              (unsigned long long)cx->class_used[c]);
     }
     return true;
 }

@@ -36,7 +36,10 @@
  *     LIVE), each carrying its state-byte address; its room is cap - count;
  *     sum over classes of g.cap[c] * size[c] <= g.cache_limit. A class's
  *     transfer stack holds at most HHI_XFER_MAX non-empty batches of such
- *     blocks, xfer_blocks in all. hhi_tc_empty is all zero, always.
+ *     blocks, xfer_blocks in all; a class's live blocks, its transfer
+ *     blocks and the checking thread's bin together are at most its used
+ *     blocks (a block in two places would exceed it). hhi_tc_empty is all
+ *     zero, always.
  *  6. A large block's mapping starts at a 4 MiB boundary with a hhi_blarge
  *     header (magic HHI_LARGE_MAGIC); the user pointer is base + offset,
  *     offset < 4 MiB -- or, for an alignment above 2 MiB, offset == 4 MiB and
@@ -257,7 +260,10 @@ HH_INLINE void hhi_bin_count_set(hhi_tcache *tc, unsigned c, uint32_t n) {
    with a single writer no update is lost; for a relaxed atomic the compiler
    makes a load, an add and a store (and computes the address apart).
    Elsewhere, and under ThreadSanitizer (which cannot see into asm), the
-   portable load and store. */
+   portable load and store. In C11's terms the asm store beside other
+   threads' relaxed atomic loads is outside the memory model (it rests on
+   x86's single-copy atomicity of aligned 8-byte stores), and TSan checks
+   only the portable form: the shipped x86 path is argued, not race-checked. */
 #if defined(__SANITIZE_THREAD__)
 #  define HHI_OWNER_ADD_ASM 0
 #elif defined(__has_feature)
@@ -298,7 +304,9 @@ HH_INLINE void hhi_bin_pop_note(hhi_tcache *tc, size_t c) { hhi_owner_add(&tc->o
    is full pushes it, one whose bin is empty pops one), instead of walking
    every block back to its page and out again. Blocks in a batch keep their
    state FREED and their state-byte address (hhi_bblock.state), so a popped
-   batch is a ready bin. */
+   batch is a ready bin. Each batch carries the decay tick of its push; a
+   decay pass gives back only batches pushed before the previous pass (trim:
+   all of them). */
 #define HHI_XFER_MAX 8u               /* batches per class; a push onto a full stack walks the oldest to its pages */
 typedef struct hhi_bclass {
     _Alignas(64) hhi_lock lock;
@@ -311,6 +319,7 @@ typedef struct hhi_bclass {
     uint32_t xfer_blocks;                 /* blocks in them, all counted in their pages' used */
     hhi_bblock *xfer[HHI_XFER_MAX];       /* batch heads, oldest first; NULL-terminated lists */
     uint32_t xfer_count[HHI_XFER_MAX];    /* blocks per batch */
+    uint32_t xfer_tick[HHI_XFER_MAX];     /* g.decay_tick when each batch was pushed (decay drains the old ones) */
 } hhi_bclass;
 
 typedef struct hhi_bglobal {
@@ -526,6 +535,11 @@ HH_INTERNAL size_t   hhi_pool_decay(uint32_t older_than, uint64_t deadline_ns);
    no lock on entry, and no thread-cache bin is half updated: it may start
    the purge thread, and pthread_create may allocate. */
 HH_INTERNAL void     hhi_decay_maybe(bool sampled);
+#if HH_TESTING
+/* Called first in every hhi_decay_maybe: a test allocates and frees there,
+   as the purge thread's creation may. */
+HH_INTERNAL void (*hhi_binned_test_decay_hook)(void);
+#endif
 /* The pass alone, without starting the purge thread (the thread's own). */
 HH_INTERNAL void     hhi_decay_pass(bool sampled);
 /* One more bounded slice of a pass that ran out of budget; false when
