@@ -353,8 +353,11 @@ void hh_binned_stats_get(hh_binned_stats *out) {
         cached[c] += k->xfer_blocks;   /* transfer batches: out of the pages, not live */
         hhi_lock_release(&k->lock);
         /* Blocks out of the pages, less those waiting in caches and
-           transfer batches (a snapshot of running threads' caches may be a
-           few blocks off). */
+           transfer batches. While other threads run this is a snapshot, not
+           exact: their bins are read before the class, so a bin pushed or
+           popped in between is counted twice or not at all (off by up to a
+           bin's cap per thread and class), and a bin whose cap just changed
+           may read cap and room from two moments. Exact when they rest. */
         cs->live_blocks = used > cached[c] ? used - cached[c] : 0;
         cs->live_bytes = cs->live_blocks * cs->block_size;
         out->small_live_blocks += cs->live_blocks;

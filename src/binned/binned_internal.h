@@ -242,7 +242,8 @@ HH_INLINE uint32_t hhi_bin_room(const hhi_tcache *tc, unsigned c) {
     return (uint32_t)(hhi_bin_ops(tc, c) & HHI_BIN_COUNT_MASK);
 }
 /* Blocks on head[c] (a reader on another thread may see cap and room from
-   two different moments: a snapshot a few blocks off, never negative). */
+   two different moments -- when the cap grows, up to the growth off --
+   never negative). */
 HH_INLINE uint32_t hhi_bin_count(const hhi_tcache *tc, unsigned c) {
     uint32_t cap = hhi_bin_cap(tc, c), room = hhi_bin_room(tc, c);
     return cap > room ? cap - room : 0;
