@@ -1151,16 +1151,18 @@ HH_INLINE hh_handle alloc_carve(hh_heap *h, size_t size, size_t bs, size_t align
         if (hh_likely(f == NULL || heap_cached_bytes(h) < h->cache_limit >> HHI_CACHE_TOP_FLUSH_SHIFT ||
                       blk_offset(h, f) + blk_size(f) != h->managed))
             break;
-        /* About to carve the top region while a quarter of the cache limit or
-           more waits in cached holes: merge them first, so that the heap fills
-           its holes before it grows upwards (the highest live byte is the
+        /* About to carve the top region while half the cache limit or more
+           waits in cached holes: merge them first, so that the heap fills its
+           holes before it grows upwards (the highest live byte is the
            footprint). Each cached block is merged once, so this costs what
            its free would have. Below that share the top is carved and the
-           cache kept: flushing a few holes on every such allocation emptied
-           the cache again and again under a random size mix (every later
-           allocation of a drained size then split TLSF holes), which made the
-           16..1024 B churn 1.5x slower; the footprint this costs is at most
-           those cached bytes, cache_limit / 4 (1/64 of the managed bytes). */
+           cache kept: flushing the holes on every such allocation emptied the
+           cache again and again under a random size mix -- a burst of cold
+           merges, then every allocation of a drained size splitting TLSF
+           holes -- which made the 16..1024 B churn 1.5x slower (a quarter of
+           the limit still cost 4% more there than half). The footprint this
+           costs is at most those cached bytes, cache_limit / 2 (1/32 of the
+           managed bytes; +8% on that churn, nothing with defrag steps). */
         hhi_heap_cache_flush(h);
     }
     if (hh_unlikely(f == NULL)) {
