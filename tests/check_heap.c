@@ -609,6 +609,36 @@ START_TEST(cache_merged_before_the_top_grows) {
 }
 END_TEST
 
+/* The share of cached bytes from which carving the top flushes the cache
+   follows the live data, not the capacity: on a roomy 64 MiB heap (a 4 MiB
+   cache limit) holding about 1 MiB, an eighth of the used bytes cached
+   (130 KiB) is enough; less, and the top is carved. */
+START_TEST(cache_merged_before_the_top_grows_by_live_bytes) {
+    enum { N = 1000 };                                         /* 1040-byte blocks: 1.04 MB */
+    hh_heap *hp = NULL;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 64u << 20 }, &hp), HH_OK);
+    hh_handle *h = malloc(N * sizeof *h);
+    char **at = malloc(N * sizeof *at);
+    ck_assert(h != NULL && at != NULL);
+    for (int i = 0; i < N; i++) {
+        h[i] = hh_alloc(hp, 1024);
+        at[i] = hh_deref(hp, h[i]);
+    }
+    hh_handle fence = hh_alloc(hp, 16);
+    for (int i = 0; i < 40; i++) ck_assert_int_eq(hh_free(hp, h[i]), HH_OK);   /* 41600 B: under an eighth of 1 MB */
+    hh_handle small = hh_alloc(hp, 1500);
+    ck_assert((char *)hh_deref(hp, small) > (char *)hh_deref(hp, fence));
+    for (int i = 100; i < 300; i++) ck_assert_int_eq(hh_free(hp, h[i]), HH_OK);   /* 249600 B cached in all */
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    hh_handle big = hh_alloc(hp, 1500);                        /* merged first: the lowest run */
+    ck_assert_ptr_eq(hh_deref(hp, big), at[0]);
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    free(at);
+    free(h);
+    hh_heap_destroy(hp);
+}
+END_TEST
+
 /* Stats, walk and the defrag metrics count cached blocks as free bytes and
    as holes of their own, without changing the heap (looking must not change
    where later blocks go: a trace replays without the lookers); the counters
@@ -1297,6 +1327,7 @@ Suite *hh_test_heap_suite(void) {
     tcase_add_test(tc, same_size_reuses_its_hole);
     tcase_add_test(tc, cache_hands_back_newest_block_of_its_size);
     tcase_add_test(tc, cache_merged_before_the_top_grows);
+    tcase_add_test(tc, cache_merged_before_the_top_grows_by_live_bytes);
     tcase_add_test(tc, cache_is_holes_to_every_observer);
     tcase_add_test(tc, observers_change_no_placement);
     tcase_add_test(tc, defrag_step_closes_cached_holes);
