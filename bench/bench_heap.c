@@ -26,6 +26,7 @@
  *     mem_total_<mix>      every byte the allocator holds for the blocks, per block
  *
  * QUICK=1: 256K objects for deref, fewer ops, 3 repetitions.
+ * bench_heap deref|alloc|mem runs one group of cases alone.
  * bench_heap --record TRACE writes an hh_trace of a frame workload (see below).
  */
 #define _GNU_SOURCE 1   /* malloc_usable_size, mallinfo2 */
@@ -414,15 +415,20 @@ static int record_frames(const char *path, int frames) {
 
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--record") == 0) return record_frames(argv[2], bench_quick() ? 300 : 1500);
-    if (argc != 1) {
-        fprintf(stderr, "usage: bench_heap [--record TRACE]\n");
+    const char *only = argc == 2 ? argv[1] : "";   /* one group: targeted runs on a shared machine */
+    if (argc > 2 || (argc == 2 && strcmp(only, "deref") && strcmp(only, "alloc") && strcmp(only, "mem"))) {
+        fprintf(stderr, "usage: bench_heap [deref|alloc|mem] | --record TRACE\n");
         return 2;
     }
     int quick = bench_quick(), reps = bench_reps();
-    bench_deref(quick ? 256u * 1024 : 1024u * 1024, reps, 0);
-    bench_deref(quick ? 256u * 1024 : 1024u * 1024, reps, HH_HEAP_HUGE_PAGES);
-    bench_alloc(quick ? 200000 : 1000000, reps);
-    bench_memory("mix", 100000, 0);
-    bench_memory("32B", 100000, 32);
+    if (!*only || !strcmp(only, "deref")) {
+        bench_deref(quick ? 256u * 1024 : 1024u * 1024, reps, 0);
+        bench_deref(quick ? 256u * 1024 : 1024u * 1024, reps, HH_HEAP_HUGE_PAGES);
+    }
+    if (!*only || !strcmp(only, "alloc")) bench_alloc(quick ? 200000 : 1000000, reps);
+    if (!*only || !strcmp(only, "mem")) {
+        bench_memory("mix", 100000, 0);
+        bench_memory("32B", 100000, 32);
+    }
     return 0;
 }

@@ -563,13 +563,79 @@ START_TEST(cache_hands_back_newest_block_of_its_size) {
     ck_assert_ptr_eq(hh_deref(heap, c), at[1]);
     ck_assert_int_eq(hh_heap_check(heap), HH_OK);
 
-    /* Holes before the top: a size the cache does not hold, which would be
-       carved from the top region, takes the merged cached holes instead. */
+    /* A few cached holes before the top (far below a quarter of the cache
+       limit): a size the cache does not hold is carved from the top region
+       and the holes stay cached for their own sizes. */
     ck_assert_int_eq(hh_free(heap, a), HH_OK);
     ck_assert_int_eq(hh_free(heap, h[4]), HH_OK);              /* [4] and [5]: 160 bytes once merged */
     hh_handle other = hh_alloc(heap, 100);                     /* a 128-byte block */
-    ck_assert_ptr_eq(hh_deref(heap, other), at[4]);
+    ck_assert((char *)hh_deref(heap, other) > at[7]);
     ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+    hh_handle again = hh_alloc(heap, 64);                      /* still cached: the newest */
+    ck_assert_ptr_eq(hh_deref(heap, again), at[4]);
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+}
+END_TEST
+
+/* Cached holes of half the cache limit or more (32 KiB on this 1 MiB heap):
+   a size the cache does not hold, which would be carved from the top region,
+   takes the merged cached holes instead (the footprint stays). */
+START_TEST(cache_merged_before_the_top_grows) {
+    enum { N = 60 };                                           /* 1040-byte blocks */
+    hh_handle h[N];
+    char *at[N];
+    for (int i = 0; i < N; i++) {
+        h[i] = hh_alloc(heap, 1024);
+        at[i] = hh_deref(heap, h[i]);
+    }
+    hh_handle fence = hh_alloc(heap, 16);
+    ck_assert_int_eq(hh_free(heap, h[0]), HH_OK);              /* a pair: 2080 B once merged */
+    ck_assert_int_eq(hh_free(heap, h[1]), HH_OK);
+    hh_handle small = hh_alloc(heap, 1500);                    /* 2080 cached bytes: from the top */
+    ck_assert((char *)hh_deref(heap, small) > (char *)hh_deref(heap, fence));
+    unsigned pairs = 0;
+    for (int i = 4; i + 1 < N; i += 3, pairs++) {              /* 19 more pairs: 41600 B cached */
+        ck_assert_int_eq(hh_free(heap, h[i]), HH_OK);
+        ck_assert_int_eq(hh_free(heap, h[i + 1]), HH_OK);
+    }
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+    hh_handle big = hh_alloc(heap, 1500);                      /* merged first: the lowest pair */
+    ck_assert_ptr_eq(hh_deref(heap, big), at[0]);
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+    hh_heap_stats st;
+    hh_heap_stats_get(heap, &st);
+    ck_assert_uint_eq(st.free_blocks, walk_free_blocks(heap));
+    ck_assert_uint_eq(st.free_blocks, pairs + 2);              /* the merged pairs, [0]'s 560-byte rest, the top */
+}
+END_TEST
+
+/* The share of cached bytes from which carving the top flushes the cache
+   follows the live data, not the capacity: on a roomy 64 MiB heap (a 4 MiB
+   cache limit) holding about 1 MiB, an eighth of the used bytes cached
+   (130 KiB) is enough; less, and the top is carved. */
+START_TEST(cache_merged_before_the_top_grows_by_live_bytes) {
+    enum { N = 1000 };                                         /* 1040-byte blocks: 1.04 MB */
+    hh_heap *hp = NULL;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 64u << 20 }, &hp), HH_OK);
+    hh_handle *h = malloc(N * sizeof *h);
+    char **at = malloc(N * sizeof *at);
+    ck_assert(h != NULL && at != NULL);
+    for (int i = 0; i < N; i++) {
+        h[i] = hh_alloc(hp, 1024);
+        at[i] = hh_deref(hp, h[i]);
+    }
+    hh_handle fence = hh_alloc(hp, 16);
+    for (int i = 0; i < 40; i++) ck_assert_int_eq(hh_free(hp, h[i]), HH_OK);   /* 41600 B: under an eighth of 1 MB */
+    hh_handle small = hh_alloc(hp, 1500);
+    ck_assert((char *)hh_deref(hp, small) > (char *)hh_deref(hp, fence));
+    for (int i = 100; i < 300; i++) ck_assert_int_eq(hh_free(hp, h[i]), HH_OK);   /* 249600 B cached in all */
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    hh_handle big = hh_alloc(hp, 1500);                        /* merged first: the lowest run */
+    ck_assert_ptr_eq(hh_deref(hp, big), at[0]);
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    free(at);
+    free(h);
+    hh_heap_destroy(hp);
 }
 END_TEST
 
@@ -1260,6 +1326,8 @@ Suite *hh_test_heap_suite(void) {
     tcase_add_test(tc, accounting_matches_walk);
     tcase_add_test(tc, same_size_reuses_its_hole);
     tcase_add_test(tc, cache_hands_back_newest_block_of_its_size);
+    tcase_add_test(tc, cache_merged_before_the_top_grows);
+    tcase_add_test(tc, cache_merged_before_the_top_grows_by_live_bytes);
     tcase_add_test(tc, cache_is_holes_to_every_observer);
     tcase_add_test(tc, observers_change_no_placement);
     tcase_add_test(tc, defrag_step_closes_cached_holes);

@@ -70,9 +70,11 @@
  * come and go every frame). A cached block is a hole to everyone else, so
  * hhi_heap_cache_flush frees the whole cache for real before anything acts on
  * holes: at the start of every defrag step (hhi_heap_journal_reset), before
- * an allocation carves the top region (holes first: the highest live byte is
- * the footprint) or it or a resize grows or compacts the heap, and when a
- * resize could grow into a cached neighbour. The defrag service and allocation-time
+ * an allocation carves the top region while the cache holds an eighth of the
+ * used bytes or more (holes first: the highest live byte is the footprint;
+ * below that the cache is kept, see cache_top_flush_at in heap.c), before it
+ * or a resize grows or compacts the heap, and when a resize could grow into a
+ * cached neighbour. The defrag service and allocation-time
  * compaction therefore never meet a cached block. The observers (stats, walk,
  * defrag metrics) change nothing: they count each cached block as a free
  * block of its own (unmerged), so what they report -- and a trace's replay,
@@ -196,6 +198,9 @@ enum {
     HHI_CACHE_CLASSES   = HHI_CACHE_MAX_BLOCK / HHI_GRANULE + 1,   /* index: block size / 16 */
     HHI_CACHE_MIN_LIMIT = 64 << 10,                                /* bytes a cache may hold at least */
     HHI_CACHE_LIMIT_SHIFT = 4,                                     /* ... or 1/16 of the managed bytes */
+    HHI_CACHE_TOP_USED_SHIFT = 3,                                  /* carving the top flushes the cache from 1/8 of */
+    HHI_CACHE_TOP_MIN     = 64 << 10,                              /* the used bytes (at least this, at most half */
+                                                                   /* the limit: cache_top_flush_at in heap.c) */
 };
 _Static_assert(HHI_SL_COUNT <= 32, "second-level bitmaps are 32 bits");
 
