@@ -7,6 +7,9 @@
  *                        ns per access (goal <= 1.2x)
  *   deref_shuffled       the same in one random order shared by both sides (goal <= 1.8x)
  *   deref_call_seq       the exported function (hh_deref) instead of the inline macro
+ *   deref_many_seq, deref_many_shuffled
+ *                        hh_deref_many over chunks of 64 handles, each chunk's payloads
+ *                        read right after (the raw side is the same plain loop)
  *   deref_shuffled_thp   deref_shuffled on a heap made with HH_HEAP_HUGE_PAGES (range and
  *                        slots in transparent huge pages; the raw pointers share the range)
  *   alloc_free_churn     10,000 live slots; each op frees a random slot and refills
@@ -108,6 +111,23 @@ static BENCH_NOINLINE double deref_call_run(void *arg) {
     return (double)dt / ((double)c->n * c->passes);
 }
 
+/* hh_deref_many in chunks of 64 handles, each chunk's payloads read right after. */
+static BENCH_NOINLINE double deref_many_run(void *arg) {
+    enum { CHUNK = 64 };
+    const deref_ctx *c = arg;
+    void *out[CHUNK];
+    uint64_t sum = 0, t0 = bench_now_ns();
+    for (int p = 0; p < c->passes; p++)
+        for (size_t i = 0; i < c->n; i += CHUNK) {
+            size_t k = c->n - i < CHUNK ? c->n - i : CHUNK;
+            hh_deref_many(c->heap, c->hs + i, k, out);
+            for (size_t j = 0; j < k; j++) sum += *(const uint64_t *)out[j];
+        }
+    uint64_t dt = bench_now_ns() - t0;
+    sink += sum;
+    return (double)dt / ((double)c->n * c->passes);
+}
+
 static BENCH_NOINLINE double deref_raw_run(void *arg) {
     const deref_ctx *c = arg;
     uint64_t sum = 0, t0 = bench_now_ns();
@@ -152,6 +172,8 @@ static void bench_deref(size_t n, int reps, uint32_t flags) {
     bench_pair("heap", "deref_seq", "ns/op", deref_inline_run, "raw_ptr", deref_raw_run, &seq, reps);
     bench_pair("heap", "deref_shuffled", "ns/op", deref_inline_run, "raw_ptr", deref_raw_run, &shuf, reps);
     bench_pair("heap", "deref_call_seq", "ns/op", deref_call_run, "raw_ptr", deref_raw_run, &seq, reps);
+    bench_pair("heap", "deref_many_seq", "ns/op", deref_many_run, "raw_ptr", deref_raw_run, &seq, reps);
+    bench_pair("heap", "deref_many_shuffled", "ns/op", deref_many_run, "raw_ptr", deref_raw_run, &shuf, reps);
     printf("heap: deref over %zu objects of %d B (%.1f MiB of blocks, %.1f MiB of handle slots)\n", n, OBJ_BYTES,
            (double)n * (OBJ_BYTES + HH_HEAP_HEADER_BYTES) / 1048576.0, (double)n * sizeof(hh_handle_slot) / 1048576.0);
     free(perm); free(ps2); free(ps); free(hs2); free(hs);

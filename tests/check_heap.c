@@ -151,6 +151,62 @@ START_TEST(stale_deref_is_null_with_error) {
 }
 END_TEST
 
+/* hh_deref_many answers as hh_deref does, handle by handle -- live, stale,
+   null, forged, another heap's -- over a run long enough to use its
+   prefetch distance, reports each stale handle once, and reports bad
+   arguments once with every out cleared. */
+START_TEST(deref_many_answers_as_deref_does) {
+    enum { N = 300 };
+    hh_heap *other;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 20 }, &other), HH_OK);
+    hh_handle hs[N];
+    void *want[N], *got[N];
+    hh_rng r = hh_rng_make(hh_test_seed(0xDE4E));
+    for (int i = 0; i < N; i++) hs[i] = hh_alloc(heap, 16 + hh_rng_below(&r, 200));
+    unsigned stale = 0;
+    for (int i = 0; i < N; i++) {
+        switch (hh_rng_below(&r, 8)) {
+        case 0: hh_free(heap, hs[i]); stale++; break;                    /* stale */
+        case 1: hs[i] = HH_NULL; break;                                   /* null: not an error */
+        case 2: hs[i] = hh_alloc(other, 32); stale++; break;              /* another heap's: stale here */
+        case 3: hs[i].id ^= (uint64_t)1 << 40; stale++; break;             /* forged generation */
+        default: break;
+        }
+    }
+    hh_defrag_full(heap);                                                 /* payloads moved since allocation */
+    hh_test_reset_captured();
+    size_t live = 0;
+    for (int i = 0; i < N; i++) live += (want[i] = hh_deref(heap, hs[i])) != NULL;
+    ck_assert_uint_eq(hh_test_captured_count(), stale);
+    hh_test_reset_captured();
+    for (int i = 0; i < N; i++) got[i] = (void *)&got;
+    ck_assert_uint_eq(hh_deref_many(heap, hs, N, got), live);
+    ck_assert_uint_eq(hh_test_captured_count(), stale);
+    for (int i = 0; i < N; i++) ck_assert_ptr_eq(got[i], want[i]);
+    for (size_t n = 0; n < 40; n++) {                                     /* every short length too */
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) k += want[i] != NULL;
+        hh_test_reset_captured();
+        ck_assert_uint_eq(hh_deref_many(heap, hs, n, got), k);
+        for (size_t i = 0; i < n; i++) ck_assert_ptr_eq(got[i], want[i]);
+    }
+    hh_test_reset_captured();
+    ck_assert_uint_eq(hh_deref_many(NULL, hs, 4, got), 0);
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_deref_many");
+    for (int i = 0; i < 4; i++) ck_assert_ptr_null(got[i]);
+    got[0] = (void *)&got;
+    ck_assert_uint_eq(hh_deref_many(heap, NULL, 1, got), 0);
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_deref_many");
+    ck_assert_ptr_null(got[0]);
+    ck_assert_uint_eq(hh_deref_many(heap, hs, 1, NULL), 0);
+    hh_test_expect_one(HH_E_INVALID_ARG, "hh_deref_many");
+    ck_assert_uint_eq(hh_deref_many(heap, NULL, 0, NULL), 0);             /* nothing asked: nothing wrong */
+    ck_assert_uint_eq(hh_test_captured_count(), 0);
+    hh_heap_destroy(other);
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+}
+END_TEST
+
 START_TEST(forged_handle_touches_nothing) {
     hh_handle a = hh_alloc(heap, 48);
     hh_test_fill(hh_deref(heap, a), 48, 1);
@@ -1308,6 +1364,7 @@ Suite *hh_test_heap_suite(void) {
     tcase_add_test(tc, free_null_is_noop);
     tcase_add_test(tc, double_free_is_stale_and_harmless);
     tcase_add_test(tc, stale_deref_is_null_with_error);
+    tcase_add_test(tc, deref_many_answers_as_deref_does);
     tcase_add_test(tc, forged_handle_touches_nothing);
     tcase_add_test(tc, forged_keys_never_match_a_dead_slot);
     tcase_add_test(tc, plain_shortcuts_place_as_the_general_path);

@@ -233,6 +233,17 @@ static inline void *hh_deref_inline(const hh_heap *heap, hh_handle h) {
 }
 #define hh_deref(heap, h) hh_deref_inline((heap), (h))
 
+/* hh_deref of n handles at once: out[i] = the payload of hs[i], or NULL for a
+   null or stale handle (each stale one reported, as hh_deref does). Returns
+   how many are non-NULL. For walking many handles in one go (a system's
+   component list): a loop of hh_deref waits on the slot, then the payload,
+   of one handle after another; this call loads the slots some handles ahead
+   and starts loading each payload it returns, so the misses overlap. Best in
+   chunks of about 16..256 handles whose payloads are used right after. A NULL
+   heap, or a NULL hs or out with n > 0: HH_E_INVALID_ARG, out (if any) all
+   NULL, 0. Lock-free, like hh_deref; the same pointer validity. */
+HH_API size_t hh_deref_many(const hh_heap *heap, const hh_handle *hs, size_t n, void **out);
+
 /* ---------------------------------------------------------------------------
    Statistics, walk, check
 --------------------------------------------------------------------------- */

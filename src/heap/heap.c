@@ -1555,16 +1555,17 @@ hh_status hh_resize(hh_heap *heap, hh_handle hd, size_t new_size) {
    Queries, pins
 --------------------------------------------------------------------------- */
 /* hh_deref past its fast path: reports why h names nothing. */
-HH_NOINLINE HH_COLD static void *deref_fail(const hh_heap *heap, hh_handle hd) {
+HH_NOINLINE HH_COLD static void *deref_fail_as(const hh_heap *heap, hh_handle hd, const char *who) {
     if (heap == NULL) {
-        hhi_error(HH_E_INVALID_ARG, "hh_deref: heap is NULL");
+        hhi_error(HH_E_INVALID_ARG, "%s: heap is NULL", who);
         return NULL;
     }
     if (hh_is_null(hd)) return NULL;
-    if (hhi_slots_check(&heap->handles, hd, "hh_deref") == HH_OK)   /* cannot happen: the lookup failed */
-        hhi_error(HH_E_STALE_HANDLE, "hh_deref: handle %#llx does not name a live block", (unsigned long long)hd.id);
+    if (hhi_slots_check(&heap->handles, hd, who) == HH_OK)   /* cannot happen: the lookup failed */
+        hhi_error(HH_E_STALE_HANDLE, "%s: handle %#llx does not name a live block", who, (unsigned long long)hd.id);
     return NULL;
 }
+static void *deref_fail(const hh_heap *heap, hh_handle hd) { return deref_fail_as(heap, hd, "hh_deref"); }
 
 /* The function behind the macro (heap.h): the same fast path, then the report.
    hh_deref_inline calls it for everything but a live handle. */
@@ -1574,6 +1575,42 @@ void *(hh_deref)(const hh_heap *heap, hh_handle hd) {
         if (hh_likely(p != NULL)) return p;
     }
     return deref_fail(heap, hd);
+}
+
+/* Software pipelining over the handles: the slot of handle i + AHEAD is
+   prefetched while handle i is resolved (from a slot that has arrived by
+   then), and each payload found is prefetched for the caller. A loop of
+   hh_deref keeps fewer handles in flight: each iteration's slot load waits
+   behind the previous one's checks. */
+size_t hh_deref_many(const hh_heap *heap, const hh_handle *hs, size_t n, void **out) {
+    if (heap == NULL || (n > 0 && (hs == NULL || out == NULL))) {
+        if (out != NULL)
+            for (size_t i = 0; i < n; i++) out[i] = NULL;
+        hhi_error(HH_E_INVALID_ARG, "hh_deref_many: %s is NULL", heap == NULL ? "heap" : hs == NULL ? "hs" : "out");
+        return 0;
+    }
+    enum { AHEAD = 16 };   /* about the misses a core keeps in flight */
+    const hhi_slots *t = &heap->handles;
+    size_t live = 0, pre = n < AHEAD ? n : AHEAD;
+    for (size_t i = 0; i < pre; i++) {
+        uint32_t idx = (uint32_t)hs[i].id - t->head.tag_bias;
+        if (idx < t->head.capacity) HHI_PREFETCH(slot_word(t, idx));
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (i + AHEAD < n) {
+            uint32_t idx = (uint32_t)hs[i + AHEAD].id - t->head.tag_bias;
+            if (idx < t->head.capacity) HHI_PREFETCH(slot_word(t, idx));
+        }
+        void *p = hhi_slot_lookup(t, hs[i]);
+        if (hh_likely(p != NULL)) {
+            HHI_PREFETCH(p);
+            live++;
+        } else {
+            deref_fail_as(heap, hs[i], "hh_deref_many");
+        }
+        out[i] = p;
+    }
+    return live;
 }
 
 size_t hh_size(const hh_heap *heap, hh_handle hd) {
