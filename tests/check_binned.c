@@ -1494,6 +1494,38 @@ START_TEST(large_cache_decays_by_age_in_bounded_pieces) {
 }
 END_TEST
 
+START_TEST(large_realloc_moves_pages_instead_of_copying) {
+    /* Growing a 2 MiB block to 9 MiB moves its pages into a larger mapping:
+       the bytes are all there, the old range went back to the OS (its chunk
+       reads NONE) instead of into the cache as a copy would leave it. */
+    const size_t mib = (size_t)1 << 20;
+    hh_binned_trim(0);
+    char *p = hh_bmalloc(2 * mib);
+    REQUIRE(p != NULL);
+    hh_test_fill(p, 2 * mib, 5);
+    char *q = hh_brealloc(p, 9 * mib);
+    REQUIRE(q != NULL);
+    REQUIRE(hh_test_verify(q, 2 * mib, 5) == -1);
+    ck_assert_uint_ge(hh_busable(q), 9 * mib);
+    if (q != p) ck_assert_uint_eq(hhi_registry_get((uintptr_t)p), HHI_REG_NONE);
+    ck_assert_uint_eq(large_cached(), 0);
+    hh_test_fill(q, 9 * mib, 6);
+    REQUIRE(hh_test_verify(q, 9 * mib, 6) == -1);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    /* Small large blocks are copied: 40 KB -> 200 KB frees the old one into the cache. */
+    char *s = hh_bmalloc(40000);
+    REQUIRE(s != NULL);
+    hh_test_fill(s, 40000, 7);
+    char *t = hh_brealloc(s, 200000);
+    REQUIRE(t != NULL && hh_test_verify(t, 40000, 7) == -1);
+    ck_assert_uint_gt(large_cached(), 0);
+    hh_bfree(t);
+    hh_bfree(q);
+    ck_assert_uint_eq(hh_test_captured_count(), 0);
+    hh_binned_trim(0);
+}
+END_TEST
+
 START_TEST(check_finds_broken_large_extents) {
     /* Invariant 6 for the extent cache: a chunk of a cached extent that does
        not read LARGE_FREED, and two cached extents that touch (a merge that
@@ -1655,6 +1687,7 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, large_cache_splits_reuses_and_merges);
     tcase_add_test(tc, large_cache_grows_a_too_small_extent);
     tcase_add_test(tc, large_cache_decays_by_age_in_bounded_pieces);
+    tcase_add_test(tc, large_realloc_moves_pages_instead_of_copying);
     tcase_add_test(tc, check_finds_broken_large_extents);
     tcase_add_test(tc, large_random_ops_against_shadow_model);
     suite_add_tcase(s, tc);

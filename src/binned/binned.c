@@ -263,11 +263,15 @@ void *hhi_binned_realloc(void *p, size_t size, unsigned flags) {
         return NULL;
     }
     /* Keep the block when the new size maps to the same class, or for a large
-       block when it still fits and wastes less than half. */
+       block when it still fits and wastes less than half; a large block that
+       grows moves its pages when it can. */
     if (old <= HHI_SMALL_MAX) {
         if (size <= HHI_SMALL_MAX && hhi_size_class(size) == hhi_size_class(old)) return p;
     } else if (size <= old && size > old / 2 && size > HHI_SMALL_MAX) {
         return p;
+    } else if (size > old) {
+        void *q = hhi_large_grow((uintptr_t)p, size);   /* its pages move: no copy */
+        if (q != NULL) return q;
     }
     void *q = hhi_bmalloc_fast(size, flags);
     if (q == NULL) return NULL;

@@ -484,6 +484,9 @@ HH_INTERNAL void     hhi_tcache_fork_child(void);   /* drops the caches of threa
 HH_INTERNAL void    *hhi_large_alloc(size_t size, size_t align, unsigned flags);
 HH_INTERNAL hh_status hhi_large_free(uintptr_t a, unsigned flags);
 HH_INTERNAL size_t   hhi_large_usable(uintptr_t a);   /* 0 if not a live large block */
+/* Grows the live large block at a in place of a copy (its pages move to a
+   larger mapping); the new user pointer, or NULL with nothing changed. */
+HH_INTERNAL void    *hhi_large_grow(uintptr_t a, size_t size);
 /* A pointer whose chunk reads LARGE_FREED: HH_E_DOUBLE_FREE if it lies in
    the cached mapping there, else HH_E_FOREIGN_POINTER. */
 HH_INTERNAL hh_status hhi_large_freed_status(uintptr_t a);

@@ -22,7 +22,9 @@
  *    extent again instead of two halves too small;
  *  - growth: a request no extent holds takes the largest cached extent and
  *    moves its pages (mremap, no copy, no fault) to the head of a fresh
- *    mapping, so only the part beyond it faults;
+ *    mapping, so only the part beyond it faults; a realloc that grows a
+ *    block of 512 KiB or more moves the block's own pages the same way
+ *    (hhi_large_grow);
  *  - the slack a reused block gets beyond its request (up to the 4 MiB
  *    boundary, or a remainder too small to keep) is decommitted when it is
  *    more than half the request, so a reused block is at most 1.5 times its
@@ -58,6 +60,10 @@
    (at most a quarter): splitting a big extent to give a 64 KiB block a
    4 MiB chunk would decommit almost all of it. */
 #define LCACHE_SMALL_REQ (HHI_SPAN_SIZE / 2)
+
+/* hhi_large_grow moves blocks from this size up; below it a copy costs
+   about what its two system calls (mmap, mremap) cost. */
+#define LARGE_GROW_MIN   ((size_t)512 << 10)
 
 /* A range to unmap once the large lock is let go. */
 typedef struct lrange { char *p; size_t size; } lrange;
@@ -395,6 +401,48 @@ hh_status hhi_large_free(uintptr_t a, unsigned flags) {
     for (unsigned i = 0; i < nd; i++) large_unmap_range(drop[i].p, drop[i].size);
     hhi_decay_maybe(false);
     return HH_OK;
+}
+
+/* Grows the live large block at a to hold size bytes without copying a
+   byte: a fresh mapping of the new size is made and the block's pages
+   (faulted in, written) move to its head (mremap), so only the added part
+   ever faults. Returns the new user pointer (the old one is dead), or NULL
+   with nothing changed: a is not a live large block's start, the block is
+   below LARGE_GROW_MIN or far-aligned, the size is not larger, or the OS
+   refused -- the caller then allocates and copies. */
+void *hhi_large_grow(uintptr_t a, size_t size) {
+    size_t page = hhi_os_page_size();
+    hhi_lock_acquire(&hhi_bg.large_lock);
+    hhi_blarge *h = large_registered(a) ? large_header(a) : NULL;
+    if (h == NULL || h->offset >= HHI_SPAN_SIZE || h->map_size < LARGE_GROW_MIN ||
+        size > SIZE_MAX / 2 - h->offset - page || hh_align_up(h->offset + size, page) <= h->map_size) {
+        hhi_lock_release(&hhi_bg.large_lock);
+        return NULL;
+    }
+    size_t old_map = h->map_size, offset = h->offset, old_size = h->size;
+    size_t map_size = hh_align_up(offset + size, page);
+    /* Off the live list while it moves; its registry byte reads NONE (a free
+       racing its own realloc is the caller's bug: it reads as foreign). */
+    if (h->prev) h->prev->next = h->next;
+    else hhi_bg.large = h->next;
+    if (h->next) h->next->prev = h->prev;
+    hhi_bg.large_count--;
+    hhi_bg.large_bytes -= old_map - offset;
+    hhi_bg.large_mapped -= old_map;
+    large_forget(h);
+    hhi_lock_release(&hhi_bg.large_lock);
+    char *base = hhi_os_map(map_size, HHI_SPAN_SIZE);
+    if (base == NULL || !hhi_os_move(h, old_map, base)) {
+        if (base != NULL) hhi_os_unmap(base, map_size);
+        large_register(h, old_map, offset, old_size);   /* back as it was */
+        return NULL;
+    }
+    large_register((hhi_blarge *)(void *)base, map_size, offset, size);
+    void *p = base + offset;
+    hh_track_free(&hhi_bg, (void *)a, old_map - offset);
+    hh_track_alloc(&hhi_bg, p, map_size - offset);
+    hh_track_defined(p, old_map - offset);   /* the moved bytes keep their values */
+    return p;
 }
 
 /* Unmaps cached memory, the oldest extent first, while the oldest was freed
