@@ -439,9 +439,11 @@ void *hhi_large_grow(uintptr_t a, size_t size) {
     }
     large_register((hhi_blarge *)(void *)base, map_size, offset, size);
     void *p = base + offset;
-    hh_track_free(&hhi_bg, (void *)a, old_map - offset);
-    hh_track_alloc(&hhi_bg, p, map_size - offset);
-    hh_track_defined(p, old_map - offset);   /* the moved bytes keep their values */
+    /* One chunk moved (never a free of the old range: that range is unmapped
+       now, and ASan poison left on it would hit whoever maps it next). The
+       moved bytes keep their values; hhi_os_move made them undefined. */
+    hh_track_move(&hhi_bg, (void *)a, p, map_size - offset);
+    hh_track_defined(p, old_map - offset);
     return p;
 }
 
