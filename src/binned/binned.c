@@ -280,11 +280,15 @@ void *hhi_binned_realloc(void *p, size_t size, unsigned flags) {
         return NULL;
     }
     /* Keep the block when the new size maps to the same class, or for a large
-       block when it still fits and wastes less than half. */
+       block when it still fits and wastes less than half; a large block that
+       grows moves its pages when it can. */
     if (old <= HHI_SMALL_MAX) {
         if (size <= HHI_SMALL_MAX && hhi_size_class(size) == hhi_size_class(old)) return p;
     } else if (size <= old && size > old / 2 && size > HHI_SMALL_MAX) {
         return p;
+    } else if (size > old) {
+        void *q = hhi_large_grow((uintptr_t)p, size);   /* its pages move: no copy */
+        if (q != NULL) return q;
     }
     void *q = hhi_bmalloc_fast(size, flags);
     if (q == NULL) return NULL;
@@ -614,7 +618,8 @@ static bool check_inv5_thread_cache(check_ctx *cx) {
 }
 
 /* 6: live large blocks have a good header, registry byte(s) and count; the
-   large cache holds LCACHE-marked, LARGE_FREED mappings within its limits. */
+   large cache holds LCACHE-marked extents within its limits, every chunk they
+   touch LARGE_FREED, no two touching (a free merges them). */
 static bool check_inv6_large_blocks(check_ctx *cx) {
     static const char what[] = "6 (large blocks)";
     uint64_t nlarge = 0;
@@ -634,6 +639,15 @@ static bool check_inv6_large_blocks(check_ctx *cx) {
         CHECK(((uintptr_t)h & HHI_SPAN_MASK) == 0 && h->magic == HHI_LCACHE_MAGIC &&
                   hhi_registry_get((uintptr_t)h) == HHI_REG_LARGE_FREED && (h->next == NULL || h->next->prev == h),
               "cached large mapping %p bad", (void *)h);
+        uintptr_t end = (uintptr_t)h + h->map_size;
+        for (uintptr_t a = (uintptr_t)h; a < end; a += HHI_SPAN_SIZE)
+            CHECK(hhi_registry_get(a) == HHI_REG_LARGE_FREED, "cached large extent %p: chunk %p not registered",
+                  (void *)h, (void *)a);
+        CHECK(hhi_registry_get(end - 1) == HHI_REG_LARGE_FREED, "cached large extent %p: last chunk not registered",
+              (void *)h);
+        for (hhi_blarge *o = hhi_bg.lcache; o != NULL; o = o->next)
+            CHECK((uintptr_t)o != (uintptr_t)h + h->map_size, "cached large extents %p and %p touch: not merged",
+                  (void *)h, (void *)o);
         cached_bytes += h->map_size;
     }
     CHECK(ncached == hhi_bg.n_lcache && cached_bytes == hhi_bg.lcache_bytes && ncached <= HHI_LCACHE_MAX &&

@@ -43,9 +43,12 @@
  *  6. A large block's mapping starts at a 4 MiB boundary with a hhi_blarge
  *     header (magic HHI_LARGE_MAGIC); the user pointer is base + offset,
  *     offset < 4 MiB -- or, for an alignment above 2 MiB, offset == 4 MiB and
- *     the user pointer's chunk is registered LARGE_FAR; it is on g.large. A freed mapping kept for reuse has
- *     magic HHI_LCACHE_MAGIC, registry LARGE_FREED, and is on g.lcache
- *     (at most HHI_LCACHE_MAX of them, HHI_LCACHE_BYTES in all).
+ *     the user pointer's chunk is registered LARGE_FAR; it is on g.large. Freed
+ *     mappings kept for reuse are the large cache's extents (binned_large.c):
+ *     each starts at a 4 MiB boundary with magic HHI_LCACHE_MAGIC, every chunk
+ *     it touches reads LARGE_FREED, it is on g.lcache (at most HHI_LCACHE_MAX
+ *     of them, HHI_LCACHE_BYTES in all), and no two of them touch (a free
+ *     merges a mapping with the extents beside it).
  *  7. span->free_pages == number of its pages in the pool.
  *     A retired span (trim found it wholly free) is never unmapped: it is
  *     decommitted whole, header included, its registry byte says SPAN_FREED,
@@ -93,9 +96,9 @@
 #define HHI_LARGE_HDR       64u                 /* bytes before a large block's user pointer */
 #define HHI_LARGE_MAGIC     0x6868426c61726765ull
 #define HHI_LCACHE_MAGIC    0x6868426c63616368ull   /* a freed mapping in the large cache */
-#define HHI_LCACHE_MAX      32u                 /* mappings kept for reuse */
+#define HHI_LCACHE_MAX      32u                 /* extents kept for reuse */
 #define HHI_LCACHE_BYTES    ((size_t)256 << 20) /* bytes kept for reuse (decay or trim give them back) */
-#define HHI_LCACHE_BLOCK    ((size_t)64 << 20)  /* larger mappings are never kept */
+#define HHI_LCACHE_BLOCK    ((size_t)64 << 20)  /* a freed block's mapping above this is never kept */
 #define HHI_DECAY_BUDGET_NS ((uint64_t)1000000) /* one decay pass: about 1 ms at most */
 #define HHI_KEEP_EMPTY      1u                  /* empty pages a class keeps as spare */
 #define HHI_NO_CLASS        0xFFu
@@ -191,7 +194,8 @@ typedef struct hhi_blarge {
     size_t   offset;            /* user pointer - base */
     size_t   size;              /* bytes asked for */
     struct hhi_blarge *next, *prev;
-    uint64_t freed_ns;          /* in the large cache: when it was freed (decay) */
+    uint64_t freed_ns;          /* in the large cache: when it was freed (merged: the parts'
+                                   times weighted by bytes), for decay */
 } hhi_blarge;
 _Static_assert(sizeof(hhi_blarge) <= HHI_LARGE_HDR, "large header size");
 
@@ -342,7 +346,7 @@ typedef struct hhi_bglobal {
     hhi_blarge *large;
     uint64_t large_count, large_bytes;
     size_t large_mapped;            /* live large mappings */
-    hhi_blarge *lcache;             /* freed mappings kept for reuse, newest first */
+    hhi_blarge *lcache;             /* large cache: extents kept for reuse, newest (or last merged) first */
     uint32_t n_lcache;
     size_t lcache_bytes;
     /* thread caches */
@@ -580,6 +584,9 @@ HH_INTERNAL void     hhi_tcache_fork_child(void);   /* drops the caches of threa
 HH_INTERNAL void    *hhi_large_alloc(size_t size, size_t align, unsigned flags);
 HH_INTERNAL hh_status hhi_large_free(uintptr_t a, unsigned flags);
 HH_INTERNAL size_t   hhi_large_usable(uintptr_t a);   /* 0 if not a live large block */
+/* Grows the live large block at a in place of a copy (its pages move to a
+   larger mapping); the new user pointer, or NULL with nothing changed. */
+HH_INTERNAL void    *hhi_large_grow(uintptr_t a, size_t size);
 /* A pointer whose chunk reads LARGE_FREED: HH_E_DOUBLE_FREE if it lies in
    the cached mapping there, else HH_E_FOREIGN_POINTER. */
 HH_INTERNAL hh_status hhi_large_freed_status(uintptr_t a);

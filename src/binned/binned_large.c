@@ -1,38 +1,94 @@
 /* binned_large.c -- blocks above 32 KiB (or with an alignment no class can
- * give) mapped straight from the OS.
+ * give) mapped straight from the OS, and the cache of freed mappings.
  *
- * The mapping starts at a 4 MiB boundary with a hhi_blarge header; the user
- * pointer is base + offset (64, or the alignment). The registry byte of the
- * first 4 MiB chunk says LARGE, so free finds the header in O(1) from the
- * pointer by masking, and a pointer whose chunk says LARGE_FREED is a double
- * free -- while the freed mapping is cached; once it goes back to the OS its
- * chunk reads NONE again (anyone may map the range next: foreign).
+ * A block's mapping starts at a 4 MiB boundary with a hhi_blarge header; the
+ * user pointer is base + offset (64, or the alignment). The registry byte of
+ * the first 4 MiB chunk says LARGE, so free finds the header in O(1) from the
+ * pointer by masking.
  *
- * Freed mappings up to 64 MiB are kept in a cache (32 mappings, 256 MiB at
- * most) and reused for any request they hold: the smallest that fits is
- * taken, and a tail it has beyond a quarter to spare is unmapped first, so
- * the reused block keeps its faulted-in head and the rest goes back. Mapping
- * and faulting in fresh pages cost far more than the block's use in
- * frame-style code (and blocks of 5-25 MiB churned by a program cost one
- * mmap, one munmap and thousands of page faults each without the cache).
- * hh_binned_trim empties the cache; decay (hh_binned_set_decay_ms) unmaps
- * the mappings that stayed unused for a period. */
+ * The large cache. Freed mappings are not unmapped: they become extents of
+ * address space, mapped and mostly resident, kept for reuse (at most
+ * HHI_LCACHE_MAX extents, HHI_LCACHE_BYTES in all), because mapping and
+ * faulting fresh pages costs far more than a big block's use in frame-style
+ * code: blocks of 5-25 MiB churned by a program cost one mmap, one munmap and
+ * thousands of page faults each without the cache. The cache works like a
+ * page heap over whatever ranges it holds:
+ *  - reuse by best fit: the smallest extent that holds the request serves it;
+ *    an extent much larger is split at the first 4 MiB boundary past the
+ *    request (headers need that boundary) and the tail stays cached, resident,
+ *    as its own extent;
+ *  - coalescing: a freed block that touches a cached extent (the tail split
+ *    off it earlier, say) merges with it, so the next big request finds one
+ *    extent again instead of two halves too small;
+ *  - growth: a request no extent holds takes the largest cached extent and
+ *    moves its pages (mremap, no copy, no fault) to the head of a fresh
+ *    mapping, so only the part beyond it faults; a realloc that grows a
+ *    block of 512 KiB or more moves the block's own pages the same way
+ *    (hhi_large_grow);
+ *  - the slack a reused block gets beyond its request (up to the 4 MiB
+ *    boundary, or a remainder too small to keep) is decommitted when it is
+ *    more than half the request, so a reused block is at most 1.5 times its
+ *    size resident. (Decommitting every slack over a quarter cost the
+ *    bench_binned `large` workload a third more page faults for 1% of RSS.)
+ * Memory goes back when the cache is over its caps (the oldest extent first),
+ * through hh_binned_trim, and through decay: an extent left unused for a
+ * period is unmapped, 4 MiB at a time from its top so a bounded pass keeps
+ * its deadline however large extents grew by merging. A merged extent's age
+ * is its parts' ages weighted by their bytes (a small fresh free beside a big
+ * idle extent does not keep the whole resident for another period).
+ *
+ * Registry. Every chunk a cached extent touches reads LARGE_FREED (a free of
+ * any pointer into it is a double free: the list is searched under the lock,
+ * and a pointer in the part of a chunk the extent does not cover is foreign);
+ * chunks a live block covers beyond its first read NONE. Before any range
+ * goes back to the OS its chunks are set to NONE under g.large_lock (anyone
+ * may map the range next: a pointer there must read as foreign). Extents and
+ * blocks start at chunk boundaries, so no chunk is touched by two of them. */
 #include "binned_internal.h"
 
 #include "../common/hh_error.h"
 
-/* Unmaps [p, p + size) of a mapping no longer listed anywhere. The range is
-   made accessible first: ASan keeps poison across munmap, and the range may
-   come back as one of our spans. */
+/* A split leaves a tail extent only if it has at least this many bytes
+   (smaller tails stay with the block as slack): a tail this small could serve
+   few requests and would take one of the cache's HHI_LCACHE_MAX places. */
+#define LCACHE_TAIL_MIN  ((size_t)256 << 10)
+/* Trim and decay unmap at most this much between two deadline checks:
+   unmapping a populated 4 MiB takes 0.1-0.5 ms, a merged extent can hold
+   hundreds of MiB. */
+#define LCACHE_PIECE     HHI_SPAN_SIZE
+/* A request below this uses a cached extent only if its slack is small
+   (at most a quarter): splitting a big extent to give a 64 KiB block a
+   4 MiB chunk would decommit almost all of it. */
+#define LCACHE_SMALL_REQ (HHI_SPAN_SIZE / 2)
+
+/* hhi_large_grow moves blocks from this size up; below it a copy costs
+   about what its two system calls (mmap, mremap) cost. */
+#define LARGE_GROW_MIN   ((size_t)512 << 10)
+
+/* A range to unmap once the large lock is let go. */
+typedef struct lrange { char *p; size_t size; } lrange;
+
+/* ---------------------------------------------------------------------------
+   Registry and unmapping
+--------------------------------------------------------------------------- */
+/* Sets the registry byte of every chunk [base, base + size) touches to v
+   (large lock held; size > 0). */
+static void registry_mark(uintptr_t base, size_t size, unsigned v) {
+    uintptr_t last = (base + size - 1) >> HHI_SPAN_SHIFT;
+    for (uintptr_t c = base >> HHI_SPAN_SHIFT; c <= last; c++)
+        atomic_store_explicit(&hhi_bg.registry[c], (uint8_t)v, memory_order_release);
+}
+
+/* Unmaps [p, p + size), a range no longer listed anywhere whose registry
+   bytes read NONE. The range is made accessible first: ASan keeps poison
+   across munmap, and the range may come back as one of our spans. */
 static void large_unmap_range(void *p, size_t size) {
     hh_track_undefined(p, size);
     hhi_os_unmap(p, size);
 }
-/* A mapping leaves the large cache (or, freed, is not kept) to go back to
-   the OS: its registry bytes go from LARGE_FREED back to NONE, under
-   g.large_lock, before it is unmapped. Once unmapped anyone may map the
-   range, so a pointer there must read as foreign; and a free that finds
-   LARGE_FREED under the lock knows the mapping is still there to look at. */
+
+/* A live block's mapping goes back to the OS (not cached): its registry
+   bytes become NONE under the large lock, before it is unmapped. */
 static void large_forget(hhi_blarge *h) {
     uintptr_t base = (uintptr_t)h;
     if (h->offset >= HHI_SPAN_SIZE)
@@ -41,11 +97,9 @@ static void large_forget(hhi_blarge *h) {
     atomic_store_explicit(&hhi_bg.registry[base >> HHI_SPAN_SHIFT], HHI_REG_NONE, memory_order_release);
 }
 
-/* Unmaps a whole mapping already forgotten (large_forget). */
-static void large_unmap(hhi_blarge *h) { large_unmap_range(h, h->map_size); }
-
 /* Links a fresh header at h (mapping of map_size bytes, user pointer h +
-   offset) into g.large and registers it. */
+   offset) into g.large and registers it. The chunks it covers beyond the
+   first read NONE already. */
 static void large_register(hhi_blarge *h, size_t map_size, size_t offset, size_t size) {
     h->magic = HHI_LARGE_MAGIC;
     h->map_size = map_size;
@@ -67,6 +121,100 @@ static void large_register(hhi_blarge *h, size_t map_size, size_t offset, size_t
     hhi_lock_release(&hhi_bg.large_lock);
 }
 
+/* ---------------------------------------------------------------------------
+   The cache's extents (all under g.large_lock)
+--------------------------------------------------------------------------- */
+static void lcache_unlink(hhi_blarge *e) {
+    if (e->prev) e->prev->next = e->next;
+    else hhi_bg.lcache = e->next;
+    if (e->next) e->next->prev = e->prev;
+    hhi_bg.n_lcache--;
+    hhi_bg.lcache_bytes -= e->map_size;
+}
+
+/* Makes [e, e + size) a cached extent freed at freed_ns: header, list,
+   counts, registry. e is 4 MiB aligned, size a page multiple; the caller
+   made room (lcache_make_room). */
+static void lcache_link(hhi_blarge *e, size_t size, uint64_t freed_ns) {
+    /* The header may sit where a freed block's bytes were (a split tail, a
+       merge): memcheck/ASan hold those as no-access. */
+    hh_track_undefined(e, sizeof *e);
+    e->magic = HHI_LCACHE_MAGIC;
+    e->map_size = size;
+    e->offset = 0;
+    e->size = 0;
+    e->freed_ns = freed_ns;
+    e->prev = NULL;
+    e->next = hhi_bg.lcache;
+    if (e->next) e->next->prev = e;
+    hhi_bg.lcache = e;
+    hhi_bg.n_lcache++;
+    hhi_bg.lcache_bytes += size;
+    registry_mark((uintptr_t)e, size, HHI_REG_LARGE_FREED);
+}
+
+/* The extent freed longest ago, NULL if the cache is empty. The list is
+   short (HHI_LCACHE_MAX) and merges reorder ages, so it is scanned. */
+static hhi_blarge *lcache_oldest(void) {
+    hhi_blarge *old = NULL;
+    for (hhi_blarge *e = hhi_bg.lcache; e != NULL; e = e->next)
+        if (old == NULL || e->freed_ns < old->freed_ns) old = e;
+    return old;
+}
+
+/* Evicts the oldest extents until one more extent of `bytes` fits both caps;
+   their ranges go to drop[*nd...] (unmapped by the caller after the lock),
+   their registry bytes to NONE now. */
+static void lcache_make_room(size_t bytes, lrange *drop, unsigned *nd) {
+    while (hhi_bg.n_lcache > 0 &&
+           (hhi_bg.n_lcache >= HHI_LCACHE_MAX || hhi_bg.lcache_bytes + bytes > HHI_LCACHE_BYTES)) {
+        hhi_blarge *old = lcache_oldest();
+        lcache_unlink(old);
+        registry_mark((uintptr_t)old, old->map_size, HHI_REG_NONE);
+        old->magic = 0;
+        drop[(*nd)++] = (lrange){ (char *)old, old->map_size };
+    }
+}
+
+/* The age of two merged extents: their free times weighted by their bytes
+   (a double: the product of a time and a size overflows 64 bits). */
+static uint64_t age_mix(uint64_t t1, size_t n1, uint64_t t2, size_t n2) {
+    if (t1 > t2) {
+        uint64_t t = t1; t1 = t2; t2 = t;
+        size_t n = n1; n1 = n2; n2 = n;
+    }
+    return t1 + (uint64_t)((double)(t2 - t1) * ((double)n2 / ((double)n1 + (double)n2)));
+}
+
+/* A freed block's whole mapping [base, base + size) joins the cache, merged
+   with the cached extents it touches; the oldest extents are evicted to make
+   room (into drop). */
+static void lcache_insert(char *base, size_t size, uint64_t now, lrange *drop, unsigned *nd) {
+    uint64_t t = now;
+    for (hhi_blarge *e = hhi_bg.lcache, *next; e != NULL; e = next) {
+        next = e->next;
+        char *ep = (char *)e;
+        if (ep + e->map_size == base || ep == base + size) {
+            t = age_mix(e->freed_ns, e->map_size, t, size);
+            if (ep < base) base = ep;
+            size += e->map_size;
+            lcache_unlink(e);
+            e->magic = 0;   /* it may be the inner header now */
+        }
+    }
+    /* Merging can pass the byte cap (each part was within it): the top goes. */
+    if (size > HHI_LCACHE_BYTES) {
+        registry_mark((uintptr_t)base, size, HHI_REG_NONE);
+        drop[(*nd)++] = (lrange){ base + HHI_LCACHE_BYTES, size - HHI_LCACHE_BYTES };
+        size = HHI_LCACHE_BYTES;
+    }
+    lcache_make_room(size, drop, nd);
+    lcache_link((hhi_blarge *)(void *)base, size, t);
+}
+
+/* ---------------------------------------------------------------------------
+   Allocation
+--------------------------------------------------------------------------- */
 /* An alignment above 2 MiB: the user pointer p is a multiple of align (so of
    4 MiB too) and the header sits at p - 4 MiB, the chunk below, which free
    finds from p's LARGE_FAR registry byte. Over-maps by align and trims both
@@ -101,6 +249,57 @@ static void *large_alloc_far(size_t size, size_t align, unsigned flags) {
     return p;
 }
 
+
+/* What the large lock decided for one request; carried out after it. */
+typedef struct lplan {
+    char *base;            /* a cached extent's start that serves the request; NULL: map fresh */
+    size_t map_size;       /* bytes the block's mapping gets */
+    size_t slack;          /* bytes past the request in it to decommit (0: none) */
+    char *grow;            /* a cached extent too small: its pages move to the head of the fresh mapping */
+    size_t grow_bytes;
+} lplan;
+
+/* Takes what serves a request of map_size bytes (a page multiple) off the
+   cache: the smallest extent that holds it, split if the rest is worth
+   keeping; else the largest extent, to grow (large lock held). */
+static lplan lcache_take(size_t map_size) {
+    lplan pl = { NULL, map_size, 0, NULL, 0 };
+    hhi_blarge *best = NULL, *grow = NULL;
+    for (hhi_blarge *e = hhi_bg.lcache; e != NULL; e = e->next) {
+        if (e->map_size >= map_size) {
+            if (best == NULL || e->map_size < best->map_size) best = e;
+        } else if (grow == NULL || e->map_size > grow->map_size) {
+            grow = e;
+        }
+    }
+    size_t have = 0, keep = 0;
+    if (best != NULL) {
+        have = best->map_size;
+        keep = hh_align_up(map_size, HHI_SPAN_SIZE);   /* the tail must start on a chunk */
+        if (keep >= have || have - keep < LCACHE_TAIL_MIN) keep = have;
+        if (keep - map_size > map_size / 4 && map_size < LCACHE_SMALL_REQ) best = NULL;
+    }
+    if (best != NULL) {
+        uint64_t t = best->freed_ns;
+        lcache_unlink(best);
+        registry_mark((uintptr_t)best, have, HHI_REG_NONE);
+        best->magic = 0;
+        /* The tail replaces best in the cache: fewer bytes, the same place,
+           so it fits both caps without evicting anything. */
+        if (keep < have) lcache_link((hhi_blarge *)(void *)((char *)best + keep), have - keep, t);
+        pl.base = (char *)best;
+        pl.map_size = keep;
+        if (keep - map_size > map_size / 2) pl.slack = keep - map_size;
+    } else if (grow != NULL) {
+        lcache_unlink(grow);
+        registry_mark((uintptr_t)grow, grow->map_size, HHI_REG_NONE);
+        grow->magic = 0;
+        pl.grow = (char *)grow;
+        pl.grow_bytes = grow->map_size;
+    }
+    return pl;
+}
+
 void *hhi_large_alloc(size_t size, size_t align, unsigned flags) {
     if (!hhi_binned_init()) {
         hhi_binned_fail(HH_E_NO_MEMORY, flags, "binned: initialisation failed (OS refused memory)", NULL);
@@ -115,80 +314,44 @@ void *hhi_large_alloc(size_t size, size_t align, unsigned flags) {
     }
     if (size == 0) size = 1;   /* hh_bmemalign(big, 0): still a real, unique block */
     size_t map_size = hh_align_up(offset + size, page);
-    char *base = NULL, *trim_from = NULL;
-    size_t trim_bytes = 0;
-    bool reused = false;
     hhi_decay_maybe(false);
-    {
-        hhi_lock_acquire(&hhi_bg.large_lock);
-        /* The smallest mapping that holds the request, else the largest
-           one (its pages move into a fresh, larger mapping below). */
-        hhi_blarge *best = NULL, *grow = NULL;
-        for (hhi_blarge *c = hhi_bg.lcache; c != NULL; c = c->next) {
-            if (c->map_size >= map_size) {
-                if (best == NULL || c->map_size < best->map_size) best = c;
-            } else if (grow == NULL || c->map_size > grow->map_size) {
-                grow = c;
-            }
-        }
-        hhi_blarge *take = best ? best : grow;
-        if (grow != NULL && best == NULL) large_forget(grow);   /* moved or unmapped below */
-        if (take != NULL) {
-            if (take->prev) take->prev->next = take->next;
-            else hhi_bg.lcache = take->next;
-            if (take->next) take->next->prev = take->prev;
-            hhi_bg.n_lcache--;
-            hhi_bg.lcache_bytes -= take->map_size;
-        }
-        if (best != NULL) {
-            base = (char *)best;
-            reused = true;
-            if (best->map_size - map_size > map_size / 2) {
-                trim_from = base + map_size;   /* unmapped below, outside the lock */
-                trim_bytes = best->map_size - map_size;
-            } else {
-                map_size = best->map_size;
-            }
-        } else if (grow != NULL) {
-            trim_from = (char *)grow;          /* moved (or unmapped) below */
-            trim_bytes = grow->map_size;
-        }
-        hhi_lock_release(&hhi_bg.large_lock);
-    }
+    hhi_lock_acquire(&hhi_bg.large_lock);
+    lplan pl = lcache_take(map_size);
+    hhi_lock_release(&hhi_bg.large_lock);
+    char *base = pl.base;
+    size_t dirty = 0;   /* bytes from the block's start that may hold old data */
     if (base != NULL) {
-        if (trim_bytes) large_unmap_range(trim_from, trim_bytes);
+        /* Failing, the slack stays resident: nothing is lost. */
+        if (pl.slack) (void)hhi_os_decommit(base + map_size, pl.slack);
+        dirty = map_size;
     } else {
         base = hhi_os_map(map_size, HHI_SPAN_SIZE);
-        /* A cached mapping too small: move its faulted-in pages to the head
-           of the new one (mremap), so only the extra part faults. */
-        if (trim_bytes) {
-            hhi_blarge *old = (hhi_blarge *)(void *)trim_from;
-            if (base != NULL) {
-                if (hhi_os_move(old, trim_bytes, base)) reused = true;
-                else large_unmap_range(old, trim_bytes);
-            } else {
-                large_unmap(old);
-            }
+        /* A cached extent too small: move its faulted-in pages to the head
+           of the new mapping (mremap), so only the rest faults. */
+        if (pl.grow != NULL) {
+            if (base != NULL && hhi_os_move(pl.grow, pl.grow_bytes, base)) dirty = pl.grow_bytes;
+            else large_unmap_range(pl.grow, pl.grow_bytes);
         }
     }
     if (base == NULL) {
         hhi_binned_fail(HH_E_NO_MEMORY, flags, "binned: the OS refused a large block", NULL);
         return NULL;
     }
-    large_register((hhi_blarge *)(void *)base, map_size, offset, size);
+    large_register((hhi_blarge *)(void *)base, pl.map_size, offset, size);
     void *p = base + offset;
     if (flags & HHI_ZERO) {
-        hh_track_alloc_defined(&hhi_bg, p, map_size - offset);   /* fresh mappings read as zero */
-        if (reused) memset(p, 0, size);
+        hh_track_alloc_defined(&hhi_bg, p, pl.map_size - offset);   /* fresh pages read as zero */
+        if (dirty > offset) memset(p, 0, HH_MIN(size, dirty - offset));
     } else {
-        hh_track_alloc(&hhi_bg, p, map_size - offset);
+        hh_track_alloc(&hhi_bg, p, pl.map_size - offset);
         if (HH_DEBUG >= 2) memset(p, HH_FILL_ALLOC, size);
     }
     return p;
 }
 
-
-
+/* ---------------------------------------------------------------------------
+   Free, lookups
+--------------------------------------------------------------------------- */
 /* The header of the live large block at a, or NULL (large lock held; a's
    chunk registered LARGE or LARGE_FAR). */
 static hhi_blarge *large_header(uintptr_t a) {
@@ -222,71 +385,99 @@ hh_status hhi_large_free(uintptr_t a, unsigned flags) {
     hhi_bg.large_count--;
     hhi_bg.large_bytes -= h->map_size - h->offset;
     hhi_bg.large_mapped -= h->map_size;
-    atomic_store_explicit(&hhi_bg.registry[a >> HHI_SPAN_SHIFT], HHI_REG_LARGE_FREED, memory_order_release);
-    atomic_store_explicit(&hhi_bg.registry[(uintptr_t)h >> HHI_SPAN_SHIFT], HHI_REG_LARGE_FREED, memory_order_release);
     size_t map_size = h->map_size, offset = h->offset;
     hh_track_free(&hhi_bg, (void *)a, map_size - offset);
-    /* Keep it for reuse, evicting the oldest cached mappings to make room. */
-    hhi_blarge *evict[HHI_LCACHE_MAX + 1];
-    unsigned ne = 0;
+    lrange drop[HHI_LCACHE_MAX + 2];
+    unsigned nd = 0;
+    h->magic = 0;
     if (map_size <= HHI_LCACHE_BLOCK && offset < HHI_SPAN_SIZE) {
-        while (hhi_bg.n_lcache > 0 &&
-               (hhi_bg.n_lcache >= HHI_LCACHE_MAX || hhi_bg.lcache_bytes + map_size > HHI_LCACHE_BYTES)) {
-            hhi_blarge *old = hhi_bg.lcache;
-            while (old->next) old = old->next;
-            if (old->prev) old->prev->next = NULL;
-            else hhi_bg.lcache = NULL;
-            hhi_bg.n_lcache--;
-            hhi_bg.lcache_bytes -= old->map_size;
-            large_forget(old);
-            evict[ne++] = old;
-        }
-        h->magic = HHI_LCACHE_MAGIC;
-        h->freed_ns = hhi_now_ns();
-        h->prev = NULL;
-        h->next = hhi_bg.lcache;
-        if (h->next) h->next->prev = h;
-        hhi_bg.lcache = h;
-        hhi_bg.n_lcache++;
-        hhi_bg.lcache_bytes += map_size;
+        lcache_insert((char *)h, map_size, hhi_now_ns(), drop, &nd);
         hhi_decay_work_note();
     } else {
         large_forget(h);
-        h->magic = 0;
-        evict[ne++] = h;
+        drop[nd++] = (lrange){ (char *)h, map_size };
     }
     hhi_lock_release(&hhi_bg.large_lock);
-    for (unsigned i = 0; i < ne; i++) large_unmap(evict[i]);
+    for (unsigned i = 0; i < nd; i++) large_unmap_range(drop[i].p, drop[i].size);
     hhi_decay_maybe(false);
     return HH_OK;
 }
 
-/* Unmaps cached mappings, the oldest first, while the oldest was freed
-   before freed_before_ns (UINT64_MAX: all), checking the deadline (0: none)
-   before each: unmapping a populated 64 MiB mapping alone takes
-   milliseconds. */
+/* Grows the live large block at a to hold size bytes without copying a
+   byte: a fresh mapping of the new size is made and the block's pages
+   (faulted in, written) move to its head (mremap), so only the added part
+   ever faults. Returns the new user pointer (the old one is dead), or NULL
+   with nothing changed: a is not a live large block's start, the block is
+   below LARGE_GROW_MIN or far-aligned, the size is not larger, or the OS
+   refused -- the caller then allocates and copies. */
+void *hhi_large_grow(uintptr_t a, size_t size) {
+    size_t page = hhi_os_page_size();
+    hhi_lock_acquire(&hhi_bg.large_lock);
+    hhi_blarge *h = large_registered(a) ? large_header(a) : NULL;
+    if (h == NULL || h->offset >= HHI_SPAN_SIZE || h->map_size < LARGE_GROW_MIN ||
+        size > SIZE_MAX / 2 - h->offset - page || hh_align_up(h->offset + size, page) <= h->map_size) {
+        hhi_lock_release(&hhi_bg.large_lock);
+        return NULL;
+    }
+    size_t old_map = h->map_size, offset = h->offset, old_size = h->size;
+    size_t map_size = hh_align_up(offset + size, page);
+    /* Off the live list while it moves; its registry byte reads NONE (a free
+       racing its own realloc is the caller's bug: it reads as foreign). */
+    if (h->prev) h->prev->next = h->next;
+    else hhi_bg.large = h->next;
+    if (h->next) h->next->prev = h->prev;
+    hhi_bg.large_count--;
+    hhi_bg.large_bytes -= old_map - offset;
+    hhi_bg.large_mapped -= old_map;
+    large_forget(h);
+    hhi_lock_release(&hhi_bg.large_lock);
+    char *base = hhi_os_map(map_size, HHI_SPAN_SIZE);
+    if (base == NULL || !hhi_os_move(h, old_map, base)) {
+        if (base != NULL) hhi_os_unmap(base, map_size);
+        large_register(h, old_map, offset, old_size);   /* back as it was */
+        return NULL;
+    }
+    large_register((hhi_blarge *)(void *)base, map_size, offset, size);
+    void *p = base + offset;
+    /* One chunk moved (never a free of the old range: that range is unmapped
+       now, and ASan poison left on it would hit whoever maps it next). The
+       moved bytes keep their values; hhi_os_move made them undefined. */
+    hh_track_move(&hhi_bg, (void *)a, p, map_size - offset);
+    hh_track_defined(p, old_map - offset);
+    return p;
+}
+
+/* Unmaps cached memory, the oldest extent first, while the oldest was freed
+   before freed_before_ns (UINT64_MAX: all), at most LCACHE_PIECE bytes
+   (cut from the extent's top, its head staying cached) between two checks
+   of the deadline (0: none). Returns the bytes unmapped. */
 static size_t lcache_release(uint64_t freed_before_ns, uint64_t deadline_ns) {
     size_t bytes = 0;
     for (;;) {
         if (deadline_ns && hhi_now_ns() >= deadline_ns) break;
+        lrange r = { NULL, 0 };
         hhi_lock_acquire(&hhi_bg.large_lock);
-        hhi_blarge *old = hhi_bg.lcache;
-        if (old != NULL) {
-            while (old->next) old = old->next;
-            if (old->freed_ns >= freed_before_ns) {
-                old = NULL;
+        hhi_blarge *old = lcache_oldest();
+        if (old != NULL && old->freed_ns < freed_before_ns) {
+            size_t n = old->map_size;
+            if (n > LCACHE_PIECE) {
+                size_t keep = n - LCACHE_PIECE;
+                r = (lrange){ (char *)old + keep, LCACHE_PIECE };
+                registry_mark((uintptr_t)old, n, HHI_REG_NONE);
+                registry_mark((uintptr_t)old, keep, HHI_REG_LARGE_FREED);
+                old->map_size = keep;
+                hhi_bg.lcache_bytes -= LCACHE_PIECE;
             } else {
-                if (old->prev) old->prev->next = NULL;
-                else hhi_bg.lcache = NULL;
-                hhi_bg.n_lcache--;
-                hhi_bg.lcache_bytes -= old->map_size;
-                large_forget(old);
+                lcache_unlink(old);
+                registry_mark((uintptr_t)old, n, HHI_REG_NONE);
+                old->magic = 0;
+                r = (lrange){ (char *)old, n };
             }
         }
         hhi_lock_release(&hhi_bg.large_lock);
-        if (old == NULL) break;
-        bytes += old->map_size;
-        large_unmap(old);
+        if (r.p == NULL) break;
+        bytes += r.size;
+        large_unmap_range(r.p, r.size);
     }
     return bytes;
 }
@@ -300,13 +491,15 @@ size_t hhi_large_decay(uint64_t freed_before_ns, uint64_t deadline_ns) {
 hh_status hhi_large_freed_status(uintptr_t a) {
     hh_status st = HH_E_FOREIGN_POINTER;
     hhi_lock_acquire(&hhi_bg.large_lock);
-    /* Still LARGE_FREED under the lock: the mapping is cached, so mapped. A
-       mapping may be far smaller than its 4 MiB chunk, whose rest is anyone's. */
-    if (hhi_registry_get(a) == HHI_REG_LARGE_FREED) {
-        hhi_blarge *h = (hhi_blarge *)(a & ~(uintptr_t)HHI_SPAN_MASK);
-        if (h->magic == HHI_LCACHE_MAGIC && a >= (uintptr_t)h + HHI_LARGE_HDR && a < (uintptr_t)h + h->map_size)
-            st = HH_E_DOUBLE_FREE;
-    }
+    /* Still LARGE_FREED under the lock: a cached extent touches the chunk,
+       so it is mapped. An extent may cover only part of its last chunk,
+       whose rest is anyone's. */
+    if (hhi_registry_get(a) == HHI_REG_LARGE_FREED)
+        for (hhi_blarge *e = hhi_bg.lcache; e != NULL; e = e->next)
+            if (a >= (uintptr_t)e + HHI_LARGE_HDR && a < (uintptr_t)e + e->map_size) {
+                st = HH_E_DOUBLE_FREE;
+                break;
+            }
     hhi_lock_release(&hhi_bg.large_lock);
     return st;
 }
