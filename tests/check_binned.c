@@ -793,6 +793,41 @@ START_TEST(double_free_from_two_threads_is_reported_once) {
 }
 END_TEST
 
+/* A stale free into a cached large extent while another thread's mallocs
+   split that extent and its frees merge it back: the registry bytes of the
+   part that stays cached must never pass through NONE (the free reads them
+   without the large lock), or the double free reads as a foreign pointer --
+   which the shim ignores, and its realloc hands to glibc. */
+static atomic_bool lx_stop;
+static void *large_split_merge(void *arg) {
+    (void)arg;
+    while (!atomic_load(&lx_stop)) hh_bfree(hh_bmalloc((size_t)6 << 20));   /* head 8 MiB, tail stays */
+    return NULL;
+}
+
+START_TEST(stale_free_racing_a_large_split_is_a_double_free) {
+    const size_t mib = (size_t)1 << 20;
+    memset(race_reports, 0, sizeof race_reports);
+    hh_binned_trim(0);
+    char *a = hh_bmalloc(24 * mib);
+    REQUIRE(a != NULL);
+    hh_bfree(a);                                          /* one cached 24 MiB extent */
+    hh_set_error_handler(race_handler, NULL);
+    atomic_store(&lx_stop, false);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, large_split_merge, NULL), 0);
+    unsigned n = hh_test_scaled(300000, 3000);
+    for (unsigned i = 0; i < n; i++) hh_bfree(a + 16 * mib);   /* once a block start, now in the tail */
+    atomic_store(&lx_stop, true);
+    pthread_join(t, NULL);
+    hh_test_capture_errors();
+    ck_assert_uint_eq(atomic_load(&race_reports[HH_E_FOREIGN_POINTER]), 0);
+    ck_assert_uint_eq(atomic_load(&race_reports[HH_E_DOUBLE_FREE]), n);
+    hh_binned_trim(0);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+}
+END_TEST
+
 static void *free_it(void *p) {
     hh_bfree(p);
     return NULL;
@@ -1809,12 +1844,49 @@ START_TEST(large_cache_grows_a_too_small_extent) {
     hh_test_fill(a, 3 * mib, 4);
     hh_bfree(a);
     ck_assert_uint_gt(large_cached(), 3 * mib);
-    char *z = hh_bcalloc(1, 9 * mib);
+    uint64_t moves = atomic_load(&hhi_test_large_moves);
+    char *m = hh_bmalloc(9 * mib);                       /* the old pages move to its head */
+    REQUIRE(m != NULL);
+    ck_assert_uint_eq(large_cached(), 0);
+    ck_assert_uint_eq(atomic_load(&hhi_test_large_moves), moves + 1);
+    hh_test_fill(m, 9 * mib, 5);
+    hh_bfree(m);
+    ck_assert_uint_gt(large_cached(), 8 * mib);
+    char *z = hh_bcalloc(1, 17 * mib);                   /* again, through calloc: zeroed all the same */
     REQUIRE(z != NULL);
     ck_assert_uint_eq(large_cached(), 0);
-    REQUIRE(all_zero((unsigned char *)z, 9 * mib));
+    ck_assert_uint_eq(atomic_load(&hhi_test_large_moves), moves + 2);
+    REQUIRE(all_zero((unsigned char *)z, 17 * mib));
     hh_bfree(z);
     hh_binned_trim(0);
+}
+END_TEST
+
+/* A block freed beside an old cached extent merges with it; the merged
+   extent's age is its parts' free times weighted by bytes, so a small late
+   free does not make a big old extent young (nor the reverse). */
+START_TEST(large_cache_merged_age_is_weighted_by_bytes) {
+    const size_t mib = (size_t)1 << 20;
+    hh_binned_trim(0);
+    hhi_test_clock_step(1000);
+    char *a = hh_bmalloc(24 * mib);
+    REQUIRE(a != NULL);
+    hh_bfree(a);                                          /* one 24 MiB extent */
+    char *b = hh_bmalloc(3 * mib);                        /* its head: 20 MiB stay cached */
+    REQUIRE(b != NULL);
+    size_t tail = large_cached();
+    ck_assert_uint_ge(tail, 16 * mib);
+    uint64_t t1 = hhi_now_ns();
+    for (int i = 0; i < 100000; i++) (void)hhi_now_ns();  /* 0.1 s of virtual time */
+    hh_bfree(b);                                          /* merges with the tail */
+    uint64_t t2 = hhi_now_ns();
+    ck_assert_uint_gt(large_cached(), tail);
+    /* Weighted, the age is within the first quarter of [t1, t2]; the late
+       free's own time would keep it cached. */
+    ck_assert_uint_ge(hhi_large_decay(t1 + (t2 - t1) / 2, 0), 24 * mib);
+    ck_assert_uint_eq(large_cached(), 0);
+    hhi_test_clock_step(0);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
 }
 END_TEST
 
@@ -2037,6 +2109,7 @@ Suite *hh_test_binned_suite(void) {
     tc = tcase_create("races");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, double_free_from_two_threads_is_reported_once);
+    tcase_add_test(tc, stale_free_racing_a_large_split_is_a_double_free);
     tcase_add_test(tc, stale_free_racing_trim_is_reported_not_fatal);
     suite_add_tcase(s, tc);
 
@@ -2058,6 +2131,7 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, large_cache_splits_reuses_and_merges);
     tcase_add_test(tc, large_cache_grows_a_too_small_extent);
     tcase_add_test(tc, large_cache_decays_by_age_in_bounded_pieces);
+    tcase_add_test(tc, large_cache_merged_age_is_weighted_by_bytes);
     tcase_add_test(tc, large_realloc_moves_pages_instead_of_copying);
     tcase_add_test(tc, check_finds_broken_large_extents);
     tcase_add_test(tc, large_random_ops_against_shadow_model);

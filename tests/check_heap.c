@@ -619,8 +619,9 @@ START_TEST(cache_hands_back_newest_block_of_its_size) {
     ck_assert_ptr_eq(hh_deref(heap, c), at[1]);
     ck_assert_int_eq(hh_heap_check(heap), HH_OK);
 
-    /* A few cached holes before the top (far below a quarter of the cache
-       limit): a size the cache does not hold is carved from the top region
+    /* A few cached holes before the top (far below the flush share: an eighth
+       of the used bytes, at least 64 KiB, at most half the cache limit): a size
+       the cache does not hold is carved from the top region
        and the holes stay cached for their own sizes. */
     ck_assert_int_eq(hh_free(heap, a), HH_OK);
     ck_assert_int_eq(hh_free(heap, h[4]), HH_OK);              /* [4] and [5]: 160 bytes once merged */

@@ -541,6 +541,7 @@ HH_INTERNAL size_t   hhi_pool_decay(uint32_t older_than, uint64_t deadline_ns);
    the purge thread, and pthread_create may allocate. */
 HH_INTERNAL void     hhi_decay_maybe(bool sampled);
 #if HH_TESTING
+HH_INTERNAL _Atomic uint64_t hhi_test_large_moves;   /* grows of a cached extent by moving its pages */
 /* Called first in every hhi_decay_maybe: a test allocates and frees there,
    as the purge thread's creation may. */
 HH_INTERNAL void (*hhi_binned_test_decay_hook)(void);

@@ -204,7 +204,10 @@ static void lcache_insert(char *base, size_t size, uint64_t now, lrange *drop, u
     }
     /* Merging can pass the byte cap (each part was within it): the top goes. */
     if (size > HHI_LCACHE_BYTES) {
-        registry_mark((uintptr_t)base, size, HHI_REG_NONE);
+        /* Only the chunks that leave go NONE (the cap is whole chunks and an
+           extent starts on one): a stale free into the part that stays,
+           racing this without the lock, must still read LARGE_FREED. */
+        registry_mark((uintptr_t)base + HHI_LCACHE_BYTES, size - HHI_LCACHE_BYTES, HHI_REG_NONE);
         drop[(*nd)++] = (lrange){ base + HHI_LCACHE_BYTES, size - HHI_LCACHE_BYTES };
         size = HHI_LCACHE_BYTES;
     }
@@ -282,7 +285,9 @@ static lplan lcache_take(size_t map_size) {
     if (best != NULL) {
         uint64_t t = best->freed_ns;
         lcache_unlink(best);
-        registry_mark((uintptr_t)best, have, HHI_REG_NONE);
+        /* The head leaves the cache; the tail (from a chunk boundary) stays
+           LARGE_FREED throughout, for a stale free racing this. */
+        registry_mark((uintptr_t)best, keep, HHI_REG_NONE);
         best->magic = 0;
         /* The tail replaces best in the cache: fewer bytes, the same place,
            so it fits both caps without evicting anything. */
@@ -299,6 +304,10 @@ static lplan lcache_take(size_t map_size) {
     }
     return pl;
 }
+
+#if HH_TESTING
+_Atomic uint64_t hhi_test_large_moves;   /* extents whose pages moved into a larger block */
+#endif
 
 void *hhi_large_alloc(size_t size, size_t align, unsigned flags) {
     if (!hhi_binned_init()) {
@@ -329,8 +338,14 @@ void *hhi_large_alloc(size_t size, size_t align, unsigned flags) {
         /* A cached extent too small: move its faulted-in pages to the head
            of the new mapping (mremap), so only the rest faults. */
         if (pl.grow != NULL) {
-            if (base != NULL && hhi_os_move(pl.grow, pl.grow_bytes, base)) dirty = pl.grow_bytes;
-            else large_unmap_range(pl.grow, pl.grow_bytes);
+            if (base != NULL && hhi_os_move(pl.grow, pl.grow_bytes, base)) {
+                dirty = pl.grow_bytes;
+#if HH_TESTING
+                atomic_fetch_add_explicit(&hhi_test_large_moves, 1, memory_order_relaxed);
+#endif
+            } else {
+                large_unmap_range(pl.grow, pl.grow_bytes);
+            }
         }
     }
     if (base == NULL) {
@@ -434,6 +449,10 @@ void *hhi_large_grow(uintptr_t a, size_t size) {
     char *base = hhi_os_map(map_size, HHI_SPAN_SIZE);
     if (base == NULL || !hhi_os_move(h, old_map, base)) {
         if (base != NULL) hhi_os_unmap(base, map_size);
+        /* hhi_os_move marked the range undefined before it tried: the block
+           stayed, so its header and bytes read as they did (defined, as a
+           successful move leaves them). */
+        hh_track_defined(h, old_map);
         large_register(h, old_map, offset, old_size);   /* back as it was */
         return NULL;
     }
@@ -463,8 +482,10 @@ static size_t lcache_release(uint64_t freed_before_ns, uint64_t deadline_ns) {
             if (n > LCACHE_PIECE) {
                 size_t keep = n - LCACHE_PIECE;
                 r = (lrange){ (char *)old + keep, LCACHE_PIECE };
-                registry_mark((uintptr_t)old, n, HHI_REG_NONE);
-                registry_mark((uintptr_t)old, keep, HHI_REG_LARGE_FREED);
+                /* Only chunks wholly in the piece go NONE: the head's stay
+                   LARGE_FREED throughout, for a stale free racing this. */
+                uintptr_t cut = hh_align_up((uintptr_t)old + keep, HHI_SPAN_SIZE);
+                if (cut < (uintptr_t)old + n) registry_mark(cut, (uintptr_t)old + n - cut, HHI_REG_NONE);
                 old->map_size = keep;
                 hhi_bg.lcache_bytes -= LCACHE_PIECE;
             } else {
