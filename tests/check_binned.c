@@ -1529,42 +1529,6 @@ START_TEST(a_free_nested_in_the_decay_call_keeps_the_bin_within_its_cap) {
 }
 END_TEST
 
-/* A decay pass gives back the transfer batches pushed before the previous
-   pass, not the ones of the last period: a batch pushed just before a pass is
-   a producer's working set that a consumer is about to pop. Passes are run
-   by hand on the virtual clock: nothing is timed. */
-static void decay_one_pass(void) {
-    uint32_t t = atomic_load(&hhi_bg.decay_tick);
-    for (int k = 0; k < 10000 && atomic_load(&hhi_bg.decay_tick) == t; k++) hhi_decay_pass(false);
-    ck_assert_uint_eq(atomic_load(&hhi_bg.decay_tick), t + 1);
-}
-
-START_TEST(decay_gives_back_a_transfer_batch_one_pass_late) {
-    unsigned c = (unsigned)hh_binned_class_of(200);
-    hh_bfree(hh_bmalloc(200));
-    hh_binned_trim(0);                                        /* no batches */
-    uint32_t cap = hhi_bin_cap(hhi_tc_self, c);
-    void **v = malloc((cap + 1) * sizeof *v);
-    for (uint32_t i = 0; i <= cap; i++) REQUIRE((v[i] = hh_bmalloc(200)) != NULL);
-    hh_binned_thread_flush();
-    for (uint32_t i = 0; i <= cap; i++) hh_bfree(v[i]);      /* a full bin, then one more: a batch */
-    ck_assert_uint_eq(class_batches(c), 1);
-    uint64_t used = class_used(c);
-    hhi_test_clock_step(100000);
-    ck_assert_int_eq(hh_binned_set_decay_ms(1), HH_OK);
-    decay_one_pass();
-    ck_assert_uint_eq(class_batches(c), 1);                   /* pushed in this period: stays */
-    ck_assert_uint_eq(class_used(c), used);
-    decay_one_pass();
-    ck_assert_uint_eq(class_batches(c), 0);                   /* a period old: back to its pages */
-    ck_assert_uint_eq(class_used(c), used - cap);
-    ck_assert_int_eq(hh_binned_set_decay_ms(0), HH_OK);
-    hhi_test_clock_step(0);
-    free(v);
-    ck_assert_int_eq(hh_binned_check(), HH_OK);
-}
-END_TEST
-
 /* A block pushed onto a transfer stack twice would be handed out twice:
    hh_binned_check must see it (invariant 5's count against the class's used
    blocks), though the block itself looks like any cached block. */
@@ -2103,7 +2067,6 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, many_threads_against_shadow_models_with_cross_thread_frees);
     tcase_add_test(tc, a_free_nested_in_the_decay_call_keeps_the_bin_within_its_cap);
     tcase_add_test(tc, check_finds_a_block_on_a_transfer_stack_twice);
-    tcase_add_test(tc, decay_gives_back_a_transfer_batch_one_pass_late);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("races");

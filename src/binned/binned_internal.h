@@ -309,9 +309,7 @@ HH_INLINE void hhi_bin_pop_note(hhi_tcache *tc, size_t c) { hhi_owner_add(&tc->o
    is full pushes it, one whose bin is empty pops one), instead of walking
    every block back to its page and out again. Blocks in a batch keep their
    state FREED and their state-byte address (hhi_bblock.state), so a popped
-   batch is a ready bin. Each batch carries the decay tick of its push; a
-   decay pass gives back only batches pushed before the previous pass (trim:
-   all of them). */
+   batch is a ready bin. Every decay pass and trim give all batches back. */
 #define HHI_XFER_MAX 8u               /* batches per class; a push onto a full stack walks the oldest to its pages */
 typedef struct hhi_bclass {
     _Alignas(64) hhi_lock lock;
@@ -324,7 +322,6 @@ typedef struct hhi_bclass {
     uint32_t xfer_blocks;                 /* blocks in them, all counted in their pages' used */
     hhi_bblock *xfer[HHI_XFER_MAX];       /* batch heads, oldest first; NULL-terminated lists */
     uint32_t xfer_count[HHI_XFER_MAX];    /* blocks per batch */
-    uint32_t xfer_tick[HHI_XFER_MAX];     /* g.decay_tick when each batch was pushed (decay drains the old ones) */
 } hhi_bclass;
 
 typedef struct hhi_bglobal {
