@@ -1562,6 +1562,22 @@ START_TEST(check_finds_a_block_on_a_transfer_stack_twice) {
 }
 END_TEST
 
+/* n blocks of class c in one list: takes stop at an OS page of fresh blocks. */
+static uint32_t class_take_exactly(unsigned c, hhi_bblock **list, uint32_t n) {
+    uint32_t got = 0;
+    *list = NULL;
+    while (got < n) {
+        hhi_bblock *part = NULL, *end;
+        uint32_t m = hhi_class_take(c, &part, n - got);
+        if (m == 0) break;
+        for (end = part; hhi_block_next(end) != NULL;) end = hhi_block_next(end);
+        hhi_block_set_next(end, *list);
+        *list = part;
+        got += m;
+    }
+    return got;
+}
+
 /* A push onto a full transfer stack walks its oldest batch back to the
    pages; trim walks all of them back (memory a program does not use must
    be able to go back to the OS). */
@@ -1574,7 +1590,7 @@ START_TEST(transfer_stack_is_bounded_and_trim_empties_it) {
     uint32_t per = 10, pushed = 0;
     for (unsigned j = 0; j < HHI_XFER_MAX + 1; j++) {
         hhi_bblock *list = NULL;
-        uint32_t got = hhi_class_take(c, &list, per);
+        uint32_t got = class_take_exactly(c, &list, per);
         ck_assert_uint_eq(got, per);
         hhi_class_xfer_put(c, list, got);
         pushed += got;
@@ -1587,6 +1603,73 @@ START_TEST(transfer_stack_is_bounded_and_trim_empties_it) {
     ck_assert_uint_eq(class_batches(c), 0);
     ck_assert_uint_eq(class_used(c), used0);
     ck_assert_int_eq(hh_binned_check(), HH_OK);
+}
+END_TEST
+
+/* Holds every free block of class c (the transfer stack drained first) on
+   *list, so that the next refill must carve fresh blocks; returns the count.
+   Single-threaded use only: no other thread may touch class c meanwhile. */
+static uint32_t class_hold_free_blocks(unsigned c, hhi_bblock **list) {
+    hh_binned_thread_flush();
+    hh_binned_trim(0);                                /* transfer batches back to their pages */
+    hhi_bclass *k = &hhi_bg.classes[c];
+    uint32_t held = 0;
+    *list = NULL;
+    for (;;) {
+        hhi_lock_acquire(&k->lock);
+        bool any_free = false;
+        for (hhi_bpage *pg = k->head; pg != NULL; pg = pg->next) any_free |= pg->free != NULL;
+        hhi_lock_release(&k->lock);
+        if (!any_free) return held;
+        hhi_bblock *b = NULL;
+        if (hhi_class_take(c, &b, 1) != 1) return held;
+        hhi_block_set_next(b, *list);
+        *list = b;
+        held++;
+    }
+}
+
+typedef struct first_refill { unsigned cls; void *block; uint32_t carved_after; } first_refill;
+static void *first_refill_thread(void *arg) {
+    first_refill *fr = arg;
+    fr->block = hh_bmalloc(hhi_class_size[fr->cls]);  /* a new thread: empty bin, one refill */
+    hhi_bclass *k = &hhi_bg.classes[fr->cls];
+    hhi_lock_acquire(&k->lock);
+    fr->carved_after = hhi_page_of((uintptr_t)fr->block)->carved;
+    hhi_lock_release(&k->lock);
+    hh_bfree(fr->block);
+    return NULL;
+}
+
+/* A refill that finds no freed block carves fresh ones, and carving writes
+   each block's link: it faults their memory in. It carves at most one OS
+   page's worth (HHI_CARVE_BYTES, at least one block), not half a bin (73
+   blocks of 224 B, four OS pages, for a thread that used one block). */
+START_TEST(a_refill_carves_at_most_one_os_page_of_fresh_blocks) {
+    static const size_t sizes[] = { 200, 48, 3000, 20000 };
+    for (size_t t = 0; t < HH_ARRAY_LEN(sizes); t++) {
+        unsigned c = (unsigned)hh_binned_class_of(sizes[t]);
+        uint32_t size = hhi_class_size[c];
+        hh_bfree(hh_bmalloc(size));                   /* initialised */
+        hhi_bblock *held = NULL;
+        uint32_t n_held = class_hold_free_blocks(c, &held);
+        hhi_bclass *k = &hhi_bg.classes[c];
+        hhi_lock_acquire(&k->lock);
+        hhi_bpage *next = k->head;                    /* the page the refill will carve (NULL: a new one) */
+        uint32_t carved_before = next ? next->carved : 0;
+        hhi_lock_release(&k->lock);
+        first_refill fr = { c, NULL, 0 };
+        pthread_t th;
+        ck_assert_int_eq(pthread_create(&th, NULL, first_refill_thread, &fr), 0);
+        pthread_join(th, NULL);
+        ck_assert_ptr_nonnull(fr.block);
+        uint32_t fresh = fr.carved_after - (hhi_page_of((uintptr_t)fr.block) == next ? carved_before : 0);
+        uint32_t most = HHI_CARVE_BYTES / size + 1;   /* the blocks that start in one OS page */
+        ck_assert_msg(fresh >= 1 && fresh <= most, "class %u (%u B): a refill carved %u fresh blocks, at most %u wanted",
+                      c, size, fresh, most);
+        if (n_held > 0) hhi_class_put(c, held, n_held);
+        ck_assert_int_eq(hh_binned_check(), HH_OK);
+    }
 }
 END_TEST
 
@@ -2027,6 +2110,7 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, fork_child_drops_dead_threads_caches);
     tcase_add_test(tc, full_bin_moves_to_another_thread_as_one_batch);
     tcase_add_test(tc, transfer_stack_is_bounded_and_trim_empties_it);
+    tcase_add_test(tc, a_refill_carves_at_most_one_os_page_of_fresh_blocks);
     tcase_add_test(tc, threads_start_on_the_empty_cache_which_stays_empty);
     tcase_add_test(tc, many_threads_against_shadow_models_with_cross_thread_frees);
     tcase_add_test(tc, a_free_nested_in_the_decay_call_keeps_the_bin_within_its_cap);

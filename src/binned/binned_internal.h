@@ -100,6 +100,7 @@
 #define HHI_LCACHE_BYTES    ((size_t)256 << 20) /* bytes kept for reuse (decay or trim give them back) */
 #define HHI_LCACHE_BLOCK    ((size_t)64 << 20)  /* a freed block's mapping above this is never kept */
 #define HHI_DECAY_BUDGET_NS ((uint64_t)1000000) /* one decay pass: about 1 ms at most */
+#define HHI_CARVE_BYTES     4096u               /* fresh memory one take carves at most (but one block) */
 #define HHI_KEEP_EMPTY      1u                  /* empty pages a class keeps as spare */
 #define HHI_NO_CLASS        0xFFu
 #define HHI_DEFAULT_CACHE_LIMIT ((size_t)2 << 20)   /* per thread: 0.75 MiB small classes, ~1 MiB above 1 KiB */
@@ -518,7 +519,9 @@ HH_INTERNAL bool     hhi_binned_init(void);        /* idempotent; false if the O
 HH_INTERNAL void     hhi_page_setup_class(hhi_bpage *pg, unsigned c);
 /* Takes up to `want` blocks of class c (class lock taken inside), links them
    and returns the count (0: out of memory). Each carries its state-byte
-   address (hhi_bblock.state), ready for a thread-cache bin. */
+   address (hhi_bblock.state), ready for a thread-cache bin. Freed blocks
+   come first; fresh (uncarved) ones at most HHI_CARVE_BYTES' worth (one OS
+   page, at least one block), after which it returns what it has. */
 HH_INTERNAL uint32_t hhi_class_take(unsigned c, hhi_bblock **head, uint32_t want);
 /* Returns a linked list of n blocks of class c to their pages. */
 HH_INTERNAL void     hhi_class_put(unsigned c, hhi_bblock *head, uint32_t n);
