@@ -1973,6 +1973,81 @@ START_TEST(large_realloc_moves_pages_instead_of_copying) {
 }
 END_TEST
 
+/* The VmFlags line of the mapping in /proc/self/smaps that holds p, into
+   out; false if none was found. */
+static bool mapping_vmflags(const void *p, char *out, size_t n) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (f == NULL) return false;
+    char line[512];
+    bool inside = false, found = false;
+    while (!found && fgets(line, sizeof line, f) != NULL) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+        } else if (inside && strncmp(line, "VmFlags:", 8) == 0) {
+            size_t len = strlen(line + 8);
+            if (len >= n) len = n - 1;                /* the flags fit; a cut line would only lose flags */
+            memcpy(out, line + 8, len);
+            out[len] = 0;
+            found = true;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* Whether the mapping that holds p is advised MADV_HUGEPAGE ("hg"). */
+static bool advised_huge(const void *p) {
+    char flags[256];
+    ck_assert_msg(mapping_vmflags(p, flags, sizeof flags), "no mapping in /proc/self/smaps holds %p", p);
+    return strstr(flags, " hg") != NULL;
+}
+
+/* hh_binned_set_large_hugepages: off by default, and then a large block's
+   mapping carries no huge-page advice; on, fresh mappings (a plain block,
+   a realloc that grows one, a block aligned above 2 MiB) are advised. The
+   kernel shows the advice as VmFlags "hg" in /proc/self/smaps; without THP
+   in the kernel there is nothing to look at, and only the switch is
+   checked. */
+START_TEST(large_blocks_get_huge_page_advice_when_asked) {
+    ck_assert(!hh_binned_large_hugepages());
+    FILE *thp = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    bool have_thp = thp != NULL;
+    if (thp) fclose(thp);
+    hh_binned_trim(0);                                /* no cached extent: every mapping below is fresh */
+    size_t big = (size_t)9 << 20;
+    char *p = hh_bmalloc(big);
+    ck_assert_ptr_nonnull(p);
+    p[0] = p[big - 1] = 1;
+    if (have_thp) ck_assert_msg(!advised_huge(p), "huge-page advice while off");
+    hh_bfree(p);
+    hh_binned_trim(0);
+
+    ck_assert_int_eq(hh_binned_set_large_hugepages(true), HH_OK);
+    ck_assert(hh_binned_large_hugepages());
+    p = hh_bmalloc(big);
+    char *far = hh_bmemalign((size_t)8 << 20, (size_t)3 << 20);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_ptr_nonnull(far);
+    hh_test_fill(p, big, 77);
+    if (have_thp) {
+        ck_assert_msg(advised_huge(p), "a fresh large mapping without huge-page advice");
+        ck_assert_msg(advised_huge(far), "a far-aligned large mapping without huge-page advice");
+    }
+    char *q = hh_brealloc(p, (size_t)21 << 20);       /* grows by moving its pages to a fresh mapping */
+    ck_assert_ptr_nonnull(q);
+    REQUIRE(hh_test_verify(q, big, 77) == -1);
+    if (have_thp) ck_assert_msg(advised_huge(q), "a grown large mapping without huge-page advice");
+    hh_bfree(q);
+    hh_bfree(far);
+    ck_assert_int_eq(hh_binned_set_large_hugepages(false), HH_OK);
+    ck_assert(!hh_binned_large_hugepages());
+    hh_binned_trim(0);
+    ck_assert_uint_eq(hh_test_captured_count(), 0);
+}
+END_TEST
+
+
 START_TEST(check_finds_broken_large_extents) {
     /* Invariant 6 for the extent cache: a chunk of a cached extent that does
        not read LARGE_FREED, and two cached extents that touch (a merge that
@@ -2144,6 +2219,7 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, large_cache_decays_by_age_in_bounded_pieces);
     tcase_add_test(tc, large_realloc_moves_pages_instead_of_copying);
     tcase_add_test(tc, check_finds_broken_large_extents);
+    tcase_add_test(tc, large_blocks_get_huge_page_advice_when_asked);
     tcase_add_test(tc, large_random_ops_against_shadow_model);
     suite_add_tcase(s, tc);
 

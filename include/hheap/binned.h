@@ -173,6 +173,21 @@ HH_API hh_status hh_binned_set_purge_thread(bool on);
 /* Whether the purge thread is asked for (running or to be started). */
 HH_API bool      hh_binned_purge_thread(void);
 
+/* Transparent huge pages for large blocks: with on, every mapping made
+   afterwards for a block above HH_BINNED_SMALL_MAX (and its growth by
+   realloc) is advised MADV_HUGEPAGE, so the kernel may back it with 2 MiB
+   pages: one fault per 2 MiB instead of per 4 KiB, fewer TLB misses. A
+   program that writes its big blocks densely gains (the bench_binned
+   `large` workload runs about twice as fast); one that touches them
+   sparsely pays up to 2 MiB resident per touched spot, so it is off by
+   default. A hint: where the kernel has no THP (or it is set to "never")
+   nothing changes. Mappings already made (live or cached for reuse) keep
+   what they had. The LD_PRELOAD shim turns it on with
+   HHEAP_LARGE_HUGEPAGES=1. Returns HH_OK. */
+HH_API hh_status hh_binned_set_large_hugepages(bool on);
+/* Whether large mappings are advised to use huge pages. */
+HH_API bool      hh_binned_large_hugepages(void);
+
 /* Full walk of every invariant of the global structures (spans, pages, class
    lists, the page pool, large blocks) and of the calling thread's cache.
    HH_OK, or HH_E_CORRUPT with one message naming the first broken invariant. */

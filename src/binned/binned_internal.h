@@ -350,6 +350,7 @@ typedef struct hhi_bglobal {
     hhi_blarge *lcache;             /* large cache: extents kept for reuse, newest (or last merged) first */
     uint32_t n_lcache;
     size_t lcache_bytes;
+    _Atomic bool large_huge;        /* hh_binned_set_large_hugepages: advise fresh large mappings */
     /* thread caches */
     hhi_lock tc_lock;
     hhi_tcache *tcaches, *tc_free;
