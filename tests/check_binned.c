@@ -1459,6 +1459,80 @@ START_TEST(full_bin_moves_to_another_thread_as_one_batch) {
 }
 END_TEST
 
+typedef struct free_only_run {
+    void **blocks;
+    unsigned cls;
+    uint32_t n;
+    uint32_t cap_full, cap_after_first_push, cap_after_second_push, second_batch, cap_after_a_hit;
+} free_only_run;
+
+/* Newest batch's block count on class c's transfer stack (0: none). */
+static uint32_t newest_batch(unsigned c) {
+    hhi_bclass *k = &hhi_bg.classes[c];
+    hhi_lock_acquire(&k->lock);
+    uint32_t n = k->xfer_n ? k->xfer_count[k->xfer_n - 1] : 0;
+    hhi_lock_release(&k->lock);
+    return n;
+}
+
+static void *free_only_thread(void *arg) {
+    free_only_run *r = arg;
+    unsigned c = r->cls;
+    hh_bfree(r->blocks[0]);                           /* the cache is made; its bin of c is empty */
+    hhi_tcache *tc = hhi_tc_self;
+    r->cap_full = hhi_bin_cap(tc, c);
+    uint32_t i = 1;
+    while (i < r->n && hhi_bin_cap(tc, c) == r->cap_full) hh_bfree(r->blocks[i++]);   /* to the first push */
+    r->cap_after_first_push = hhi_bin_cap(tc, c);
+    uint32_t pushes = 0;
+    while (i < r->n && pushes == 0) {
+        uint32_t before = hhi_bin_count(tc, c);
+        hh_bfree(r->blocks[i++]);
+        if (hhi_bin_count(tc, c) < before) {          /* the second push */
+            pushes++;
+            r->second_batch = newest_batch(c);
+        }
+    }
+    r->cap_after_second_push = hhi_bin_cap(tc, c);
+    hh_bfree(hh_bmalloc(hhi_class_size[c]));          /* a hit: the thread allocates in c after all */
+    while (i < r->n && hhi_bin_room(tc, c) != 0) hh_bfree(r->blocks[i++]);
+    if (i < r->n) hh_bfree(r->blocks[i++]);           /* a full bin once more: the push restores the cap */
+    r->cap_after_a_hit = hhi_bin_cap(tc, c);
+    while (i < r->n) hh_bfree(r->blocks[i++]);
+    return NULL;
+}
+
+/* A thread that only frees another thread's blocks (a consumer) pushes its
+   first full bin and then fills its bin to HHI_BIN_FREE_ONLY blocks only:
+   its blocks reach the allocating thread in small batches instead of
+   waiting by the bin-full (up to 32 KiB per class) in a bin nobody takes
+   from. An allocation of its own gives the bin its full cap back at the
+   next push. */
+START_TEST(a_bin_that_only_frees_pushes_small_batches) {
+    unsigned c = (unsigned)hh_binned_class_of(200);
+    hh_bfree(hh_bmalloc(200));                        /* initialised: the caps are set */
+    uint32_t limit = atomic_load(&hhi_bg.cap[c]);
+    ck_assert_uint_gt(limit, HHI_BIN_FREE_ONLY);
+    free_only_run r = { NULL, c, limit + 4 * HHI_BIN_FREE_ONLY, 0, 0, 0, 0, 0 };
+    r.blocks = malloc(r.n * sizeof *r.blocks);
+    for (uint32_t i = 0; i < r.n; i++) {
+        r.blocks[i] = hh_bmalloc(200);
+        REQUIRE(r.blocks[i] != NULL);
+    }
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, free_only_thread, &r), 0);
+    pthread_join(t, NULL);
+    free(r.blocks);
+    ck_assert_uint_eq(r.cap_full, limit);
+    ck_assert_uint_eq(r.cap_after_first_push, HHI_BIN_FREE_ONLY);
+    ck_assert_uint_eq(r.second_batch, HHI_BIN_FREE_ONLY);
+    ck_assert_uint_eq(r.cap_after_second_push, HHI_BIN_FREE_ONLY);
+    ck_assert_uint_eq(r.cap_after_a_hit, limit);
+    ck_assert_uint_eq(hh_test_captured_count(), 0);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+}
+END_TEST
+
 /* A free that pushes a full bin calls hhi_decay_maybe, which may start the
    purge thread -- whose creation allocates and frees, maybe into this very
    bin. The free must count its block after that, not before: a count taken
@@ -2186,6 +2260,7 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, full_bin_moves_to_another_thread_as_one_batch);
     tcase_add_test(tc, transfer_stack_is_bounded_and_trim_empties_it);
     tcase_add_test(tc, a_refill_carves_at_most_one_os_page_of_fresh_blocks);
+    tcase_add_test(tc, a_bin_that_only_frees_pushes_small_batches);
     tcase_add_test(tc, threads_start_on_the_empty_cache_which_stays_empty);
     tcase_add_test(tc, many_threads_against_shadow_models_with_cross_thread_frees);
     tcase_add_test(tc, a_free_nested_in_the_decay_call_keeps_the_bin_within_its_cap);

@@ -106,6 +106,7 @@
 #define HHI_DEFAULT_CACHE_LIMIT ((size_t)2 << 20)   /* per thread: 0.75 MiB small classes, ~1 MiB above 1 KiB */
 #define HHI_MAX_CACHE_LIMIT     ((size_t)64 << 20)
 #define HHI_BIN_MAX         256u                /* blocks per thread-cache bin at most */
+#define HHI_BIN_FREE_ONLY   64u                 /* cap of a bin that only frees (its batches go to another thread) */
 #define HHI_BIN_DEEP        8u                  /* blocks per bin of the classes 1..8 KiB (half above) */
 
 _Static_assert(HHI_PAGES_PER_SPAN == 64, "span geometry");
@@ -229,6 +230,10 @@ typedef struct hhi_tcache {
     /* Frees are not counted: live blocks are derived from the pages (class
        used counts) less the blocks sitting in caches. */
     _Atomic uint64_t misses[HHI_CLASS_COUNT]; /* refills from the class */
+    /* Owner only, slow paths: */
+    uint32_t limit_cap[HHI_CLASS_COUNT];      /* g.cap[c] as this bin last adopted it; cap[c] is it,
+                                                 or HHI_BIN_FREE_ONLY for a bin that only frees */
+    uint64_t hits_mark[HHI_CLASS_COUNT];      /* hits at the bin's last push (free-only test) */
     struct hhi_tcache *next, *prev;   /* g.tcaches (tc_lock) */
 } hhi_tcache;
 
@@ -578,9 +583,12 @@ HH_INTERNAL uint64_t hhi_purge_kick_and_wait(void);
 /* binned_tcache.c */
 HH_INTERNAL hhi_tcache *hhi_tcache_get(void);      /* NULL (never &hhi_tc_empty): use the cacheless path */
 HH_INTERNAL void     hhi_tcache_flush_bin(hhi_tcache *tc, unsigned c, uint32_t keep);
-/* Owner: bin c takes g.cap[c] as its cap (flushing what is above it),
-   keeping its blocks and hits. */
+/* Owner: bin c adopts g.cap[c] if it changed since the bin last did
+   (flushing what is above it), keeping its blocks and hits. */
 HH_INTERNAL void     hhi_tcache_cap_refresh(hhi_tcache *tc, unsigned c);
+/* Owner: bin c's cap becomes cap (<= its limit_cap), flushing the blocks
+   above it, keeping the rest and its hits. */
+HH_INTERNAL void     hhi_tcache_cap_set(hhi_tcache *tc, unsigned c, uint32_t cap);
 HH_INTERNAL void     hhi_tcache_compute_caps(size_t limit);
 HH_INTERNAL void     hhi_tcache_fork_child(void);   /* drops the caches of threads the child lacks */
 
