@@ -1747,6 +1747,31 @@ START_TEST(a_refill_carves_at_most_one_os_page_of_fresh_blocks) {
 }
 END_TEST
 
+/* The transfer stack holds many small batches (a consumer's, see
+   a_bin_that_only_frees_pushes_small_batches) but no more blocks than
+   HHI_XFER_BINS full bins: one more full bin pushes the oldest batch back
+   to its pages though fewer than HHI_XFER_MAX batches are held. */
+START_TEST(transfer_stack_holds_at_most_its_bins_worth_of_blocks) {
+    unsigned c = (unsigned)hh_binned_class_of(48);
+    hh_bfree(hh_bmalloc(48));                         /* initialised */
+    hh_binned_trim(0);
+    uint32_t cap = atomic_load(&hhi_bg.cap[c]);
+    ck_assert_uint_gt(HHI_XFER_MAX, HHI_XFER_BINS + 1);
+    uint64_t used0 = class_used(c);
+    for (unsigned j = 0; j < HHI_XFER_BINS + 1; j++) {
+        hhi_bblock *list = NULL;
+        ck_assert_uint_eq(class_take_exactly(c, &list, cap), cap);
+        hhi_class_xfer_put(c, list, cap);
+    }
+    ck_assert_uint_eq(class_batches(c), HHI_XFER_BINS);
+    ck_assert_uint_eq(class_used(c), used0 + (uint64_t)HHI_XFER_BINS * cap);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    hh_binned_trim(0);
+    ck_assert_uint_eq(class_batches(c), 0);
+    ck_assert_uint_eq(class_used(c), used0);
+}
+END_TEST
+
 typedef struct empty_probe { int self_was_empty, self_is_empty_after, foreign_status; unsigned messages; } empty_probe;
 static void *probe_empty_cache(void *arg) {
     empty_probe *pr = arg;
@@ -2261,6 +2286,7 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, transfer_stack_is_bounded_and_trim_empties_it);
     tcase_add_test(tc, a_refill_carves_at_most_one_os_page_of_fresh_blocks);
     tcase_add_test(tc, a_bin_that_only_frees_pushes_small_batches);
+    tcase_add_test(tc, transfer_stack_holds_at_most_its_bins_worth_of_blocks);
     tcase_add_test(tc, threads_start_on_the_empty_cache_which_stays_empty);
     tcase_add_test(tc, many_threads_against_shadow_models_with_cross_thread_frees);
     tcase_add_test(tc, a_free_nested_in_the_decay_call_keeps_the_bin_within_its_cap);

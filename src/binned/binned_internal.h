@@ -36,7 +36,8 @@
  *     LIVE), each carrying its state-byte address; its room is cap - count;
  *     sum over classes of g.cap[c] * size[c] <= g.cache_limit. A class's
  *     transfer stack holds at most HHI_XFER_MAX non-empty batches of such
- *     blocks, xfer_blocks in all; a class's live blocks, its transfer
+ *     blocks, xfer_blocks in all (and after each push at most HHI_XFER_BINS
+ *     times g.cap[c], unless that one batch is larger); a class's live blocks, its transfer
  *     blocks and the checking thread's bin together are at most its used
  *     blocks (a block in two places would exceed it). hhi_tc_empty is all
  *     zero, always.
@@ -106,7 +107,7 @@
 #define HHI_DEFAULT_CACHE_LIMIT ((size_t)2 << 20)   /* per thread: 0.75 MiB small classes, ~1 MiB above 1 KiB */
 #define HHI_MAX_CACHE_LIMIT     ((size_t)64 << 20)
 #define HHI_BIN_MAX         256u                /* blocks per thread-cache bin at most */
-#define HHI_BIN_FREE_ONLY   64u                 /* cap of a bin that only frees (its batches go to another thread) */
+#define HHI_BIN_FREE_ONLY   32u                 /* cap of a bin that only frees (its batches go to another thread) */
 #define HHI_BIN_DEEP        8u                  /* blocks per bin of the classes 1..8 KiB (half above) */
 
 _Static_assert(HHI_PAGES_PER_SPAN == 64, "span geometry");
@@ -318,7 +319,8 @@ HH_INLINE void hhi_bin_pop_note(hhi_tcache *tc, size_t c) { hhi_owner_add(&tc->o
    batch is a ready bin. Each batch carries the decay tick of its push; a
    decay pass gives back only batches pushed before the previous pass (trim:
    all of them). */
-#define HHI_XFER_MAX 8u               /* batches per class; a push onto a full stack walks the oldest to its pages */
+#define HHI_XFER_MAX 16u              /* batches per class; a push onto a full stack walks the oldest to its pages */
+#define HHI_XFER_BINS 8u              /* ... and at most this many full bins' worth of blocks */
 typedef struct hhi_bclass {
     _Alignas(64) hhi_lock lock;
     hhi_bpage *head, *tail;       /* partial pages; empty ones at the tail */

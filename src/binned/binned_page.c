@@ -312,10 +312,13 @@ static void class_put_locked(unsigned c, hhi_bblock *b, uint32_t n) {
 
 void hhi_class_xfer_put(unsigned c, hhi_bblock *head, uint32_t n) {
     hhi_bclass *k = &hhi_bg.classes[c];
+    /* Blocks the stack may hold: as many as HHI_XFER_BINS full bins. Small
+       batches (bins that only free) may be many, full bins fewer. */
+    uint32_t max_blocks = HHI_XFER_BINS * atomic_load_explicit(&hhi_bg.cap[c], memory_order_relaxed);
     hhi_lock_acquire(&k->lock);
-    if (k->xfer_n == HHI_XFER_MAX) {
+    while (k->xfer_n == HHI_XFER_MAX || (k->xfer_n > 0 && k->xfer_blocks + n > max_blocks)) {
         /* Full: the oldest batch goes back to its pages (nobody took it
-           while eight newer ones arrived), the rest move down one. */
+           while newer ones arrived), the rest move down one. */
         hhi_bblock *old = k->xfer[0];
         uint32_t old_n = k->xfer_count[0];
         memmove(&k->xfer[0], &k->xfer[1], (HHI_XFER_MAX - 1) * sizeof k->xfer[0]);
