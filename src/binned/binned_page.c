@@ -153,7 +153,11 @@ static bool span_new(void) {
         if (s == NULL) return false;
     }
     s->magic = HHI_SPAN_MAGIC;
-    for (unsigned i = 0; i < HHI_PAGES_PER_SPAN; i++) {
+    /* Highest first onto the clean list, whose head is taken first: pages
+       go out from page 1 up, and the state slots of the first classes (one
+       per page, in page order) share the header's first OS pages instead
+       of touching its far end (2 OS pages less for a small program). */
+    for (unsigned i = HHI_PAGES_PER_SPAN; i-- > 0;) {
         hhi_bpage *pg = &s->pages[i];
         pg->index = (uint8_t)i;
         pg->cls = HHI_NO_CLASS;
