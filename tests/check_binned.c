@@ -1494,6 +1494,80 @@ START_TEST(full_bin_moves_to_another_thread_as_one_batch) {
 }
 END_TEST
 
+typedef struct free_only_run {
+    void **blocks;
+    unsigned cls;
+    uint32_t n;
+    uint32_t cap_full, cap_after_first_push, cap_after_second_push, second_batch, cap_after_a_hit;
+} free_only_run;
+
+/* Newest batch's block count on class c's transfer stack (0: none). */
+static uint32_t newest_batch(unsigned c) {
+    hhi_bclass *k = &hhi_bg.classes[c];
+    hhi_lock_acquire(&k->lock);
+    uint32_t n = k->xfer_n ? k->xfer_count[k->xfer_n - 1] : 0;
+    hhi_lock_release(&k->lock);
+    return n;
+}
+
+static void *free_only_thread(void *arg) {
+    free_only_run *r = arg;
+    unsigned c = r->cls;
+    hh_bfree(r->blocks[0]);                           /* the cache is made; its bin of c is empty */
+    hhi_tcache *tc = hhi_tc_self;
+    r->cap_full = hhi_bin_cap(tc, c);
+    uint32_t i = 1;
+    while (i < r->n && hhi_bin_cap(tc, c) == r->cap_full) hh_bfree(r->blocks[i++]);   /* to the first push */
+    r->cap_after_first_push = hhi_bin_cap(tc, c);
+    uint32_t pushes = 0;
+    while (i < r->n && pushes == 0) {
+        uint32_t before = hhi_bin_count(tc, c);
+        hh_bfree(r->blocks[i++]);
+        if (hhi_bin_count(tc, c) < before) {          /* the second push */
+            pushes++;
+            r->second_batch = newest_batch(c);
+        }
+    }
+    r->cap_after_second_push = hhi_bin_cap(tc, c);
+    hh_bfree(hh_bmalloc(hhi_class_size[c]));          /* a hit: the thread allocates in c after all */
+    while (i < r->n && hhi_bin_room(tc, c) != 0) hh_bfree(r->blocks[i++]);
+    if (i < r->n) hh_bfree(r->blocks[i++]);           /* a full bin once more: the push restores the cap */
+    r->cap_after_a_hit = hhi_bin_cap(tc, c);
+    while (i < r->n) hh_bfree(r->blocks[i++]);
+    return NULL;
+}
+
+/* A thread that only frees another thread's blocks (a consumer) pushes its
+   first full bin and then fills its bin to HHI_BIN_FREE_ONLY blocks only:
+   its blocks reach the allocating thread in small batches instead of
+   waiting by the bin-full (up to 32 KiB per class) in a bin nobody takes
+   from. An allocation of its own gives the bin its full cap back at the
+   next push. */
+START_TEST(a_bin_that_only_frees_pushes_small_batches) {
+    unsigned c = (unsigned)hh_binned_class_of(200);
+    hh_bfree(hh_bmalloc(200));                        /* initialised: the caps are set */
+    uint32_t limit = atomic_load(&hhi_bg.cap[c]);
+    ck_assert_uint_gt(limit, HHI_BIN_FREE_ONLY);
+    free_only_run r = { NULL, c, limit + 4 * HHI_BIN_FREE_ONLY, 0, 0, 0, 0, 0 };
+    r.blocks = malloc(r.n * sizeof *r.blocks);
+    for (uint32_t i = 0; i < r.n; i++) {
+        r.blocks[i] = hh_bmalloc(200);
+        REQUIRE(r.blocks[i] != NULL);
+    }
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, free_only_thread, &r), 0);
+    pthread_join(t, NULL);
+    free(r.blocks);
+    ck_assert_uint_eq(r.cap_full, limit);
+    ck_assert_uint_eq(r.cap_after_first_push, HHI_BIN_FREE_ONLY);
+    ck_assert_uint_eq(r.second_batch, HHI_BIN_FREE_ONLY);
+    ck_assert_uint_eq(r.cap_after_second_push, HHI_BIN_FREE_ONLY);
+    ck_assert_uint_eq(r.cap_after_a_hit, limit);
+    ck_assert_uint_eq(hh_test_captured_count(), 0);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+}
+END_TEST
+
 /* A free that pushes a full bin calls hhi_decay_maybe, which may start the
    purge thread -- whose creation allocates and frees, maybe into this very
    bin. The free must count its block after that, not before: a count taken
@@ -1561,6 +1635,22 @@ START_TEST(check_finds_a_block_on_a_transfer_stack_twice) {
 }
 END_TEST
 
+/* n blocks of class c in one list: takes stop at an OS page of fresh blocks. */
+static uint32_t class_take_exactly(unsigned c, hhi_bblock **list, uint32_t n) {
+    uint32_t got = 0;
+    *list = NULL;
+    while (got < n) {
+        hhi_bblock *part = NULL, *end;
+        uint32_t m = hhi_class_take(c, &part, n - got);
+        if (m == 0) break;
+        for (end = part; hhi_block_next(end) != NULL;) end = hhi_block_next(end);
+        hhi_block_set_next(end, *list);
+        *list = part;
+        got += m;
+    }
+    return got;
+}
+
 /* A push onto a full transfer stack walks its oldest batch back to the
    pages; trim walks all of them back (memory a program does not use must
    be able to go back to the OS). */
@@ -1573,7 +1663,7 @@ START_TEST(transfer_stack_is_bounded_and_trim_empties_it) {
     uint32_t per = 10, pushed = 0;
     for (unsigned j = 0; j < HHI_XFER_MAX + 1; j++) {
         hhi_bblock *list = NULL;
-        uint32_t got = hhi_class_take(c, &list, per);
+        uint32_t got = class_take_exactly(c, &list, per);
         ck_assert_uint_eq(got, per);
         hhi_class_xfer_put(c, list, got);
         pushed += got;
@@ -1586,6 +1676,98 @@ START_TEST(transfer_stack_is_bounded_and_trim_empties_it) {
     ck_assert_uint_eq(class_batches(c), 0);
     ck_assert_uint_eq(class_used(c), used0);
     ck_assert_int_eq(hh_binned_check(), HH_OK);
+}
+END_TEST
+
+/* Holds every free block of class c (the transfer stack drained first) on
+   *list, so that the next refill must carve fresh blocks; returns the count.
+   Single-threaded use only: no other thread may touch class c meanwhile. */
+static uint32_t class_hold_free_blocks(unsigned c, hhi_bblock **list) {
+    hh_binned_thread_flush();
+    hh_binned_trim(0);                                /* transfer batches back to their pages */
+    hhi_bclass *k = &hhi_bg.classes[c];
+    uint32_t held = 0;
+    *list = NULL;
+    for (;;) {
+        hhi_lock_acquire(&k->lock);
+        bool any_free = false;
+        for (hhi_bpage *pg = k->head; pg != NULL; pg = pg->next) any_free |= pg->free != NULL;
+        hhi_lock_release(&k->lock);
+        if (!any_free) return held;
+        hhi_bblock *b = NULL;
+        if (hhi_class_take(c, &b, 1) != 1) return held;
+        hhi_block_set_next(b, *list);
+        *list = b;
+        held++;
+    }
+}
+
+typedef struct first_refill { unsigned cls; void *block; uint32_t carved_after; } first_refill;
+static void *first_refill_thread(void *arg) {
+    first_refill *fr = arg;
+    fr->block = hh_bmalloc(hhi_class_size[fr->cls]);  /* a new thread: empty bin, one refill */
+    hhi_bclass *k = &hhi_bg.classes[fr->cls];
+    hhi_lock_acquire(&k->lock);
+    fr->carved_after = hhi_page_of((uintptr_t)fr->block)->carved;
+    hhi_lock_release(&k->lock);
+    hh_bfree(fr->block);
+    return NULL;
+}
+
+/* A refill that finds no freed block carves fresh ones, and carving writes
+   each block's link: it faults their memory in. It carves at most one OS
+   page's worth (HHI_CARVE_BYTES, at least one block), not half a bin (73
+   blocks of 224 B, four OS pages, for a thread that used one block). */
+START_TEST(a_refill_carves_at_most_one_os_page_of_fresh_blocks) {
+    static const size_t sizes[] = { 200, 48, 3000, 20000 };
+    for (size_t t = 0; t < HH_ARRAY_LEN(sizes); t++) {
+        unsigned c = (unsigned)hh_binned_class_of(sizes[t]);
+        uint32_t size = hhi_class_size[c];
+        hh_bfree(hh_bmalloc(size));                   /* initialised */
+        hhi_bblock *held = NULL;
+        uint32_t n_held = class_hold_free_blocks(c, &held);
+        hhi_bclass *k = &hhi_bg.classes[c];
+        hhi_lock_acquire(&k->lock);
+        hhi_bpage *next = k->head;                    /* the page the refill will carve (NULL: a new one) */
+        uint32_t carved_before = next ? next->carved : 0;
+        hhi_lock_release(&k->lock);
+        first_refill fr = { c, NULL, 0 };
+        pthread_t th;
+        ck_assert_int_eq(pthread_create(&th, NULL, first_refill_thread, &fr), 0);
+        pthread_join(th, NULL);
+        ck_assert_ptr_nonnull(fr.block);
+        uint32_t fresh = fr.carved_after - (hhi_page_of((uintptr_t)fr.block) == next ? carved_before : 0);
+        uint32_t most = HHI_CARVE_BYTES / size + 1;   /* the blocks that start in one OS page */
+        ck_assert_msg(fresh >= 1 && fresh <= most, "class %u (%u B): a refill carved %u fresh blocks, at most %u wanted",
+                      c, size, fresh, most);
+        if (n_held > 0) hhi_class_put(c, held, n_held);
+        ck_assert_int_eq(hh_binned_check(), HH_OK);
+    }
+}
+END_TEST
+
+/* The transfer stack holds many small batches (a consumer's, see
+   a_bin_that_only_frees_pushes_small_batches) but no more blocks than
+   HHI_XFER_BINS full bins: one more full bin pushes the oldest batch back
+   to its pages though fewer than HHI_XFER_MAX batches are held. */
+START_TEST(transfer_stack_holds_at_most_its_bins_worth_of_blocks) {
+    unsigned c = (unsigned)hh_binned_class_of(48);
+    hh_bfree(hh_bmalloc(48));                         /* initialised */
+    hh_binned_trim(0);
+    uint32_t cap = atomic_load(&hhi_bg.cap[c]);
+    ck_assert_uint_gt(HHI_XFER_MAX, HHI_XFER_BINS + 1);
+    uint64_t used0 = class_used(c);
+    for (unsigned j = 0; j < HHI_XFER_BINS + 1; j++) {
+        hhi_bblock *list = NULL;
+        ck_assert_uint_eq(class_take_exactly(c, &list, cap), cap);
+        hhi_class_xfer_put(c, list, cap);
+    }
+    ck_assert_uint_eq(class_batches(c), HHI_XFER_BINS);
+    ck_assert_uint_eq(class_used(c), used0 + (uint64_t)HHI_XFER_BINS * cap);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    hh_binned_trim(0);
+    ck_assert_uint_eq(class_batches(c), 0);
+    ck_assert_uint_eq(class_used(c), used0);
 }
 END_TEST
 
@@ -1926,6 +2108,81 @@ START_TEST(large_realloc_moves_pages_instead_of_copying) {
 }
 END_TEST
 
+/* The VmFlags line of the mapping in /proc/self/smaps that holds p, into
+   out; false if none was found. */
+static bool mapping_vmflags(const void *p, char *out, size_t n) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (f == NULL) return false;
+    char line[512];
+    bool inside = false, found = false;
+    while (!found && fgets(line, sizeof line, f) != NULL) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+        } else if (inside && strncmp(line, "VmFlags:", 8) == 0) {
+            size_t len = strlen(line + 8);
+            if (len >= n) len = n - 1;                /* the flags fit; a cut line would only lose flags */
+            memcpy(out, line + 8, len);
+            out[len] = 0;
+            found = true;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* Whether the mapping that holds p is advised MADV_HUGEPAGE ("hg"). */
+static bool advised_huge(const void *p) {
+    char flags[256];
+    ck_assert_msg(mapping_vmflags(p, flags, sizeof flags), "no mapping in /proc/self/smaps holds %p", p);
+    return strstr(flags, " hg") != NULL;
+}
+
+/* hh_binned_set_large_hugepages: off by default, and then a large block's
+   mapping carries no huge-page advice; on, fresh mappings (a plain block,
+   a realloc that grows one, a block aligned above 2 MiB) are advised. The
+   kernel shows the advice as VmFlags "hg" in /proc/self/smaps; without THP
+   in the kernel there is nothing to look at, and only the switch is
+   checked. */
+START_TEST(large_blocks_get_huge_page_advice_when_asked) {
+    ck_assert(!hh_binned_large_hugepages());
+    FILE *thp = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    bool have_thp = thp != NULL;
+    if (thp) fclose(thp);
+    hh_binned_trim(0);                                /* no cached extent: every mapping below is fresh */
+    size_t big = (size_t)9 << 20;
+    char *p = hh_bmalloc(big);
+    ck_assert_ptr_nonnull(p);
+    p[0] = p[big - 1] = 1;
+    if (have_thp) ck_assert_msg(!advised_huge(p), "huge-page advice while off");
+    hh_bfree(p);
+    hh_binned_trim(0);
+
+    ck_assert_int_eq(hh_binned_set_large_hugepages(true), HH_OK);
+    ck_assert(hh_binned_large_hugepages());
+    p = hh_bmalloc(big);
+    char *far = hh_bmemalign((size_t)8 << 20, (size_t)3 << 20);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_ptr_nonnull(far);
+    hh_test_fill(p, big, 77);
+    if (have_thp) {
+        ck_assert_msg(advised_huge(p), "a fresh large mapping without huge-page advice");
+        ck_assert_msg(advised_huge(far), "a far-aligned large mapping without huge-page advice");
+    }
+    char *q = hh_brealloc(p, (size_t)21 << 20);       /* grows by moving its pages to a fresh mapping */
+    ck_assert_ptr_nonnull(q);
+    REQUIRE(hh_test_verify(q, big, 77) == -1);
+    if (have_thp) ck_assert_msg(advised_huge(q), "a grown large mapping without huge-page advice");
+    hh_bfree(q);
+    hh_bfree(far);
+    ck_assert_int_eq(hh_binned_set_large_hugepages(false), HH_OK);
+    ck_assert(!hh_binned_large_hugepages());
+    hh_binned_trim(0);
+    ck_assert_uint_eq(hh_test_captured_count(), 0);
+}
+END_TEST
+
+
 START_TEST(check_finds_broken_large_extents) {
     /* Invariant 6 for the extent cache: a chunk of a cached extent that does
        not read LARGE_FREED, and two cached extents that touch (a merge that
@@ -2063,6 +2320,9 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, fork_child_drops_dead_threads_caches);
     tcase_add_test(tc, full_bin_moves_to_another_thread_as_one_batch);
     tcase_add_test(tc, transfer_stack_is_bounded_and_trim_empties_it);
+    tcase_add_test(tc, a_refill_carves_at_most_one_os_page_of_fresh_blocks);
+    tcase_add_test(tc, a_bin_that_only_frees_pushes_small_batches);
+    tcase_add_test(tc, transfer_stack_holds_at_most_its_bins_worth_of_blocks);
     tcase_add_test(tc, threads_start_on_the_empty_cache_which_stays_empty);
     tcase_add_test(tc, many_threads_against_shadow_models_with_cross_thread_frees);
     tcase_add_test(tc, a_free_nested_in_the_decay_call_keeps_the_bin_within_its_cap);
@@ -2097,6 +2357,7 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, large_cache_merged_age_is_weighted_by_bytes);
     tcase_add_test(tc, large_realloc_moves_pages_instead_of_copying);
     tcase_add_test(tc, check_finds_broken_large_extents);
+    tcase_add_test(tc, large_blocks_get_huge_page_advice_when_asked);
     tcase_add_test(tc, large_random_ops_against_shadow_model);
     suite_add_tcase(s, tc);
 

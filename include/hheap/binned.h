@@ -10,7 +10,8 @@
  *     under per-class locks (no global lock on any path that serves a block);
  *     a thread holds at most hh_binned_thread_cache_limit() bytes in its cache
  *     (default 2 MiB: up to 256 blocks of each class to 1 KiB, 8 of each
- *     to 8 KiB, 4 above); a thread's cache is flushed when it exits;
+ *     to 8 KiB, 4 above; a bin that only frees, as a consumer of another
+ *     thread's blocks, 32); a thread's cache is flushed when it exits;
  *   - blocks above 32 KiB (or with an alignment no class can give) are mapped
  *     straight from the OS with a header, found again in O(1);
  *   - every free is validated in O(1) in every build: a pointer that is not a
@@ -172,6 +173,21 @@ HH_API hh_status hh_binned_set_decay_ms(uint32_t ms);
 HH_API hh_status hh_binned_set_purge_thread(bool on);
 /* Whether the purge thread is asked for (running or to be started). */
 HH_API bool      hh_binned_purge_thread(void);
+
+/* Transparent huge pages for large blocks: with on, every mapping made
+   afterwards for a block above HH_BINNED_SMALL_MAX (and its growth by
+   realloc) is advised MADV_HUGEPAGE, so the kernel may back it with 2 MiB
+   pages: one fault per 2 MiB instead of per 4 KiB, fewer TLB misses. A
+   program that writes its big blocks densely gains (the bench_binned
+   `large` workload runs about twice as fast); one that touches them
+   sparsely pays up to 2 MiB resident per touched spot, so it is off by
+   default. A hint: where the kernel has no THP (or it is set to "never")
+   nothing changes. Mappings already made (live or cached for reuse) keep
+   what they had. The LD_PRELOAD shim turns it on with
+   HHEAP_LARGE_HUGEPAGES=1. Returns HH_OK. */
+HH_API hh_status hh_binned_set_large_hugepages(bool on);
+/* Whether large mappings are advised to use huge pages. */
+HH_API bool      hh_binned_large_hugepages(void);
 
 /* Full walk of every invariant of the global structures (spans, pages, class
    lists, the page pool, large blocks) and of the calling thread's cache.

@@ -46,6 +46,9 @@ static void *small_alloc_slow(unsigned c, unsigned flags) {
            pthread_create may allocate (into this very bin). */
         if (tc->head[c] == NULL) hhi_decay_maybe(true);
         hhi_tcache_cap_refresh(tc, c);
+        /* The thread allocates in this class: a bin cut for frees alone
+           (see hhi_binned_free_claimed) gets its full cap back. */
+        hhi_tcache_cap_set(tc, c, tc->limit_cap[c]);
         uint32_t cap = hhi_bin_cap(tc, c);
         if (tc->head[c] == NULL && cap > 0) {
             /* A batch another thread's full bin left, in O(1); else half a
@@ -203,6 +206,19 @@ void hhi_binned_free_claimed(void *p) {
                 hhi_bin_count_set(tc, c, 0);
                 hhi_class_xfer_put(c, batch, cap);
                 pushed = true;
+                /* A bin that served no allocation since its last push only
+                   frees (a consumer of another thread's blocks): it fills
+                   again up to HHI_BIN_FREE_ONLY blocks only, so that the
+                   blocks reach the allocating thread in small batches
+                   instead of sitting here by the bin-full (up to 32 KiB per
+                   class). A hit since restores the full cap at the next
+                   push; a refill at once. (HH_STAT 0 counts no hits: there
+                   every bin keeps its full cap.) */
+                uint64_t hits = hhi_bin_hits(tc, c);
+                bool free_only = HH_STAT >= 1 && hits == tc->hits_mark[c];
+                tc->hits_mark[c] = hits;
+                cap = free_only ? HH_MIN(tc->limit_cap[c], HHI_BIN_FREE_ONLY) : tc->limit_cap[c];
+                hhi_tcache_cap_set(tc, c, cap);
             }
             hhi_block_set_cached((hhi_bblock *)p, tc->head[c], &pg->state[hhi_block_index(pg, (uintptr_t)p)]);
             tc->head[c] = (hhi_bblock *)p;

@@ -36,7 +36,8 @@
  *     LIVE), each carrying its state-byte address; its room is cap - count;
  *     sum over classes of g.cap[c] * size[c] <= g.cache_limit. A class's
  *     transfer stack holds at most HHI_XFER_MAX non-empty batches of such
- *     blocks, xfer_blocks in all; a class's live blocks, its transfer
+ *     blocks, xfer_blocks in all (and after each push at most HHI_XFER_BINS
+ *     times g.cap[c], unless that one batch is larger); a class's live blocks, its transfer
  *     blocks and the checking thread's bin together are at most its used
  *     blocks (a block in two places would exceed it). hhi_tc_empty is all
  *     zero, always.
@@ -100,11 +101,13 @@
 #define HHI_LCACHE_BYTES    ((size_t)256 << 20) /* bytes kept for reuse (decay or trim give them back) */
 #define HHI_LCACHE_BLOCK    ((size_t)64 << 20)  /* a freed block's mapping above this is never kept */
 #define HHI_DECAY_BUDGET_NS ((uint64_t)1000000) /* one decay pass: about 1 ms at most */
+#define HHI_CARVE_BYTES     4096u               /* fresh memory one take carves at most (but one block) */
 #define HHI_KEEP_EMPTY      1u                  /* empty pages a class keeps as spare */
 #define HHI_NO_CLASS        0xFFu
 #define HHI_DEFAULT_CACHE_LIMIT ((size_t)2 << 20)   /* per thread: 0.75 MiB small classes, ~1 MiB above 1 KiB */
 #define HHI_MAX_CACHE_LIMIT     ((size_t)64 << 20)
 #define HHI_BIN_MAX         256u                /* blocks per thread-cache bin at most */
+#define HHI_BIN_FREE_ONLY   32u                 /* cap of a bin that only frees (its batches go to another thread) */
 #define HHI_BIN_DEEP        8u                  /* blocks per bin of the classes 1..8 KiB (half above) */
 
 _Static_assert(HHI_PAGES_PER_SPAN == 64, "span geometry");
@@ -228,6 +231,10 @@ typedef struct hhi_tcache {
     /* Frees are not counted: live blocks are derived from the pages (class
        used counts) less the blocks sitting in caches. */
     _Atomic uint64_t misses[HHI_CLASS_COUNT]; /* refills from the class */
+    /* Owner only, slow paths: */
+    uint32_t limit_cap[HHI_CLASS_COUNT];      /* g.cap[c] as this bin last adopted it; cap[c] is it,
+                                                 or HHI_BIN_FREE_ONLY for a bin that only frees */
+    uint64_t hits_mark[HHI_CLASS_COUNT];      /* hits at the bin's last push (free-only test) */
     struct hhi_tcache *next, *prev;   /* g.tcaches (tc_lock) */
 } hhi_tcache;
 
@@ -310,7 +317,8 @@ HH_INLINE void hhi_bin_pop_note(hhi_tcache *tc, size_t c) { hhi_owner_add(&tc->o
    every block back to its page and out again. Blocks in a batch keep their
    state FREED and their state-byte address (hhi_bblock.state), so a popped
    batch is a ready bin. Every decay pass and trim give all batches back. */
-#define HHI_XFER_MAX 8u               /* batches per class; a push onto a full stack walks the oldest to its pages */
+#define HHI_XFER_MAX 16u              /* batches per class; a push onto a full stack walks the oldest to its pages */
+#define HHI_XFER_BINS 8u              /* ... and at most this many full bins' worth of blocks */
 typedef struct hhi_bclass {
     _Alignas(64) hhi_lock lock;
     hhi_bpage *head, *tail;       /* partial pages; empty ones at the tail */
@@ -346,6 +354,7 @@ typedef struct hhi_bglobal {
     hhi_blarge *lcache;             /* large cache: extents kept for reuse, newest (or last merged) first */
     uint32_t n_lcache;
     size_t lcache_bytes;
+    _Atomic bool large_huge;        /* hh_binned_set_large_hugepages: advise fresh large mappings */
     /* thread caches */
     hhi_lock tc_lock;
     hhi_tcache *tcaches, *tc_free;
@@ -515,7 +524,9 @@ HH_INTERNAL bool     hhi_binned_init(void);        /* idempotent; false if the O
 HH_INTERNAL void     hhi_page_setup_class(hhi_bpage *pg, unsigned c);
 /* Takes up to `want` blocks of class c (class lock taken inside), links them
    and returns the count (0: out of memory). Each carries its state-byte
-   address (hhi_bblock.state), ready for a thread-cache bin. */
+   address (hhi_bblock.state), ready for a thread-cache bin. Freed blocks
+   come first; fresh (uncarved) ones at most HHI_CARVE_BYTES' worth (one OS
+   page, at least one block), after which it returns what it has. */
 HH_INTERNAL uint32_t hhi_class_take(unsigned c, hhi_bblock **head, uint32_t want);
 /* Returns a linked list of n blocks of class c to their pages. */
 HH_INTERNAL void     hhi_class_put(unsigned c, hhi_bblock *head, uint32_t n);
@@ -572,9 +583,12 @@ HH_INTERNAL uint64_t hhi_purge_kick_and_wait(void);
 /* binned_tcache.c */
 HH_INTERNAL hhi_tcache *hhi_tcache_get(void);      /* NULL (never &hhi_tc_empty): use the cacheless path */
 HH_INTERNAL void     hhi_tcache_flush_bin(hhi_tcache *tc, unsigned c, uint32_t keep);
-/* Owner: bin c takes g.cap[c] as its cap (flushing what is above it),
-   keeping its blocks and hits. */
+/* Owner: bin c adopts g.cap[c] if it changed since the bin last did
+   (flushing what is above it), keeping its blocks and hits. */
 HH_INTERNAL void     hhi_tcache_cap_refresh(hhi_tcache *tc, unsigned c);
+/* Owner: bin c's cap becomes cap (<= its limit_cap), flushing the blocks
+   above it, keeping the rest and its hits. */
+HH_INTERNAL void     hhi_tcache_cap_set(hhi_tcache *tc, unsigned c, uint32_t cap);
 HH_INTERNAL void     hhi_tcache_compute_caps(size_t limit);
 HH_INTERNAL void     hhi_tcache_fork_child(void);   /* drops the caches of threads the child lacks */
 

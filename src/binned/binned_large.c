@@ -121,6 +121,13 @@ static void large_register(hhi_blarge *h, size_t map_size, size_t offset, size_t
     hhi_lock_release(&hhi_bg.large_lock);
 }
 
+/* A fresh mapping for a large block (NULL: none) is advised to use huge
+   pages when the program asked for it. The advice stays with the pages:
+   cached for reuse, split, merged or moved by mremap, they keep it. */
+static void large_advise(void *base, size_t size) {
+    if (base != NULL && atomic_load_explicit(&hhi_bg.large_huge, memory_order_relaxed)) hhi_os_hugepages(base, size);
+}
+
 /* ---------------------------------------------------------------------------
    The cache's extents (all under g.large_lock)
 --------------------------------------------------------------------------- */
@@ -242,6 +249,7 @@ static void *large_alloc_far(size_t size, size_t align, unsigned flags) {
     size_t lead = (size_t)(base - raw), tail = len - lead - map_size;
     if (lead) hhi_os_unmap(raw, lead);
     if (tail) hhi_os_unmap(base + map_size, tail);
+    large_advise(p, body);   /* the block only: the header chunk stays one small page */
     large_register((hhi_blarge *)(void *)base, map_size, HHI_SPAN_SIZE, size);
     if (flags & HHI_ZERO) {
         hh_track_alloc_defined(&hhi_bg, p, body);
@@ -335,6 +343,7 @@ void *hhi_large_alloc(size_t size, size_t align, unsigned flags) {
         dirty = map_size;
     } else {
         base = hhi_os_map(map_size, HHI_SPAN_SIZE);
+        large_advise(base, map_size);
         /* A cached extent too small: move its faulted-in pages to the head
            of the new mapping (mremap), so only the rest faults. */
         if (pl.grow != NULL) {
@@ -447,6 +456,7 @@ void *hhi_large_grow(uintptr_t a, size_t size) {
     large_forget(h);
     hhi_lock_release(&hhi_bg.large_lock);
     char *base = hhi_os_map(map_size, HHI_SPAN_SIZE);
+    large_advise(base, map_size);
     if (base == NULL || !hhi_os_move(h, old_map, base)) {
         if (base != NULL) hhi_os_unmap(base, map_size);
         /* hhi_os_move marked the range undefined before it tried: the block
@@ -535,3 +545,13 @@ size_t hhi_large_usable(uintptr_t a) {
     hhi_lock_release(&hhi_bg.large_lock);
     return n;
 }
+
+/* ---------------------------------------------------------------------------
+   Public: huge pages for large blocks
+--------------------------------------------------------------------------- */
+hh_status hh_binned_set_large_hugepages(bool on) {
+    atomic_store_explicit(&hhi_bg.large_huge, on, memory_order_relaxed);
+    return HH_OK;
+}
+
+bool hh_binned_large_hugepages(void) { return atomic_load_explicit(&hhi_bg.large_huge, memory_order_relaxed); }

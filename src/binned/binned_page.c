@@ -153,7 +153,11 @@ static bool span_new(void) {
         if (s == NULL) return false;
     }
     s->magic = HHI_SPAN_MAGIC;
-    for (unsigned i = 0; i < HHI_PAGES_PER_SPAN; i++) {
+    /* Highest first onto the clean list, whose head is taken first: pages
+       go out from page 1 up, and the state slots of the first classes (one
+       per page, in page order) share the header's first OS pages instead
+       of touching its far end (2 OS pages less for a small program). */
+    for (unsigned i = HHI_PAGES_PER_SPAN; i-- > 0;) {
         hhi_bpage *pg = &s->pages[i];
         pg->index = (uint8_t)i;
         pg->cls = HHI_NO_CLASS;
@@ -236,9 +240,19 @@ uint32_t hhi_class_take(unsigned c, hhi_bblock **out, uint32_t want) {
             tail = b;
             n++;
         }
-        uintptr_t base = hhi_page_base(pg);
+        /* Fresh blocks: up to the end of the OS page the first one starts
+           in (at least one block), then the take stops. Carving writes
+           every block's link, so it faults its memory in: a refill of half
+           a bin of 16 KiB touched four OS pages per class when one block
+           was used (a program's first malloc of each size). */
+        uintptr_t base = hhi_page_base(pg), carve_end = 0;
+        bool carved_fresh = false;
         while (got + n < want && pg->carved < pg->capacity) {
-            hhi_bblock *b = (hhi_bblock *)(base + (uintptr_t)pg->carved * pg->block_size);
+            uintptr_t at = base + (uintptr_t)pg->carved * pg->block_size;
+            if (!carved_fresh) carve_end = (at & ~(uintptr_t)(HHI_CARVE_BYTES - 1)) + HHI_CARVE_BYTES;
+            else if (at >= carve_end) break;
+            carved_fresh = true;
+            hhi_bblock *b = (hhi_bblock *)at;
             hhi_block_set_cached(b, NULL, &pg->state[pg->carved]);
             pg->carved++;
             if (tail) hhi_block_set_next(tail, b);
@@ -253,6 +267,7 @@ uint32_t hhi_class_take(unsigned c, hhi_bblock **out, uint32_t want) {
             list_remove(&k->head, &k->tail, pg);
             pg->in_partial = 0;
         }
+        if (carved_fresh) break;   /* one OS page of fresh memory per take */
     }
     hhi_lock_release(&k->lock);
     *out = head;
@@ -301,10 +316,13 @@ static void class_put_locked(unsigned c, hhi_bblock *b, uint32_t n) {
 
 void hhi_class_xfer_put(unsigned c, hhi_bblock *head, uint32_t n) {
     hhi_bclass *k = &hhi_bg.classes[c];
+    /* Blocks the stack may hold: as many as HHI_XFER_BINS full bins. Small
+       batches (bins that only free) may be many, full bins fewer. */
+    uint32_t max_blocks = HHI_XFER_BINS * atomic_load_explicit(&hhi_bg.cap[c], memory_order_relaxed);
     hhi_lock_acquire(&k->lock);
-    if (k->xfer_n == HHI_XFER_MAX) {
+    while (k->xfer_n == HHI_XFER_MAX || (k->xfer_n > 0 && k->xfer_blocks + n > max_blocks)) {
         /* Full: the oldest batch goes back to its pages (nobody took it
-           while eight newer ones arrived), the rest move down one. */
+           while newer ones arrived), the rest move down one. */
         hhi_bblock *old = k->xfer[0];
         uint32_t old_n = k->xfer_count[0];
         memmove(&k->xfer[0], &k->xfer[1], (HHI_XFER_MAX - 1) * sizeof k->xfer[0]);

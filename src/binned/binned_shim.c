@@ -29,7 +29,7 @@
 #define SHIM_API __attribute__((visibility("default")))
 
 /* ---------------------------------------------------------------------------
-   Options, read once at load from the environment (diagnostics only):
+   Options, read once at load from the environment:
      HHEAP_VERBOSE=1      one line when the shim becomes active, and every
                           misuse reported (foreign pointers too, which are
                           otherwise ignored silently)
@@ -40,6 +40,10 @@
      HHEAP_PURGE_THREAD=0 no background purge thread (default: one, started
                           at the first free that gives memory back to decay,
                           so freed memory goes back in an idle program too)
+     HHEAP_LARGE_HUGEPAGES=1  large blocks' mappings advised to use
+                          transparent huge pages (hh_binned_set_large_hugepages;
+                          default off: a program that touches big blocks
+                          sparsely would keep 2 MiB resident per spot)
 --------------------------------------------------------------------------- */
 enum { SHIM_DECAY_MS_DEFAULT = 250, SHIM_LEAKS_LISTED = 10 };
 
@@ -225,13 +229,15 @@ __attribute__((constructor)) static void shim_load(void) {
     const char *pt = getenv("HHEAP_PURGE_THREAD");
     bool purge_thread = !(pt != NULL && pt[0] == '0' && pt[1] == 0);
     hh_binned_set_purge_thread(purge_thread && decay != 0);
+    bool huge = env_on("HHEAP_LARGE_HUGEPAGES");
+    hh_binned_set_large_hugepages(huge);
     if (shim_opt.show_stats || shim_opt.leak_report) {
         int fd = fcntl(2, F_DUPFD_CLOEXEC, 10);
         if (fd >= 0) shim_opt.fd = fd;
         atexit(shim_at_exit);
     }
     if (shim_opt.verbose)
-        say("hheap: libhheap_malloc.so active in pid %d (decay %u ms%s%s%s)\n", (int)getpid(), (unsigned)decay,
-            purge_thread && decay != 0 ? ", purge thread" : "",
+        say("hheap: libhheap_malloc.so active in pid %d (decay %u ms%s%s%s%s)\n", (int)getpid(), (unsigned)decay,
+            purge_thread && decay != 0 ? ", purge thread" : "", huge ? ", huge pages for large blocks" : "",
             shim_opt.show_stats ? ", stats at exit" : "", shim_opt.leak_report ? ", leak report at exit" : "");
 }

@@ -69,13 +69,19 @@ void hhi_tcache_flush_bin(hhi_tcache *tc, unsigned c, uint32_t keep) {
     hhi_class_put(c, rest, n);
 }
 
-void hhi_tcache_cap_refresh(hhi_tcache *tc, unsigned c) {
-    uint32_t cap = atomic_load_explicit(&hhi_bg.cap[c], memory_order_relaxed);
+void hhi_tcache_cap_set(hhi_tcache *tc, unsigned c, uint32_t cap) {
     if (cap == hhi_bin_cap(tc, c)) return;
     hhi_tcache_flush_bin(tc, c, cap);
     uint32_t count = hhi_bin_count(tc, c);
     atomic_store_explicit(&tc->cap[c], cap, memory_order_relaxed);
     hhi_bin_count_set(tc, c, count);
+}
+
+void hhi_tcache_cap_refresh(hhi_tcache *tc, unsigned c) {
+    uint32_t cap = atomic_load_explicit(&hhi_bg.cap[c], memory_order_relaxed);
+    if (cap == tc->limit_cap[c]) return;
+    tc->limit_cap[c] = cap;
+    hhi_tcache_cap_set(tc, c, cap);
 }
 
 static void tcache_flush_all(hhi_tcache *tc) {
@@ -179,6 +185,7 @@ static hhi_tcache *tcache_new(void) {
             uint32_t cap = atomic_load_explicit(&hhi_bg.cap[c], memory_order_relaxed);
             atomic_store_explicit(&tc->cap[c], cap, memory_order_relaxed);
             atomic_store_explicit(&tc->ops[c], cap, memory_order_relaxed);   /* empty: room == cap */
+            tc->limit_cap[c] = cap;
         }
         tc->next = hhi_bg.tcaches;
         if (tc->next) tc->next->prev = tc;
