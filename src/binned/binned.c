@@ -51,8 +51,9 @@ static void *small_alloc_slow(unsigned c, unsigned flags) {
         hhi_tcache_cap_set(tc, c, tc->limit_cap[c]);
         uint32_t cap = hhi_bin_cap(tc, c);
         if (tc->head[c] == NULL && cap > 0) {
-            /* A batch another thread's full bin left, in O(1); else half a
-               bin from the pages. */
+            /* A batch another thread's full bin left, in O(1); else up to
+               half a bin from the pages: freed blocks first, fresh ones at
+               most HHI_CARVE_BYTES' worth (hhi_class_take). */
             hhi_bblock *list = NULL;
             uint32_t got = hhi_class_xfer_take(c, &list, cap);
             if (got == 0) got = hhi_class_take(c, &list, (cap + 1) / 2);
@@ -600,6 +601,11 @@ static bool check_inv5_thread_cache(check_ctx *cx) {
         uint32_t n = 0;
         CHECK(hhi_bin_room(tc, c) <= hhi_bin_cap(tc, c), "cache bin %u room %u above its cap %u", c,
               hhi_bin_room(tc, c), hhi_bin_cap(tc, c));
+        CHECK(tc == &hhi_tc_empty || (tc->limit_cap[c] <= HHI_BIN_MAX &&
+                                      (hhi_bin_cap(tc, c) == tc->limit_cap[c] ||
+                                       hhi_bin_cap(tc, c) == HH_MIN(tc->limit_cap[c], HHI_BIN_FREE_ONLY))),
+              "cache bin %u cap %u is neither its limit %u nor the free-only cap", c, hhi_bin_cap(tc, c),
+              tc->limit_cap[c]);
         for (hhi_bblock *b = tc->head[c]; b != NULL; b = hhi_block_next(b)) {
             CHECK(n++ < hhi_bin_count(tc, c), "cache bin %u longer than its count", c);
             if (!check_cached_block(cx, what, b, c)) return false;
@@ -612,7 +618,8 @@ static bool check_inv5_thread_cache(check_ctx *cx) {
         uint32_t total = 0;
         for (uint32_t j = 0; j < k->xfer_n; j++) {
             uint32_t n = 0;
-            CHECK(k->xfer_count[j] > 0, "class %u transfer batch %u is empty", c, j);
+            CHECK(k->xfer_count[j] > 0 && k->xfer_count[j] <= HHI_BIN_MAX, "class %u transfer batch %u holds %u blocks",
+                  c, j, k->xfer_count[j]);
             for (hhi_bblock *b = k->xfer[j]; b != NULL; b = hhi_block_next(b)) {
                 CHECK(n++ < k->xfer_count[j], "class %u transfer batch %u longer than its count", c, j);
                 if (!check_cached_block(cx, what, b, c)) return false;

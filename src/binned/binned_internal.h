@@ -233,7 +233,7 @@ typedef struct hhi_tcache {
     _Atomic uint64_t misses[HHI_CLASS_COUNT]; /* refills from the class */
     /* Owner only, slow paths: */
     uint32_t limit_cap[HHI_CLASS_COUNT];      /* g.cap[c] as this bin last adopted it; cap[c] is it,
-                                                 or HHI_BIN_FREE_ONLY for a bin that only frees */
+                                                 or min(it, HHI_BIN_FREE_ONLY) for a bin that only frees */
     uint64_t hits_mark[HHI_CLASS_COUNT];      /* hits at the bin's last push (free-only test) */
     struct hhi_tcache *next, *prev;   /* g.tcaches (tc_lock) */
 } hhi_tcache;
@@ -253,8 +253,8 @@ HH_INLINE uint32_t hhi_bin_room(const hhi_tcache *tc, unsigned c) {
     return (uint32_t)(hhi_bin_ops(tc, c) & HHI_BIN_COUNT_MASK);
 }
 /* Blocks on head[c] (a reader on another thread may see cap and room from
-   two different moments -- when the cap grows, up to the growth off --
-   never negative). */
+   two different moments: hhi_tcache_cap_set's order makes that a count too
+   low, never too high nor negative). */
 HH_INLINE uint32_t hhi_bin_count(const hhi_tcache *tc, unsigned c) {
     uint32_t cap = hhi_bin_cap(tc, c), room = hhi_bin_room(tc, c);
     return cap > room ? cap - room : 0;

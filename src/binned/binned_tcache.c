@@ -70,11 +70,21 @@ void hhi_tcache_flush_bin(hhi_tcache *tc, unsigned c, uint32_t keep) {
 }
 
 void hhi_tcache_cap_set(hhi_tcache *tc, unsigned c, uint32_t cap) {
-    if (cap == hhi_bin_cap(tc, c)) return;
+    uint32_t old = hhi_bin_cap(tc, c);
+    if (cap == old) return;
     hhi_tcache_flush_bin(tc, c, cap);
     uint32_t count = hhi_bin_count(tc, c);
-    atomic_store_explicit(&tc->cap[c], cap, memory_order_relaxed);
-    hhi_bin_count_set(tc, c, count);
+    uint64_t ops = (hhi_bin_ops(tc, c) & ~HHI_BIN_COUNT_MASK) | (cap - count);
+    /* A reader on another thread (stats) may pair the cap of one moment
+       with the room of another: the order makes it count too few cached
+       blocks, never too many (growing: the room first; shrinking: the cap). */
+    if (cap > old) {
+        atomic_store_explicit(&tc->ops[c], ops, memory_order_relaxed);
+        atomic_store_explicit(&tc->cap[c], cap, memory_order_relaxed);
+    } else {
+        atomic_store_explicit(&tc->cap[c], cap, memory_order_relaxed);
+        atomic_store_explicit(&tc->ops[c], ops, memory_order_relaxed);
+    }
 }
 
 void hhi_tcache_cap_refresh(hhi_tcache *tc, unsigned c) {
