@@ -98,6 +98,19 @@ static void tcache_flush_all(hhi_tcache *tc) {
     for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) hhi_tcache_flush_bin(tc, c, 0);
 }
 
+/* A fork child's copy of a dead thread's cache: each bin goes back walked to
+   its end, not by its count -- the thread may have died between linking a
+   block and counting it, or between a cap and its room -- and at most a
+   full bin and one more (a list in a sane state is never longer). */
+static void tcache_flush_dead(hhi_tcache *tc) {
+    for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
+        hhi_bblock *b = tc->head[c];
+        tc->head[c] = NULL;
+        hhi_bin_count_set(tc, c, 0);
+        if (b != NULL) hhi_class_put(c, b, HHI_BIN_MAX + 1);
+    }
+}
+
 /* Thread exit: flush, fold the counters into the retired totals, recycle. */
 static void tcache_destructor(void *arg) {
     hhi_tcache *tc = arg;
@@ -142,7 +155,7 @@ void hhi_tcache_fork_child(void) {
     while (dead != NULL) {
         hhi_tcache *tc = dead;
         dead = tc->next;
-        tcache_flush_all(tc);
+        tcache_flush_dead(tc);
         hhi_lock_acquire(&hhi_bg.tc_lock);
         for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
             atomic_fetch_add(&hhi_bg.retired_hits[c], hhi_bin_hits(tc, c));
