@@ -176,13 +176,14 @@ HH_API hh_status hh_binned_set_purge_thread(bool on);
 HH_API bool      hh_binned_purge_thread(void);
 
 /* Transparent huge pages for large blocks: with on, every mapping made
-   afterwards for a block above HH_BINNED_SMALL_MAX (and its growth by
-   realloc) is advised MADV_HUGEPAGE, so the kernel may back it with 2 MiB
-   pages: one fault per 2 MiB instead of per 4 KiB, fewer TLB misses. A
-   program that writes its big blocks densely gains (the bench_binned
-   `large` workload runs about twice as fast); one that touches them
-   sparsely pays up to 2 MiB resident per touched spot, so it is off by
-   default. A hint: where the kernel has no THP (or it is set to "never")
+   afterwards for a block mapped on its own (above HH_BINNED_SMALL_MAX, or
+   aligned beyond what a class gives; and its growth by realloc) is advised
+   MADV_HUGEPAGE, so the kernel may back it with 2 MiB pages: one fault per
+   2 MiB instead of per 4 KiB, fewer TLB misses. A program that writes its
+   big blocks densely can gain (the bench_binned `large` workload ran about
+   twice as fast when huge pages were at hand, but slower when the kernel
+   had to compact memory to make them); one that touches them sparsely pays
+   up to 2 MiB resident per touched spot, so it is off by default. A hint: where the kernel has no THP (or it is set to "never")
    nothing changes. Mappings already made (live or cached for reuse) keep
    what they had. The LD_PRELOAD shim turns it on with
    HHEAP_LARGE_HUGEPAGES=1. Returns HH_OK. */
