@@ -167,7 +167,7 @@ static inline uint32_t hh_handle_index(hh_handle h) { return (uint32_t)(h.id & H
 /* Generation part of a handle. */
 static inline uint32_t hh_handle_generation(hh_handle h) { return (uint32_t)(h.id >> 32); }
 
-/* The lookup fast path: clamp, one compare. Inlined by the heap's hh_deref. */
+/* The lookup fast path: clamp, one compare (hh_handle_get inlines it). */
 static inline void *hh_handle_lookup(const hh_handle_table *t, hh_handle h) {
     uint32_t idx = (uint32_t)(h.id & HH_HANDLE_INDEX_MASK);
     idx = idx < t->capacity ? idx : 0;                /* out of range -> sentinel slot 0 */

@@ -87,6 +87,17 @@ static void large_unmap_range(void *p, size_t size) {
     hhi_os_unmap(p, size);
 }
 
+/* Takes live block h off g.large and its counts (large lock held): the
+   inverse of large_register's list half. */
+static void large_unlink(hhi_blarge *h) {
+    if (h->prev) h->prev->next = h->next;
+    else hhi_bg.large = h->next;
+    if (h->next) h->next->prev = h->prev;
+    hhi_bg.large_count--;
+    hhi_bg.large_bytes -= h->map_size - h->offset;
+    hhi_bg.large_mapped -= h->map_size;
+}
+
 /* A live block's mapping goes back to the OS (not cached): its registry
    bytes become NONE under the large lock, before it is unmapped. */
 static void large_forget(hhi_blarge *h) {
@@ -403,12 +414,7 @@ hh_status hhi_large_free(uintptr_t a, unsigned flags) {
         return hhi_binned_fail(HH_E_FOREIGN_POINTER, flags, "hh_bfree: %p is inside a large block, not its start",
                                (void *)a);
     }
-    if (h->prev) h->prev->next = h->next;
-    else hhi_bg.large = h->next;
-    if (h->next) h->next->prev = h->prev;
-    hhi_bg.large_count--;
-    hhi_bg.large_bytes -= h->map_size - h->offset;
-    hhi_bg.large_mapped -= h->map_size;
+    large_unlink(h);
     size_t map_size = h->map_size, offset = h->offset;
     hh_track_free(&hhi_bg, (void *)a, map_size - offset);
     lrange drop[HHI_LCACHE_MAX + 2];
@@ -447,12 +453,7 @@ void *hhi_large_grow(uintptr_t a, size_t size) {
     size_t map_size = hh_align_up(offset + size, page);
     /* Off the live list while it moves; its registry byte reads NONE (a free
        racing its own realloc is the caller's bug: it reads as foreign). */
-    if (h->prev) h->prev->next = h->next;
-    else hhi_bg.large = h->next;
-    if (h->next) h->next->prev = h->prev;
-    hhi_bg.large_count--;
-    hhi_bg.large_bytes -= old_map - offset;
-    hhi_bg.large_mapped -= old_map;
+    large_unlink(h);
     large_forget(h);
     hhi_lock_release(&hhi_bg.large_lock);
     char *base = hhi_os_map(map_size, HHI_SPAN_SIZE);

@@ -338,17 +338,19 @@ void hhi_class_xfer_put(unsigned c, hhi_bblock *head, uint32_t n) {
     hhi_lock_release(&k->lock);
 }
 
+/* Takes the newest batch off class k's stack (lock held, xfer_n > 0). */
+static uint32_t xfer_pop_locked(hhi_bclass *k, hhi_bblock **head) {
+    k->xfer_n--;
+    *head = k->xfer[k->xfer_n];
+    k->xfer_blocks -= k->xfer_count[k->xfer_n];
+    return k->xfer_count[k->xfer_n];
+}
+
 uint32_t hhi_class_xfer_take(unsigned c, hhi_bblock **head, uint32_t max) {
     hhi_bclass *k = &hhi_bg.classes[c];
     uint32_t n = 0;
     hhi_lock_acquire(&k->lock);
-    if (k->xfer_n > 0 && k->xfer_count[k->xfer_n - 1] <= max) {
-        k->xfer_n--;
-        n = k->xfer_count[k->xfer_n];
-        *head = k->xfer[k->xfer_n];
-        k->xfer[k->xfer_n] = NULL;
-        k->xfer_blocks -= n;
-    }
+    if (k->xfer_n > 0 && k->xfer_count[k->xfer_n - 1] <= max) n = xfer_pop_locked(k, head);
     hhi_lock_release(&k->lock);
     return n;
 }
@@ -359,11 +361,8 @@ static void class_xfer_drain(unsigned c, uint64_t deadline_ns) {
     hhi_bclass *k = &hhi_bg.classes[c];
     while (k->xfer_n > 0) {
         if (deadline_ns && hhi_now_ns() >= deadline_ns) return;
-        k->xfer_n--;
-        hhi_bblock *b = k->xfer[k->xfer_n];
-        uint32_t n = k->xfer_count[k->xfer_n];
-        k->xfer[k->xfer_n] = NULL;
-        k->xfer_blocks -= n;
+        hhi_bblock *b;
+        uint32_t n = xfer_pop_locked(k, &b);
         class_put_locked(c, b, n);
     }
 }

@@ -228,7 +228,8 @@ __attribute__((constructor)) static void shim_load(void) {
     hh_binned_set_decay_ms(decay);
     const char *pt = getenv("HHEAP_PURGE_THREAD");
     bool purge_thread = !(pt != NULL && pt[0] == '0' && pt[1] == 0);
-    hh_binned_set_purge_thread(purge_thread && decay != 0);
+    purge_thread = purge_thread && decay != 0;
+    hh_binned_set_purge_thread(purge_thread);
     bool huge = env_on("HHEAP_LARGE_HUGEPAGES");
     hh_binned_set_large_hugepages(huge);
     if (shim_opt.show_stats || shim_opt.leak_report) {
@@ -238,6 +239,6 @@ __attribute__((constructor)) static void shim_load(void) {
     }
     if (shim_opt.verbose)
         say("hheap: libhheap_malloc.so active in pid %d (decay %u ms%s%s%s%s)\n", (int)getpid(), (unsigned)decay,
-            purge_thread && decay != 0 ? ", purge thread" : "", huge ? ", huge pages for large blocks" : "",
+            purge_thread ? ", purge thread" : "", huge ? ", huge pages for large blocks" : "",
             shim_opt.show_stats ? ", stats at exit" : "", shim_opt.leak_report ? ", leak report at exit" : "");
 }

@@ -94,20 +94,25 @@ void hhi_tcache_cap_refresh(hhi_tcache *tc, unsigned c) {
     hhi_tcache_cap_set(tc, c, cap);
 }
 
+/* Every bin back to the class, walked to its end rather than by its count:
+   the same for a live thread's cache, and right for a fork child's copy of
+   a dead thread's, which may have died between linking a block and counting
+   it, or between a cap and its room. At most a full bin and one more (a
+   list in a sane state is never longer). */
 static void tcache_flush_all(hhi_tcache *tc) {
-    for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) hhi_tcache_flush_bin(tc, c, 0);
-}
-
-/* A fork child's copy of a dead thread's cache: each bin goes back walked to
-   its end, not by its count -- the thread may have died between linking a
-   block and counting it, or between a cap and its room -- and at most a
-   full bin and one more (a list in a sane state is never longer). */
-static void tcache_flush_dead(hhi_tcache *tc) {
     for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
         hhi_bblock *b = tc->head[c];
         tc->head[c] = NULL;
         hhi_bin_count_set(tc, c, 0);
         if (b != NULL) hhi_class_put(c, b, HHI_BIN_MAX + 1);
+    }
+}
+
+/* Folds a cache's hit and miss counts into the retired totals (tc_lock). */
+static void retire_counters(const hhi_tcache *tc) {
+    for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
+        atomic_fetch_add(&hhi_bg.retired_hits[c], hhi_bin_hits(tc, c));
+        atomic_fetch_add(&hhi_bg.retired_misses[c], atomic_load(&tc->misses[c]));
     }
 }
 
@@ -119,10 +124,7 @@ static void tcache_destructor(void *arg) {
     hhi_tc_self = &hhi_tc_empty;
     tc_state = TC_DEAD;
     hhi_lock_acquire(&hhi_bg.tc_lock);
-    for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
-        atomic_fetch_add(&hhi_bg.retired_hits[c], hhi_bin_hits(tc, c));
-        atomic_fetch_add(&hhi_bg.retired_misses[c], atomic_load(&tc->misses[c]));
-    }
+    retire_counters(tc);
     if (tc->prev) tc->prev->next = tc->next;
     else hhi_bg.tcaches = tc->next;
     if (tc->next) tc->next->prev = tc->prev;
@@ -155,12 +157,9 @@ void hhi_tcache_fork_child(void) {
     while (dead != NULL) {
         hhi_tcache *tc = dead;
         dead = tc->next;
-        tcache_flush_dead(tc);
+        tcache_flush_all(tc);
         hhi_lock_acquire(&hhi_bg.tc_lock);
-        for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
-            atomic_fetch_add(&hhi_bg.retired_hits[c], hhi_bin_hits(tc, c));
-            atomic_fetch_add(&hhi_bg.retired_misses[c], atomic_load(&tc->misses[c]));
-        }
+        retire_counters(tc);
         tc->next = hhi_bg.tc_free;
         hhi_bg.tc_free = tc;
         hhi_lock_release(&hhi_bg.tc_lock);

@@ -1119,7 +1119,8 @@ hh_status hh_defrag_metrics_get(const hh_heap *heap, hh_defrag_metrics *out) {
     hhi_block *t = hhi_heap_top_free(h), *lo = hhi_heap_lowest_free(h);
     /* the heap's cached blocks are holes of their own (heap_internal.h, I13) */
     size_t fb = h->free_bytes + heap_cached_bytes(h), largest = hhi_freelist_largest(h), top = t ? blk_size(t) : 0;
-    if (heap_cached_largest(h) > largest) largest = heap_cached_largest(h);
+    size_t cached_largest = heap_cached_largest(h), live_bytes = h->used_bytes - heap_cached_bytes(h);
+    if (cached_largest > largest) largest = cached_largest;
     out->free_bytes = fb;
     out->largest_free = largest;
     out->top_free_bytes = top;
@@ -1132,11 +1133,11 @@ hh_status hh_defrag_metrics_get(const hh_heap *heap, hh_defrag_metrics *out) {
        low_mark: an upper bound of the debt, exact while the lowest block
        cached since the last step stays. */
     size_t low = heap_lowest_hole_bound(h, lo && lo != t ? blk_offset(h, lo) : SIZE_MAX);
-    out->debt_bytes = hhi_compaction_debt(h->used_bytes - heap_cached_bytes(h), low,
+    out->debt_bytes = hhi_compaction_debt(live_bytes, low,
                                           low < (t ? blk_offset(h, t) : h->managed));
     if (out->debt_bytes && h->live_blocks) {
         size_t holes = fb - top, need = out->debt_bytes < holes ? out->debt_bytes : holes;
-        double avg = (double)(h->used_bytes - heap_cached_bytes(h)) / (double)h->live_blocks;   /* live bytes only */
+        double avg = (double)live_bytes / (double)h->live_blocks;
         uint64_t moves = (uint64_t)ceil((double)need / avg);
         uint32_t n = d && d->have_stepped ? d->last_max_moves : HHI_DEFRAG_DEFAULT_N;
         out->frames_to_compact = n ? (moves + n - 1) / n : 1;

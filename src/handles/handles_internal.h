@@ -45,7 +45,7 @@ static inline uint32_t hh_handle_fifo_take(hh_handle_table *t) {
    (committing more slots of a growable table), else any free slot. 0 when
    the table is full (or a growable table's commit failed with no free slot).
    The slot stays free (its key has HH_HANDLE_KEY_FREE) until
-   hh_handle_issue_at; hh_handle_slot_untake gives it back unissued. */
+   hh_handle_issue_fast issues it. */
 static inline uint32_t hh_handle_slot_take(hh_handle_table *t) {
     if (t->free_count > t->min_free) return hh_handle_fifo_take(t);
     if (HH_UNLIKELY(t->hwm >= t->committed) && !hh_handle_table_commit_more(t))
@@ -56,38 +56,16 @@ static inline uint32_t hh_handle_slot_take(hh_handle_table *t) {
     return idx;
 }
 
-/* Gives back slot idx, taken by hh_handle_slot_take and not issued (an
-   allocation that failed after taking it), so that the table is as before
-   the take (a growable table may keep a commit): a never-used slot goes back
-   below hwm -- it is the one right below hwm and still has the first
-   generation, which no slot that was ever released has (a release always
-   moves the generation up) -- and a slot from the FIFO goes back to its head. */
-static inline void hh_handle_slot_untake(hh_handle_table *t, uint32_t idx) {
-    if (idx + 1 == t->hwm && hh_handle_key_gen(t->slots[idx].key) == t->first_gen) {
-        HH_SLOT_STORE(&t->slots[idx].key, HH_HANDLE_KEY_FREE);   /* never used again (H2) */
-        HH_SLOT_STORE(&t->hwm, idx);
-        return;
-    }
-    HH_SLOT_STORE(&t->slots[idx].ptr, (void *)(uintptr_t)t->free_head);
-    t->free_head = idx;
-    if (t->free_count++ == 0) t->free_tail = idx;
-}
-
-/* Issues slot idx (from hh_handle_slot_take) for ptr: its handle. */
-static inline hh_handle hh_handle_issue_at(hh_handle_table *t, uint32_t idx, void *ptr) {
+/* A new handle for ptr, or HH_NULL when the table is full (nothing reported). */
+static inline hh_handle hh_handle_issue_fast(hh_handle_table *t, void *ptr) {
+    uint32_t idx = hh_handle_slot_take(t);
+    if (HH_UNLIKELY(idx == 0)) return HH_NULL;
     hh_handle_slot *s = &t->slots[idx];
     uint64_t key = s->key & ~HH_HANDLE_KEY_FREE;
     HH_SLOT_STORE(&s->ptr, ptr);
     HH_SLOT_STORE_REL(&s->key, key);   /* publishes ptr */
     t->live_count++;
     return hh_handle_from_key(idx, key);
-}
-
-/* A new handle for ptr, or HH_NULL when the table is full (nothing reported). */
-static inline hh_handle hh_handle_issue_fast(hh_handle_table *t, void *ptr) {
-    uint32_t idx = hh_handle_slot_take(t);
-    if (HH_UNLIKELY(idx == 0)) return HH_NULL;
-    return hh_handle_issue_at(t, idx, ptr);
 }
 
 /* Re-points live slot idx (a moved block). */

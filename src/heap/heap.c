@@ -1028,11 +1028,11 @@ HH_NOINLINE HH_COLD static hhi_block *heap_grow(hh_heap *h, size_t bs, size_t al
 
 /* The slow path of allocation: no free block fits. Compacts when enough free
    bytes exist (unless the heap forbids it). NULL when the bytes are not there. */
+static inline hhi_block *alloc_find(hh_heap *h, size_t bs, size_t align);
 HH_NOINLINE HH_COLD static hhi_block *alloc_find_slow(hh_heap *h, size_t bs, size_t align) {
     if (!heap_cache_empty(h)) {                         /* the cached holes first: they may coalesce into room */
         hhi_heap_cache_flush(h);
-        hhi_block *c = align <= HHI_GRANULE ? fl_exact_then_find(h, bs) : fl_find(h, bs + align);
-        if (c && hhi_heap_fits(h, c, bs, align, NULL)) return c;
+        return alloc_find(h, bs, align);                /* the search again; back here with the cache empty */
     }
     hhi_block *f = fl_find(h, bs + 2 * align);     /* worst-case lead for aligned blocks */
     if (f && hhi_heap_fits(h, f, bs, align, NULL)) return f;
@@ -1190,8 +1190,8 @@ HH_INLINE hh_handle alloc_carve(hh_heap *h, size_t size, size_t bs, size_t align
    nor a debug heap: no lock and no debug tests on its path. */
 HH_INLINE hh_handle heap_alloc(hh_heap *h, size_t size, size_t align, uint32_t tag, const char *who, bool plain) {
     if (align < HHI_GRANULE) align = HHI_GRANULE;
+    /* plain: no guard, size >= 1, so bs >= 32 == HHI_MIN_BLOCK */
     size_t bs = plain ? hh_align_up(size, HHI_GRANULE) + HHI_HDR : blk_min_size(h, size);
-    if (plain && bs < HHI_MIN_BLOCK) bs = HHI_MIN_BLOCK;
     if (!plain) heap_lock(h);
     uint32_t slot = hhi_slot_take(&h->handles);      /* first: a full table fails before anything changes */
     if (hh_unlikely(slot == 0)) return alloc_fail(h, size, align, who, true);
@@ -1328,12 +1328,11 @@ HH_NOINLINE HH_COLD static hh_status free_generic(hh_heap *heap, hh_handle hd) {
     return HH_OK;
 }
 
-/* Fast path: one lookup, one test (live, unpinned, consistent header, no
-   debug heap), then the handle is dropped and the block released. */
 /* hh_free of a block the cache does not take (larger than HHI_CACHE_MAX_BLOCK,
    or the cache is full): coalesced now. Apart from hh_free so that the cache
-   path keeps a small frame. The handle is dropped; lock held, released here. */
+   path keeps a small frame. hd names b (checked); lock held, released here. */
 HH_NOINLINE static hh_status free_release(hh_heap *heap, hh_handle hd, hhi_block *b, uint64_t w) {
+    hhi_slot_drop(&heap->handles, hh_handle_index(hd), (uint32_t)(hd.id >> HH_HANDLE_INDEX_BITS));
     size_t off = blk_offset(heap, b), size = (size_t)(w & BLK_SIZE_MASK);
     bool prev_free = (w & BLK_PREV_FREE) != 0;
     heap_touch(heap, prev_free ? blk_offset(heap, blk_prev_free_block(b)) : off);
@@ -1349,9 +1348,9 @@ HH_NOINLINE static hh_status free_release(hh_heap *heap, hh_handle hd, hhi_block
 
 /* Puts the block b (header word w, `size` bytes, payload p) of a handle just
    dropped into the cache: it stays as it is to its neighbours (I13). The one
-   body of hh_free's fast path and free_body's. */
+   body of hh_free's (free_body). */
 static inline void cache_push(hh_heap *heap, hhi_block *b, uint64_t w, size_t size, char *p) {
-    size_t off = (size_t)((char *)b - heap->base);
+    size_t off = blk_offset(heap, b);
     heap_touch(heap, off);                           /* low_mark: no cached block lies below it (I13) */
     heap->live_blocks--;
     hh_track_free(heap, p, blk_usable(heap, b));
@@ -1363,8 +1362,9 @@ static inline void cache_push(hh_heap *heap, hhi_block *b, uint64_t w, size_t si
     if (off < heap->cache_low) heap->cache_low = off;
 }
 
-/* hh_free's body; `plain` as for heap_alloc. */
-HH_INLINE hh_status free_body(hh_heap *heap, hh_handle hd, bool plain) {
+/* hh_free's body; `plain` as for heap_alloc, `no_hook` as for alloc_finish
+   (the caller saw no event hook: no lock, so none can appear meanwhile). */
+HH_INLINE hh_status free_body(hh_heap *heap, hh_handle hd, bool plain, bool no_hook) {
     if (!plain) heap_lock(heap);
     hhi_slots *t = &heap->handles;
     uint32_t idx = hh_handle_index(hd);
@@ -1374,11 +1374,11 @@ HH_INLINE hh_status free_body(hh_heap *heap, hh_handle hd, bool plain) {
     uint64_t w = b->word;
     if (hh_unlikely((w & (BLK_FREE | ((uint64_t)0xFF << BLK_PINS_SHIFT))) != 0 || b->u.live.slot != idx))
         return free_generic(heap, hd);
-    hhi_slot_drop(t, idx, (uint32_t)(hd.id >> HH_HANDLE_INDEX_BITS));
     size_t size = (size_t)(w & BLK_SIZE_MASK);
     if (hh_unlikely(size > HHI_CACHE_MAX_BLOCK || size > heap->cache_room)) return free_release(heap, hd, b, w);
+    hhi_slot_drop(t, idx, (uint32_t)(hd.id >> HH_HANDLE_INDEX_BITS));
     cache_push(heap, b, w, size, p);
-    if (hh_unlikely(heap->event_fn != NULL)) event_free(heap, hd);
+    if (!no_hook && hh_unlikely(heap->event_fn != NULL)) event_free(heap, hd);
     hh_assert_expensive(hhi_heap_is_valid(heap));
     if (!plain) heap_unlock(heap);
     return HH_OK;
@@ -1388,31 +1388,16 @@ HH_INLINE hh_status free_body(hh_heap *heap, hh_handle hd, bool plain) {
    event hook, a block the cache does not take, any bad handle. */
 HH_NOINLINE static hh_status free_slow(hh_heap *heap, hh_handle hd) {
     if (hh_unlikely(heap == NULL)) return hhi_error(HH_E_INVALID_ARG, "hh_free: heap is NULL");
-    if (heap->flags & (HH_HEAP_THREADSAFE | HH_HEAP_DEBUG)) return free_body(heap, hd, false);
-    return free_body(heap, hd, true);
+    if (heap->flags & (HH_HEAP_THREADSAFE | HH_HEAP_DEBUG)) return free_body(heap, hd, false, false);
+    return free_body(heap, hd, true, false);
 }
 
-/* The fast path: a live, unpinned block of a plain heap (no lock, no debug,
-   no event hook) that the cache takes. Nothing changes before every test has
-   passed, and it makes no call (no stack frame); everything else is free_slow. */
+/* The fast path: a plain heap (no lock, no debug, no event hook) frees
+   through the inlined body, whose every exit but the cache push is a tail
+   call (no stack frame); everything else is free_slow. */
 hh_status hh_free(hh_heap *heap, hh_handle hd) {
-    if (hh_likely(heap != NULL && !(heap->flags & (HH_HEAP_THREADSAFE | HH_HEAP_DEBUG)) && heap->event_fn == NULL)) {
-        hhi_slots *t = &heap->handles;
-        uint32_t idx = hh_handle_index(hd);
-        char *p = hhi_slot_lookup(t, hd);
-        if (hh_likely(p != NULL)) {
-            hhi_block *b = blk_from_payload(p);
-            uint64_t w = b->word;
-            size_t size = (size_t)(w & BLK_SIZE_MASK);
-            if (hh_likely((w & (BLK_FREE | ((uint64_t)0xFF << BLK_PINS_SHIFT))) == 0 && b->u.live.slot == idx &&
-                          size <= HHI_CACHE_MAX_BLOCK && size <= heap->cache_room)) {
-                hhi_slot_drop(t, idx, (uint32_t)(hd.id >> HH_HANDLE_INDEX_BITS));
-                cache_push(heap, b, w, size, p);
-                hh_assert_expensive(hhi_heap_is_valid(heap));
-                return HH_OK;
-            }
-        }
-    }
+    if (hh_likely(heap != NULL && !(heap->flags & (HH_HEAP_THREADSAFE | HH_HEAP_DEBUG)) && heap->event_fn == NULL))
+        return free_body(heap, hd, true, true);
     return free_slow(heap, hd);
 }
 
@@ -1555,7 +1540,7 @@ hh_status hh_resize(hh_heap *heap, hh_handle hd, size_t new_size) {
    Queries, pins
 --------------------------------------------------------------------------- */
 /* hh_deref past its fast path: reports why h names nothing. */
-HH_NOINLINE HH_COLD static void *deref_fail_as(const hh_heap *heap, hh_handle hd, const char *who) {
+HH_NOINLINE HH_COLD static void *deref_fail(const hh_heap *heap, hh_handle hd, const char *who) {
     if (heap == NULL) {
         hhi_error(HH_E_INVALID_ARG, "%s: heap is NULL", who);
         return NULL;
@@ -1565,7 +1550,6 @@ HH_NOINLINE HH_COLD static void *deref_fail_as(const hh_heap *heap, hh_handle hd
         hhi_error(HH_E_STALE_HANDLE, "%s: handle %#llx does not name a live block", who, (unsigned long long)hd.id);
     return NULL;
 }
-static void *deref_fail(const hh_heap *heap, hh_handle hd) { return deref_fail_as(heap, hd, "hh_deref"); }
 
 /* The function behind the macro (heap.h): the same fast path, then the report.
    hh_deref_inline calls it for everything but a live handle. */
@@ -1574,7 +1558,13 @@ void *(hh_deref)(const hh_heap *heap, hh_handle hd) {
         void *p = hhi_slot_lookup(&heap->handles, hd);
         if (hh_likely(p != NULL)) return p;
     }
-    return deref_fail(heap, hd);
+    return deref_fail(heap, hd, "hh_deref");
+}
+
+/* Starts loading h's slot if h carries this heap's tag (no load otherwise). */
+static inline void slot_prefetch(const hhi_slots *t, hh_handle h) {
+    uint32_t idx = hhi_slot_index(t, h);
+    if (idx < t->head.capacity) HHI_PREFETCH(slot_word(t, idx));
 }
 
 /* Software pipelining over the handles: the slot of handle i + AHEAD is
@@ -1591,22 +1581,16 @@ size_t hh_deref_many(const hh_heap *heap, const hh_handle *hs, size_t n, void **
     }
     enum { AHEAD = 16 };   /* about the misses a core keeps in flight */
     const hhi_slots *t = &heap->handles;
-    size_t live = 0, pre = n < AHEAD ? n : AHEAD;
-    for (size_t i = 0; i < pre; i++) {
-        uint32_t idx = (uint32_t)hs[i].id - t->head.tag_bias;
-        if (idx < t->head.capacity) HHI_PREFETCH(slot_word(t, idx));
-    }
+    for (size_t i = 0; i < n && i < AHEAD; i++) slot_prefetch(t, hs[i]);
+    size_t live = 0;
     for (size_t i = 0; i < n; i++) {
-        if (i + AHEAD < n) {
-            uint32_t idx = (uint32_t)hs[i + AHEAD].id - t->head.tag_bias;
-            if (idx < t->head.capacity) HHI_PREFETCH(slot_word(t, idx));
-        }
+        if (i + AHEAD < n) slot_prefetch(t, hs[i + AHEAD]);
         void *p = hhi_slot_lookup(t, hs[i]);
         if (hh_likely(p != NULL)) {
             HHI_PREFETCH(p);
             live++;
         } else {
-            deref_fail_as(heap, hs[i], "hh_deref_many");
+            deref_fail(heap, hs[i], "hh_deref_many");
         }
         out[i] = p;
     }

@@ -291,7 +291,7 @@ typedef struct hhi_slots {
     uint32_t committed;           /* slots [0, committed) are writable (growable: committed as issued) */
     uint32_t free_head, free_tail;/* FIFO of released slots: oldest ... newest (0: empty) */
     uint32_t free_count, min_free;
-    uint32_t live_count, retired_count;
+    uint32_t live_count;
     uint32_t first_gen;           /* generation of a slot's first handle */
     uint32_t first_key;           /* first_gen << 8: a dead key that comes back to it retires the slot */
     uint8_t  tag;                 /* 1..255, held by no other live table (hhi_handle_tag_acquire) */
@@ -299,21 +299,18 @@ typedef struct hhi_slots {
 } hhi_slots;
 
 static inline uint64_t *slot_word(const hhi_slots *t, uint32_t idx) { return &t->head.slots[idx]; }
-static inline hh_handle slot_key_handle(uint32_t idx, uint32_t key) {
-    hh_handle h;
-    h.id = ((uint64_t)key << HH_HANDLE_INDEX_BITS) | idx;
-    return h;
-}
 /* The handle issued in live slot idx, the payload it names. */
 static inline hh_handle hhi_slot_handle(const hhi_slots *t, uint32_t idx) {
-    return slot_key_handle(idx, (uint32_t)*slot_word(t, idx));
+    return hh_handle_from_key(idx, (uint32_t)*slot_word(t, idx));
 }
 static inline void *hhi_slot_ptr(const hhi_slots *t, uint32_t idx) {
     return t->head.base + ((*slot_word(t, idx) >> 32) << 4);
 }
+/* h's slot index: below capacity only if h carries this heap's tag (heap.h). */
+static inline uint32_t hhi_slot_index(const hhi_slots *t, hh_handle h) { return (uint32_t)h.id - t->head.tag_bias; }
 /* The payload behind h if h is live, else NULL (nothing reported; lock-free). */
 static inline void *hhi_slot_lookup(const hhi_slots *t, hh_handle h) {
-    uint32_t idx = (uint32_t)h.id - t->head.tag_bias;   /* >= capacity unless the tag is this heap's (heap.h) */
+    uint32_t idx = hhi_slot_index(t, h);
     if (idx >= t->head.capacity) return NULL;
     uint64_t w = HH_SLOT_LOAD(slot_word(t, idx));
     return (h.id >> HH_HANDLE_INDEX_BITS) == (uint32_t)w ? t->head.base + ((w >> 32) << 4) : NULL;
@@ -358,7 +355,7 @@ static inline hh_handle hhi_slot_issue(hhi_slots *t, uint32_t idx, const void *p
     uint32_t key = (uint32_t)*w | t->tag;
     HH_SLOT_STORE_REL(w, (uint64_t)((size_t)((const char *)p - t->head.base) >> 4) << 32 | key);
     t->live_count++;
-    return slot_key_handle(idx, key);
+    return hh_handle_from_key(idx, key);
 }
 /* Re-points live slot idx at the payload p (a moved block). */
 static inline void hhi_slot_repoint(hhi_slots *t, uint32_t idx, const void *p) {
@@ -374,7 +371,6 @@ static inline void hhi_slot_drop(hhi_slots *t, uint32_t idx, uint32_t key) {
     t->live_count--;
     if (HH_UNLIKELY(nk == t->first_key)) {
         HH_SLOT_STORE_REL(w, (uint64_t)(key & ~(uint32_t)0xFF));
-        t->retired_count++;
         return;
     }
     HH_SLOT_STORE_REL(w, (uint64_t)nk);           /* dead first; the end of the FIFO */
