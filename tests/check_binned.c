@@ -1498,6 +1498,8 @@ static uint32_t class_batches(unsigned c) {
     return n;
 }
 
+static uint32_t newest_batch(unsigned c);
+
 typedef struct batch_pop { void *got; unsigned cls; uint32_t left; } batch_pop;
 static void *pop_one_block(void *arg) {
     batch_pop *bp = arg;
@@ -1507,10 +1509,11 @@ static void *pop_one_block(void *arg) {
     return NULL;
 }
 
-/* A full bin moves to its class whole, in O(1): no block goes back to its
-   page (the class's used count does not move), and a thread whose bin is
-   empty pops that very batch: its first block is one of them, and the rest
-   of the batch is its bin. */
+/* A full bin's older half moves to its class as one batch, in O(1) for the
+   class: no block goes back to its page (the class's used count does not
+   move); the newer half stays in the bin (this thread allocates in the
+   class too). A thread whose bin is empty pops that very batch: its first
+   block is one of the older half, and the rest of the batch is its bin. */
 START_TEST(full_bin_moves_to_another_thread_as_one_batch) {
     unsigned c = (unsigned)hh_binned_class_of(200);
     hh_bfree(hh_bmalloc(200));                       /* this thread's cache exists, its bin is current */
@@ -1528,9 +1531,11 @@ START_TEST(full_bin_moves_to_another_thread_as_one_batch) {
     for (uint32_t i = 0; i < cap; i++) hh_bfree(v[i]);      /* the bin is full now */
     ck_assert_uint_eq(hhi_bin_count(hhi_tc_self, c), cap);
     ck_assert_uint_eq(class_batches(c), batches0);
-    hh_bfree(v[cap]);                                 /* one more: the whole bin leaves */
-    ck_assert_uint_eq(hhi_bin_count(hhi_tc_self, c), 1);
+    hh_bfree(v[cap]);                                 /* one more: the older half leaves */
+    uint32_t keep = cap / 2, moved = cap - keep;
+    ck_assert_uint_eq(hhi_bin_count(hhi_tc_self, c), keep + 1);
     ck_assert_uint_eq(class_batches(c), batches0 + 1);
+    ck_assert_uint_eq(newest_batch(c), moved);
     ck_assert_uint_eq(class_used(c), used0);          /* no block walked back to its page */
     ck_assert_int_eq(hh_binned_check(), HH_OK);
 
@@ -1539,11 +1544,43 @@ START_TEST(full_bin_moves_to_another_thread_as_one_batch) {
     ck_assert_int_eq(pthread_create(&t, NULL, pop_one_block, &bp), 0);
     pthread_join(t, NULL);
     int found = 0;
-    for (uint32_t i = 0; i < cap; i++) found |= v[i] == bp.got;
+    for (uint32_t i = 0; i < moved; i++) found |= v[i] == bp.got;   /* freed first: the older half */
     ck_assert_msg(found, "the other thread's block %p is not from the batch", bp.got);
-    ck_assert_uint_eq(bp.left, cap - 1);
+    ck_assert_uint_eq(bp.left, moved - 1);
     ck_assert_uint_eq(class_batches(c), batches0);
     for (uint32_t i = cap + 1; i < n; i++) hh_bfree(v[i]);
+    free(v);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    ck_assert_uint_eq(hh_test_captured_count(), 0);
+}
+END_TEST
+
+/* A thread whose allocations and frees alternate in runs shorter than half
+   a bin touches no class lock once its bin has overflowed: the overflow
+   keeps the newer half, so neither an empty nor a full bin follows soon.
+   (Pushing the bin whole left one block: the next two allocations emptied
+   it and refilled from the class, and so on -- a lock every few calls.) */
+START_TEST(alternating_runs_stay_in_the_bin) {
+    unsigned c = (unsigned)hh_binned_class_of(200);
+    hh_bfree(hh_bmalloc(200));
+    hhi_tcache *tc = hhi_tc_self;
+    uint32_t cap = hhi_bin_cap(tc, c);
+    ck_assert_uint_ge(cap, 8);
+    void **v = malloc((cap + 1) * sizeof *v);
+    for (uint32_t i = 0; i <= cap; i++) REQUIRE((v[i] = hh_bmalloc(200)) != NULL);
+    hh_binned_thread_flush();
+    for (uint32_t i = 0; i <= cap; i++) hh_bfree(v[i]);     /* the bin overflowed once */
+    uint32_t batches0 = class_batches(c);
+    uint64_t misses0 = atomic_load(&tc->misses[c]);
+    uint32_t run = cap / 4;
+    for (int round = 0; round < 100; round++) {
+        for (uint32_t i = 0; i < run; i++) REQUIRE((v[i] = hh_bmalloc(200)) != NULL);
+        for (uint32_t i = 0; i < run; i++) memset(v[i], 0x5A, 200);   /* the blocks are usable */
+        for (uint32_t i = 0; i < run; i++) hh_bfree(v[i]);
+    }
+    uint64_t misses = atomic_load(&tc->misses[c]);
+    ck_assert_uint_eq(class_batches(c), batches0);          /* no push */
+    ck_assert_uint_eq(misses, misses0);                     /* no refill (a pop and a push cancel out above) */
     free(v);
     ck_assert_int_eq(hh_binned_check(), HH_OK);
     ck_assert_uint_eq(hh_test_captured_count(), 0);
@@ -2382,6 +2419,7 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, fork_child_drops_dead_threads_caches);
     tcase_add_test(tc, fork_child_gives_back_a_dead_threads_uncounted_block);
     tcase_add_test(tc, full_bin_moves_to_another_thread_as_one_batch);
+    tcase_add_test(tc, alternating_runs_stay_in_the_bin);
     tcase_add_test(tc, transfer_stack_is_bounded_and_trim_empties_it);
     tcase_add_test(tc, a_refill_carves_at_most_one_os_page_of_fresh_blocks);
     tcase_add_test(tc, a_bin_that_only_frees_pushes_small_batches);
