@@ -56,8 +56,7 @@ static void *small_alloc_slow(unsigned c, unsigned flags) {
                half a bin from the pages: freed blocks first, fresh ones at
                most HHI_CARVE_BYTES' worth (hhi_class_take). */
             hhi_bblock *list = NULL;
-            uint32_t got = hhi_class_xfer_take(c, &list, cap);
-            if (got == 0) got = hhi_class_take(c, &list, (cap + 1) / 2);
+            uint32_t got = hhi_class_refill(c, &list, cap, (cap + 1) / 2);   /* one lock, not two */
             if (got > 0) {
                 hhi_stat_inc(&tc->misses[c]);
                 b = list;

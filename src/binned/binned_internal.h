@@ -528,6 +528,11 @@ HH_INTERNAL void     hhi_page_setup_class(hhi_bpage *pg, unsigned c);
    come first; fresh (uncarved) ones at most HHI_CARVE_BYTES' worth (one OS
    page, at least one block), after which it returns what it has. */
 HH_INTERNAL uint32_t hhi_class_take(unsigned c, hhi_bblock **head, uint32_t want);
+/* A thread-cache refill of class c under one lock acquisition: the newest
+   transfer batch if it holds at most max blocks (hhi_class_xfer_take), else
+   up to want blocks from the pages (hhi_class_take). The count (0: out of
+   memory). */
+HH_INTERNAL uint32_t hhi_class_refill(unsigned c, hhi_bblock **head, uint32_t max, uint32_t want);
 /* Returns a linked list of n blocks of class c to their pages. */
 HH_INTERNAL void     hhi_class_put(unsigned c, hhi_bblock *head, uint32_t n);
 /* Pushes a thread-cache bin (n >= 1 blocks of class c, NULL-terminated,

@@ -214,11 +214,31 @@ void hhi_page_setup_class(hhi_bpage *pg, unsigned c) {
 /* ---------------------------------------------------------------------------
    Class lists
 --------------------------------------------------------------------------- */
+static uint32_t class_take_locked(unsigned c, hhi_bblock **out, uint32_t want);
+static uint32_t xfer_pop_locked(hhi_bclass *k, hhi_bblock **head);
+
 uint32_t hhi_class_take(unsigned c, hhi_bblock **out, uint32_t want) {
+    hhi_bclass *k = &hhi_bg.classes[c];
+    hhi_lock_acquire(&k->lock);
+    uint32_t got = class_take_locked(c, out, want);
+    hhi_lock_release(&k->lock);
+    return got;
+}
+
+uint32_t hhi_class_refill(unsigned c, hhi_bblock **out, uint32_t max, uint32_t want) {
+    hhi_bclass *k = &hhi_bg.classes[c];
+    hhi_lock_acquire(&k->lock);
+    uint32_t got = k->xfer_n > 0 && k->xfer_count[k->xfer_n - 1] <= max ? xfer_pop_locked(k, out)
+                                                                        : class_take_locked(c, out, want);
+    hhi_lock_release(&k->lock);
+    return got;
+}
+
+/* hhi_class_take with the class lock held. */
+static uint32_t class_take_locked(unsigned c, hhi_bblock **out, uint32_t want) {
     hhi_bclass *k = &hhi_bg.classes[c];
     hhi_bblock *head = NULL, *tail = NULL;
     uint32_t got = 0;
-    hhi_lock_acquire(&k->lock);
     while (got < want) {
         hhi_bpage *pg = k->head;
         if (pg == NULL) {
@@ -269,7 +289,6 @@ uint32_t hhi_class_take(unsigned c, hhi_bblock **out, uint32_t want) {
         }
         if (carved_fresh) break;   /* one OS page of fresh memory per take */
     }
-    hhi_lock_release(&k->lock);
     *out = head;
     return got;
 }
