@@ -192,9 +192,10 @@ void hhi_binned_free_claimed(void *p) {
         hhi_tcache_cap_refresh(tc, c);
         uint32_t cap = hhi_bin_cap(tc, c);
         if (cap > 0) {
-            /* Full bin: the whole bin goes to the class's transfer stack
-               as one batch (O(1): no block is touched), for a thread whose
-               bin runs dry to pop. */
+            /* Full bin: its older half (the whole bin if it only frees)
+               goes to the class's transfer stack as one batch (O(1) under
+               the lock: no block goes back to its page), for a thread
+               whose bin runs dry to pop. */
             /* cap_refresh flushed down to the cap: room never exceeds it. */
             hh_assert_internal(hhi_bin_room(tc, c) <= cap);
             bool pushed = false;

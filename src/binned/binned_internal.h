@@ -311,9 +311,10 @@ HH_INLINE uint64_t hhi_owner_read(const _Atomic uint64_t *w) {
 /* Owner only: a hit, head's first block left (room + 1, hits + 1). */
 HH_INLINE void hhi_bin_pop_note(hhi_tcache *tc, size_t c) { hhi_owner_add(&tc->ops[c], HHI_BIN_POP); }
 
-/* A class's transfer stack: whole thread-cache bins moved between threads
-   as one pre-linked batch in O(1) under the class lock (a thread whose bin
-   is full pushes it, one whose bin is empty pops one), instead of walking
+/* A class's transfer stack: thread-cache bins moved between threads as one
+   pre-linked batch in O(1) under the class lock (a thread whose bin is full
+   pushes its older half -- all of it if the bin only frees --, one whose bin
+   is empty pops one, hhi_class_refill), instead of walking
    every block back to its page and out again. Blocks in a batch keep their
    state FREED and their state-byte address (hhi_bblock.state), so a popped
    batch is a ready bin. Every decay pass and trim give all batches back. */

@@ -1,6 +1,6 @@
 /* binned_tcache.c -- per-thread caches: creation on a thread's first slow
- * path, batched refill/flush against the class lists (a full bin moves to
- * its class's transfer stack whole, in binned.c's free slow path), flush at
+ * path, batched refill/flush against the class lists (a full bin's older
+ * half moves to its class's transfer stack, in binned.c's free slow path), flush at
  * thread exit (pthread key destructor), and the fork handlers. A thread
  * without a cache points at hhi_tc_empty, never NULL.
  *
