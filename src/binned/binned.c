@@ -52,7 +52,8 @@ static void *small_alloc_slow(unsigned c, unsigned flags) {
         hhi_tcache_cap_set(tc, c, tc->limit_cap[c]);
         uint32_t cap = hhi_bin_cap(tc, c);
         if (tc->head[c] == NULL && cap > 0) {
-            /* A batch another thread's full bin left, in O(1); else up to
+            /* A batch a full bin pushed (its older half, or all of a bin
+               that only frees; this thread's or another's), in O(1); else up to
                half a bin from the pages: freed blocks first, fresh ones at
                most HHI_CARVE_BYTES' worth (hhi_class_take). */
             hhi_bblock *list = NULL;
@@ -207,7 +208,7 @@ void hhi_binned_free_claimed(void *p) {
                    instead of sitting here by the bin-full (up to 32 KiB per
                    class). A hit since restores the full cap at the next
                    push; a refill at once. (HH_STAT 0 counts no hits: there
-                   every bin keeps its full cap.) */
+                   every bin keeps its full cap and half its blocks.) */
                 uint64_t hits = hhi_bin_hits(tc, c);
                 bool free_only = HH_STAT >= 1 && hits == tc->hits_mark[c];
                 tc->hits_mark[c] = hits;
@@ -221,18 +222,12 @@ void hhi_binned_free_claimed(void *p) {
                    of futex waits a second). Half a bin each way, a thread
                    now drifts by half a bin before it locks again. A bin
                    that only frees pushes whole: nothing here would use the
-                   half it kept. The walk to the middle reads links this
-                   thread wrote a moment ago, with no lock held. */
-                uint32_t keep = free_only || cap < 2 ? 0 : cap / 2;
-                hhi_bblock *batch = tc->head[c];
-                if (keep == 0) {
-                    tc->head[c] = NULL;
-                } else {
-                    hhi_bblock *last = batch;
-                    for (uint32_t i = 1; i < keep; i++) last = hhi_block_next(last);
-                    batch = hhi_block_next(last);
-                    hhi_block_set_next(last, NULL);
-                }
+                   half it kept (HH_STAT 0 tells no bin so: every bin keeps
+                   half). The walk to the middle reads the bin's own links,
+                   with no lock held: a refill's batch became this thread's
+                   under the class lock. */
+                uint32_t keep = free_only ? 0 : cap / 2;
+                hhi_bblock *batch = hhi_bin_detach_older(tc, c, keep);
                 /* Off the bin before it is on the stack: a fork in between
                    must not find the blocks in both (the child flushes this
                    thread's bins). */

@@ -530,19 +530,17 @@ HH_INTERNAL void     hhi_page_setup_class(hhi_bpage *pg, unsigned c);
    page, at least one block), after which it returns what it has. */
 HH_INTERNAL uint32_t hhi_class_take(unsigned c, hhi_bblock **head, uint32_t want);
 /* A thread-cache refill of class c under one lock acquisition: the newest
-   transfer batch if it holds at most max blocks (hhi_class_xfer_take), else
-   up to want blocks from the pages (hhi_class_take). The count (0: out of
-   memory). */
+   transfer batch if it holds at most max blocks, else up to want blocks
+   from the pages (hhi_class_take; want 0: none). The count (0: out of
+   memory, or no batch and want 0). */
 HH_INTERNAL uint32_t hhi_class_refill(unsigned c, hhi_bblock **head, uint32_t max, uint32_t want);
 /* Returns a linked list of n blocks of class c to their pages. */
 HH_INTERNAL void     hhi_class_put(unsigned c, hhi_bblock *head, uint32_t n);
-/* Pushes a thread-cache bin (n >= 1 blocks of class c, NULL-terminated,
-   state addresses set) onto the class's transfer stack: O(1), but for a
-   full stack, whose oldest batch then goes back to its pages. */
+/* Pushes a batch from a full thread-cache bin (its older half, or all of
+   it; n >= 1 blocks of class c, NULL-terminated, state addresses set) onto
+   the class's transfer stack: O(1), but for a full stack, whose oldest
+   batch then goes back to its pages. */
 HH_INTERNAL void     hhi_class_xfer_put(unsigned c, hhi_bblock *head, uint32_t n);
-/* Pops the newest batch of class c if it holds at most max blocks: its
-   count, 0 if none (the caller then takes blocks from the pages). */
-HH_INTERNAL uint32_t hhi_class_xfer_take(unsigned c, hhi_bblock **head, uint32_t max);
 HH_INTERNAL void     hhi_lock_all(void);     /* classes, pool, large (fork, check) */
 HH_INTERNAL void     hhi_unlock_all(void);
 HH_INTERNAL size_t   hhi_pool_trim(uint64_t deadline_ns);
@@ -589,6 +587,9 @@ HH_INTERNAL uint64_t hhi_purge_kick_and_wait(void);
 /* binned_tcache.c */
 HH_INTERNAL hhi_tcache *hhi_tcache_get(void);      /* NULL (never &hhi_tc_empty): use the cacheless path */
 HH_INTERNAL void     hhi_tcache_flush_bin(hhi_tcache *tc, unsigned c, uint32_t keep);
+/* Cuts bin c after its `keep` newest blocks (keep < the bin's length) and
+   returns the older rest, NULL-terminated; the count is the caller's to set. */
+HH_INTERNAL hhi_bblock *hhi_bin_detach_older(hhi_tcache *tc, unsigned c, uint32_t keep);
 /* Owner: bin c adopts g.cap[c] if it changed since the bin last did
    (flushing what is above it), keeping its blocks and hits. */
 HH_INTERNAL void     hhi_tcache_cap_refresh(hhi_tcache *tc, unsigned c);

@@ -335,8 +335,11 @@ static void class_put_locked(unsigned c, hhi_bblock *b, uint32_t n) {
 
 void hhi_class_xfer_put(unsigned c, hhi_bblock *head, uint32_t n) {
     hhi_bclass *k = &hhi_bg.classes[c];
-    /* Blocks the stack may hold: as many as HHI_XFER_BINS full bins. Small
-       batches (bins that only free) may be many, full bins fewer. */
+    /* Blocks the stack may hold: as many as HHI_XFER_BINS full bins. The
+       usual batch is half a bin (a bin that also allocates keeps the other
+       half), so HHI_XFER_MAX of them hold about as many blocks and both
+       limits tend to bind together; small batches (bins that only free)
+       meet the count limit first. */
     uint32_t max_blocks = HHI_XFER_BINS * atomic_load_explicit(&hhi_bg.cap[c], memory_order_relaxed);
     hhi_lock_acquire(&k->lock);
     while (k->xfer_n == HHI_XFER_MAX || (k->xfer_n > 0 && k->xfer_blocks + n > max_blocks)) {
@@ -363,15 +366,6 @@ static uint32_t xfer_pop_locked(hhi_bclass *k, hhi_bblock **head) {
     *head = k->xfer[k->xfer_n];
     k->xfer_blocks -= k->xfer_count[k->xfer_n];
     return k->xfer_count[k->xfer_n];
-}
-
-uint32_t hhi_class_xfer_take(unsigned c, hhi_bblock **head, uint32_t max) {
-    hhi_bclass *k = &hhi_bg.classes[c];
-    uint32_t n = 0;
-    hhi_lock_acquire(&k->lock);
-    if (k->xfer_n > 0 && k->xfer_count[k->xfer_n - 1] <= max) n = xfer_pop_locked(k, head);
-    hhi_lock_release(&k->lock);
-    return n;
 }
 
 /* Walks every batch of class c's transfer stack back to its pages (class

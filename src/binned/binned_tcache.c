@@ -49,11 +49,7 @@ void hhi_tcache_compute_caps(size_t limit) {
     atomic_store(&hhi_bg.cache_limit, limit);
 }
 
-/* Moves all but `keep` blocks of bin c (the older ones, at the list's end)
-   back to the class. */
-void hhi_tcache_flush_bin(hhi_tcache *tc, unsigned c, uint32_t keep) {
-    uint32_t count = hhi_bin_count(tc, c);
-    if (count <= keep) return;
+hhi_bblock *hhi_bin_detach_older(hhi_tcache *tc, unsigned c, uint32_t keep) {
     hhi_bblock *rest;
     if (keep == 0) {
         rest = tc->head[c];
@@ -64,9 +60,17 @@ void hhi_tcache_flush_bin(hhi_tcache *tc, unsigned c, uint32_t keep) {
         rest = hhi_block_next(b);
         hhi_block_set_next(b, NULL);
     }
-    uint32_t n = count - keep;
+    return rest;
+}
+
+/* Moves all but `keep` blocks of bin c (the older ones, at the list's end)
+   back to the class. */
+void hhi_tcache_flush_bin(hhi_tcache *tc, unsigned c, uint32_t keep) {
+    uint32_t count = hhi_bin_count(tc, c);
+    if (count <= keep) return;
+    hhi_bblock *rest = hhi_bin_detach_older(tc, c, keep);
     hhi_bin_count_set(tc, c, keep);
-    hhi_class_put(c, rest, n);
+    hhi_class_put(c, rest, count - keep);
 }
 
 void hhi_tcache_cap_set(hhi_tcache *tc, unsigned c, uint32_t cap) {
