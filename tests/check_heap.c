@@ -104,15 +104,19 @@ START_TEST(alloc_zero_is_invalid) {
 END_TEST
 
 START_TEST(huge_sizes_fail_cleanly) {
-    size_t sizes[] = { SIZE_MAX, SIZE_MAX - 15, SIZE_MAX / 2 + 1, (1u << 20) + 1 };
+    /* above HH_HEAP_MAX_ALLOC: no block can hold it (the header's size field) */
+    size_t sizes[] = { SIZE_MAX, SIZE_MAX - 15, SIZE_MAX / 2 + 1, (size_t)HH_HEAP_MAX_ALLOC + 1, (1u << 20) + 1 };
     for (size_t i = 0; i < HH_ARRAY_LEN_T(sizes); i++) {
         hh_test_reset_captured();
         ck_assert(hh_is_null(hh_alloc(heap, sizes[i])));
-        ck_assert_int_eq(hh_test_last_captured(), HH_E_NO_MEMORY);
-        ck_assert_uint_eq(hh_test_captured_count(), 1);
+        ck_assert(hh_is_null(hh_alloc_ex(heap, sizes[i], 64, 7)));
+        ck_assert_int_eq(hh_test_last_captured(), sizes[i] > HH_HEAP_MAX_ALLOC ? HH_E_INVALID_ARG : HH_E_NO_MEMORY);
+        ck_assert_uint_eq(hh_test_captured_count(), 2);
     }
     hh_handle h = hh_alloc(heap, 64);
-    ck_assert_int_eq(hh_resize(heap, h, SIZE_MAX), HH_E_NO_MEMORY);
+    ck_assert_int_eq(hh_resize(heap, h, SIZE_MAX), HH_E_INVALID_ARG);
+    ck_assert_int_eq(hh_resize(heap, h, (size_t)HH_HEAP_MAX_ALLOC + 1), HH_E_INVALID_ARG);
+    ck_assert_int_eq(hh_resize(heap, h, (1u << 20) + 1), HH_E_NO_MEMORY);
     ck_assert_uint_ge(hh_size(heap, h), 64);
 }
 END_TEST
@@ -289,7 +293,10 @@ START_TEST(size_is_usable_and_rounded) {
         hh_handle h = hh_alloc(heap, s);
         size_t u = hh_size(heap, h);
         ck_assert_uint_ge(u, s);
-        ck_assert_uint_lt(u, s + 16);
+        /* the header and the payload round up to a granule together; the
+           smallest block (HHI_MIN_BLOCK, 32) gives tiny sizes more */
+        ck_assert_uint_eq(u, (s + HH_HEAP_HEADER_BYTES + 15) / 16 * 16 - HH_HEAP_HEADER_BYTES > 24
+                                 ? (s + HH_HEAP_HEADER_BYTES + 15) / 16 * 16 - HH_HEAP_HEADER_BYTES : 24);
         memset(hh_deref(heap, h), 0x5A, u);                     /* every usable byte is writable */
     }
     ck_assert_int_eq(hh_heap_check(heap), HH_OK);
@@ -428,9 +435,9 @@ START_TEST(debug_fills_and_catches_overrun) {
     hh_handle a = hh_alloc(h, 40);
     unsigned char *p = hh_deref(h, a);
     ck_assert_uint_eq(p[0], 0xA5);
-    ck_assert_uint_eq(p[47], 0xA5);                            /* usable is 48 */
+    ck_assert_uint_eq(p[39], 0xA5);                            /* usable is 40: 8 + 40 + 16 (guard) = 64 */
     size_t u = hh_size(h, a);
-    ck_assert_uint_eq(u, 48);
+    ck_assert_uint_eq(u, 40);
     if (getenv("HH_TEST_UNDER_VALGRIND")) {                    /* memcheck reports the overrun itself */
         ck_assert_int_eq(hh_free(h, a), HH_OK);
         hh_heap_destroy(h);
@@ -1100,7 +1107,7 @@ END_TEST
    must be resident ones (RSS falls by about what is reported, step by step and
    in total), and the total can never exceed what was touched. */
 START_TEST(bounded_decommit_gives_back_resident_pages) {
-    const size_t cap = 64u << 20, touched = 8u << 20, bsz = 1024 - 16;
+    const size_t cap = 64u << 20, touched = 8u << 20, bsz = 1024 - HH_HEAP_HEADER_BYTES;
     hh_heap *hp;
     ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = cap, .max_handles = 1u << 14 }, &hp), HH_OK);
     unsigned n = (unsigned)(touched / 1024);
@@ -1187,11 +1194,11 @@ START_TEST(debug_moves_never_reuse_a_vacated_place) {
         ck_assert_uint_eq(n, rep.moves);
         total_moves += rep.moves;
         for (size_t i = 0; i < n; i++) {
-            size_t usable = hh_size(hp, rec[i].handle), src_end = rec[i].src_offset + 16 + usable;
+            size_t usable = hh_size(hp, rec[i].handle), src_end = rec[i].src_offset + HH_HEAP_HEADER_BYTES + usable;
             for (size_t j = i; j < n; j++)               /* no later destination on an old place, its own included */
                 ck_assert_msg(rec[j].dst_offset + rec[j].size <= rec[i].src_offset || rec[j].dst_offset >= src_end,
                               "step %u: move %zu lands on the old place of move %zu", steps, j, i);
-            unsigned char *old = (unsigned char *)base + rec[i].src_offset + 16;
+            unsigned char *old = (unsigned char *)base + rec[i].src_offset + HH_HEAP_HEADER_BYTES;
             hh_track_defined(old, usable);                 /* no-access to memcheck/ASan: open, read, close */
             for (size_t k = 0; k < usable; k++)
                 if (old[k] != 0xDB) ck_abort_msg("step %u: byte %zu of an old place reads %#x", steps, k, old[k]);
@@ -1200,9 +1207,9 @@ START_TEST(debug_moves_never_reuse_a_vacated_place) {
         if (n && steps % 4 == 0) {                         /* a new block keeps out of the old places too */
             hh_handle h = hh_alloc(hp, 64);
             ck_assert(!hh_is_null(h));
-            size_t off = (size_t)((char *)hh_deref(hp, h) - base) - 16;
+            size_t off = (size_t)((char *)hh_deref(hp, h) - base) - HH_HEAP_HEADER_BYTES;
             for (size_t i = 0; i < n; i++)
-                ck_assert(off + 80 <= rec[i].src_offset || off >= rec[i].src_offset + 16 + hh_size(hp, rec[i].handle));
+                ck_assert(off + 80 <= rec[i].src_offset || off >= rec[i].src_offset + HH_HEAP_HEADER_BYTES + hh_size(hp, rec[i].handle));
             hh_shadow_add(&sh, hp, h, 64, 16, 10000 + steps);
         }
         ck_assert_int_eq(hh_heap_check(hp), HH_OK);
@@ -1336,7 +1343,7 @@ START_TEST(huge_pages_flag_is_a_hint) {
     for (size_t k = 0; k < HH_ARRAY_LEN_T(flags); k++) {
         hh_heap *hp;
         ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 8u << 20, .flags = flags[k] }, &hp), HH_OK);
-        ck_assert_uint_eq((uintptr_t)hh_heap_base(hp) % 4096, 4096 - 16);
+        ck_assert_uint_eq((uintptr_t)hh_heap_base(hp) % 4096, 4096 - HH_HEAP_HEADER_BYTES);
         hh_shadow sh;
         hh_shadow_init(&sh);
         for (unsigned i = 0; i < 2000; i++) {

@@ -174,7 +174,7 @@ static hhi_block *highest_block(const hh_heap *h) {
 
 /* true if b (live) may move in this step; notes blocks passed over as oversize. */
 static bool movable(step_ctx *c, const hhi_block *b) {
-    if (blk_pins(b)) return false;
+    if (blk_pinned(b)) return false;
     if (c->max_bytes) {
         size_t u = blk_usable(c->h, b);
         if (u > c->max_bytes) {
@@ -264,7 +264,7 @@ static hhi_block *window_best(step_ctx *c, hhi_block *H, const hhi_block *Y) {
     for (unsigned i = 0; i < c->win_n; i++) {
         hhi_block *b = c->win[i];
         if (blk_offset(h, b) <= hoff) break;           /* descending: the rest lie below H */
-        if (b == Y || blk_pins(b)) continue;           /* Y slides, it does not fill; pinned since saved */
+        if (b == Y || blk_pinned(b)) continue;           /* Y slides, it does not fill; pinned since saved */
         size_t need = blk_need(b);
         if (need < min_need) min_need = need;
         size_t align = blk_align(b);                   /* 16: no lead, fits iff it is not larger */
@@ -297,7 +297,7 @@ static bool fill_highest(step_ctx *c, hhi_block *H, const hhi_block *Y, move_pla
     window_fill(c, blk_offset(h, H));
     if (c->win_n == 0 || blk_offset(h, c->win[0]) <= blk_offset(h, H)) return false;
     hhi_block *b = c->win[0];
-    if (b == Y || blk_pins(b)) return false;           /* only the slide candidate is left; pinned since saved */
+    if (b == Y || blk_pinned(b)) return false;           /* only the slide candidate is left; pinned since saved */
     size_t need = blk_need(b), align = blk_align(b);
     if (hhi_heap_fits(h, H, need, align, NULL)) {
         *mv = (move_plan){ .b = b, .dst = H };
@@ -473,7 +473,7 @@ static loop_state loop_pass(step_ctx *c, loop *l) {
     hhi_block *Y = blk_next(c->h, l->H);
     d->stuck_bytes += blk_size(l->H);
     d->stuck_holes++;
-    if (Y && blk_pins(Y)) d->blocking_pinned += blk_size(Y);
+    if (Y && blk_pinned(Y)) d->blocking_pinned += blk_size(Y);
     if (c->r.oversize_bytes != l->oversize_before) d->floor_dirty = true;
     return LOOP_CHECK;
 }
@@ -632,7 +632,7 @@ static bool evacuate(step_ctx *c) {
             continue;
         }
         size_t yend = blk_offset(h, Y) + blk_size(Y);
-        if (blk_is_free(Y) || blk_pins(Y)) {           /* a hole, or a block that stays */
+        if (blk_is_free(Y) || blk_pinned(Y)) {           /* a hole, or a block that stays */
             d->job_lo = yend;
             continue;
         }
@@ -685,7 +685,7 @@ static bool lower_top(step_ctx *c) {
         }
         c->work++;
         hhi_block *b = highest_block(h);
-        if (b == NULL || blk_is_free(b) || blk_pins(b) || !region_quiet(h, blk_offset(h, b) >> h->region_shift)) break;
+        if (b == NULL || blk_is_free(b) || blk_pinned(b) || !region_quiet(h, blk_offset(h, b) >> h->region_shift)) break;
         unsigned looked = 0;
         hhi_block *f = hhi_heap_find_fit_below(h, blk_need(b), blk_align(b), blk_offset(h, b), HHI_DEFRAG_FIT_TRIES, &looked);
         c->work += looked;
@@ -830,7 +830,7 @@ static void stress_up(step_ctx *c) {
         if (g == HHI_BM_NONE || granule_off((uint32_t)g) >= end) break;
         hhi_block *b = blk_at(h, granule_off((uint32_t)g));
         off = blk_offset(h, b) + blk_size(b);
-        if (blk_is_free(b) || blk_pins(b)) continue;
+        if (blk_is_free(b) || blk_pinned(b)) continue;
         t = hhi_heap_top_free(h);
         if (t == NULL || !hhi_heap_fits(h, t, blk_need(b), blk_align(b), NULL)) continue;
         size_t bytes = blk_usable(h, b);
