@@ -120,13 +120,13 @@ static hhi_block *free_block_make(hh_heap *h, size_t off, size_t size) {
 HH_INLINE hhi_block *region_release_inline(hh_heap *h, size_t off, size_t size, bool prev_is_free) {
     size_t end = off + size, nsize = 0;
     hhi_block *n = end < h->managed ? blk_at(h, end) : NULL;
-    if (n && blk_is_free(n)) nsize = blk_size(n);
+    if (n && blk_is_free(n)) nsize = blk_size_free(n);
     else if (n) n->word |= BLK_PREV_FREE;
     size_t total = size + nsize;
     uint64_t *foot = (uint64_t *)(void *)(h->base + end + nsize - 8);
     if (prev_is_free) {                              /* p grows over [off, end + nsize) */
         hhi_block *p = blk_prev_free_block(blk_at(h, off));
-        size_t poff = blk_offset(h, p), psize = blk_size(p), nps = psize + total;
+        size_t poff = blk_offset(h, p), psize = blk_size_free(p), nps = psize + total;
         uint32_t pg = off_granule(poff);
         hhi_bitmap_clear_fast(&h->starts, off_granule(off));
         if (nsize && !fl_same_list(nps, psize) && fl_same_list(nps, nsize)) {
@@ -249,7 +249,7 @@ static size_t place_dst(const hh_heap *h, const hhi_block *f, size_t align, size
 }
 
 bool hhi_heap_fits(const hh_heap *h, const hhi_block *f, size_t bs, size_t align, size_t *dst_off) {
-    size_t fsize = blk_size(f), lead, dst = place_dst(h, f, align, &lead);
+    size_t fsize = blk_size_free(f), lead, dst = place_dst(h, f, align, &lead);
     if (dst_off) *dst_off = dst;
     return lead <= fsize && bs <= fsize - lead;
 }
@@ -267,7 +267,7 @@ hhi_block *hhi_heap_find_fit(const hh_heap *h, size_t size, size_t align) {
    unless they are at most `absorb` bytes (< 16 granules); smaller ones become
    slack (tail) or join the previous block (lead). */
 static hhi_block *carve(hh_heap *h, hhi_block *f, size_t bs, size_t align, size_t absorb) {
-    size_t foff = blk_offset(h, f), fsize = blk_size(f), dst = 0;
+    size_t foff = blk_offset(h, f), fsize = blk_size_free(f), dst = 0;
     bool ok = hhi_heap_fits(h, f, bs, align, &dst);
     hh_assert(ok);
     (void)ok;
@@ -300,7 +300,7 @@ static hhi_block *carve(hh_heap *h, hhi_block *f, size_t bs, size_t align, size_
    large hole or the top region) it takes f's place in the list and f's
    free-start bit moves to it: no list search, one bitmap word in most cases. */
 HH_INLINE hhi_block *carve16(hh_heap *h, hhi_block *f, size_t bs) {
-    size_t foff = blk_offset(h, f), fsize = blk_size(f), tail = fsize - bs;
+    size_t foff = blk_offset(h, f), fsize = blk_size_free(f), tail = fsize - bs;
     hh_assert(blk_is_free(f) && fsize >= bs && !blk_prev_free(f));
     if (foff + fsize == h->managed)                  /* carving the top region: its pages become resident */
         top_dirty(h, tail >= HHI_MIN_BLOCK ? foff + bs + HHI_HDR : h->managed);
@@ -396,7 +396,7 @@ static inline hh_move_record move_note(hh_heap *h, hhi_block *nb, uint32_t slot,
     hh_track_move(h, op, np, usable);
     h->total_moves++;
     h->total_bytes_moved += moved;
-    return (hh_move_record){ slot_handle(h, slot), src, blk_offset(h, nb), blk_size(nb) };
+    return (hh_move_record){ slot_handle(h, slot), src, blk_offset(h, nb), blk_size_live(nb) };
 }
 
 /* move_note + move_emit (single-block moves: every slot is current when the
@@ -447,7 +447,7 @@ void hhi_heap_quarantine_release(hh_heap *h) {
         size_t off = h->quar[i];
         hhi_block *b = blk_at(h, off);
         hh_assert(blk_quarantined(b));
-        size_t size = blk_size(b);
+        size_t size = blk_size_live(b);
         used_sub(h, off, size);
         heap_touch(h, blk_prev_free(b) ? blk_offset(h, blk_prev_free_block(b)) : off);
         region_release(h, off, size, blk_prev_free(b));
@@ -458,13 +458,13 @@ void hhi_heap_quarantine_release(hh_heap *h) {
 bool hhi_heap_can_slide(const hh_heap *h, const hhi_block *f, const hhi_block *b) {
     size_t lead, dst = place_dst(h, f, blk_align(b), &lead), boff = blk_offset(h, b);
     if (dst >= boff) return false;                    /* alignment leaves no room to go down */
-    return !heap_quarantining(h) || dst + blk_size(b) - (size_t)blk_slack(b) * HHI_GRANULE <= boff;
+    return !heap_quarantining(h) || dst + blk_size_live(b) - (size_t)blk_slack(b) * HHI_GRANULE <= boff;
 }
 
 hhi_block *hhi_heap_slide_down(hh_heap *h, hhi_block *f, hhi_block *b) {
-    size_t foff = blk_offset(h, f), fsize = blk_size(f), boff = foff + fsize;
+    size_t foff = blk_offset(h, f), fsize = blk_size_free(f), boff = foff + fsize;
     hh_assert(blk_is_free(f) && (char *)b == (char *)f + fsize && !blk_is_free(b) && !blk_pinned(b));
-    size_t bfull = blk_size(b), align = blk_align(b), usable = blk_usable(h, b);
+    size_t bfull = blk_size_live(b), align = blk_align(b), usable = blk_usable(h, b);
     size_t bs = bfull - (size_t)blk_slack(b) * HHI_GRANULE;
     uint32_t slot = blk_slot(b);
     size_t lead, dst = place_dst(h, f, align, &lead);
@@ -517,12 +517,12 @@ hhi_block *hhi_heap_move_into(hh_heap *h, hhi_block *b, hhi_block *f, size_t abs
     hh_assert(absorb < (HHI_MAX_SLACK + 1) * HHI_GRANULE);
     hh_assert(blk_is_free(f) && !blk_is_free(b) && !blk_pinned(b));
     size_t boff = blk_offset(h, b), align = blk_align(b), usable = blk_usable(h, b);
-    size_t bs = blk_size(b) - (size_t)blk_slack(b) * HHI_GRANULE;
+    size_t bs = blk_size_live(b) - (size_t)blk_slack(b) * HHI_GRANULE;
     uint32_t slot = blk_slot(b);
     void *op = blk_payload(b);
     hhi_block *nb = carve(h, f, bs, align, absorb);   /* may flip b's PREV_FREE or grow its slack */
-    size_t bfull = blk_size(b);
-    used_add(h, blk_offset(h, nb), blk_size(nb));
+    size_t bfull = blk_size_live(b);
+    used_add(h, blk_offset(h, nb), blk_size_live(nb));
     nb->word |= slot_field(slot);
     char *np = (char *)blk_payload(nb);
     hh_track_undefined(np, usable);
@@ -549,7 +549,7 @@ static void sweep_move_run(hh_heap *h, size_t run, size_t end, size_t gap, size_
     used_add(h, run - gap, end - run);
     for (size_t o = run - gap; o < end - gap;) {
         hhi_block *nb = blk_at(h, o);
-        size_t size = blk_size(nb), usable = blk_usable(h, nb);
+        size_t size = blk_size_live(nb), usable = blk_usable(h, nb);
         hhi_bitmap_set_fast(&h->starts, off_granule(o));
         if (o == run - gap) nb->word &= ~BLK_PREV_FREE;        /* a live block (or nothing) is below it now */
         move_note(h, nb, blk_slot(nb), h->base + o + gap + HHI_HDR, o + gap, usable, usable);
@@ -560,7 +560,7 @@ static void sweep_move_run(hh_heap *h, size_t run, size_t end, size_t gap, size_
     for (size_t o = run - gap; o < end - gap;) {        /* then the events, in address order */
         hhi_block *nb = blk_at(h, o);
         size_t usable = blk_usable(h, nb);
-        hh_move_record r = { slot_handle(h, blk_slot(nb)), o + gap, o, blk_size(nb) };
+        hh_move_record r = { slot_handle(h, blk_slot(nb)), o + gap, o, blk_size_live(nb) };
         move_emit(h, &r, h->base + o + gap + HHI_HDR, blk_payload(nb), usable);
         o += r.size;
     }
@@ -614,7 +614,7 @@ size_t hhi_heap_sweep_compact(hh_heap *h, size_t *bytes) {
 }
 
 bool hhi_heap_absorb_hole(hh_heap *h, hhi_block *f) {
-    size_t foff = blk_offset(h, f), fsize = blk_size(f);
+    size_t foff = blk_offset(h, f), fsize = blk_size_free(f);
     hh_assert(blk_is_free(f) && foff + fsize < h->managed);
     hhi_block *p = hhi_heap_block_before(h, f);
     if (p == NULL || blk_slack(p) + fsize / HHI_GRANULE > HHI_MAX_SLACK) return false;
@@ -644,7 +644,7 @@ HH_NOINLINE HH_COLD void hhi_heap_cache_flush(hh_heap *h) {
         while (g != HHI_NONE) {
             size_t off = granule_off(g);
             hhi_block *b = blk_at(h, off);
-            size_t size = blk_size(b);
+            size_t size = blk_size_live(b);
             bool prev_free = blk_prev_free(b);
             g = b->u.free.next;
             size_t touched = prev_free ? blk_offset(h, blk_prev_free_block(b)) : off;
@@ -669,7 +669,7 @@ void hhi_heap_journal_reset(hh_heap *h) {
 /* true if free block f ends at or below limit and a block of bs bytes at
    alignment align fits in it. */
 static bool fits_below(const hh_heap *h, const hhi_block *f, size_t bs, size_t align, size_t limit) {
-    return blk_offset(h, f) + blk_size(f) <= limit && hhi_heap_fits(h, f, bs, align, NULL);
+    return blk_offset(h, f) + blk_size_free(f) <= limit && hhi_heap_fits(h, f, bs, align, NULL);
 }
 
 hhi_block *hhi_heap_find_fit_below(const hh_heap *h, size_t bs, size_t align, size_t limit, unsigned tries,
@@ -682,7 +682,7 @@ hhi_block *hhi_heap_find_fit_below(const hh_heap *h, size_t bs, size_t align, si
     for (unsigned k = 0; g != HHI_NONE && k < HHI_FIT_BELOW_WALK; k++) {
         hhi_block *b = blk_at(h, granule_off(g));
         ++*looked;
-        if (blk_size(b) >= want && fits_below(h, b, bs, align, limit)) return b;
+        if (blk_size_free(b) >= want && fits_below(h, b, bs, align, limit)) return b;
         g = b->u.free.next;
     }
     uint32_t sl_map = h->fl.sl_bitmap[f] & (s + 1 < 32 ? ~0u << (s + 1) : 0);
@@ -733,7 +733,7 @@ hhi_block *hhi_heap_top_free(const hh_heap *h) {
     size_t g = hhi_bitmap_prev(&h->frees, h->managed / HHI_GRANULE - 1);
     if (g == HHI_BM_NONE) return NULL;
     hhi_block *f = blk_at(h, granule_off((uint32_t)g));
-    return blk_offset(h, f) + blk_size(f) == h->managed ? f : NULL;
+    return blk_offset(h, f) + blk_size_free(f) == h->managed ? f : NULL;
 }
 
 /* ---------------------------------------------------------------------------
@@ -778,7 +778,7 @@ hhi_block *hhi_heap_slide_range(hh_heap *h, hhi_block *f, size_t end, size_t siz
         if (n == NULL || blk_offset(h, n) >= end) return NULL;   /* f ends the range and is still too small */
         hhi_block *moved = blk_pinned(n) ? NULL : hhi_heap_slide_down(h, f, n);
         if (moved == NULL) {                          /* pinned or stuck: continue above it */
-            f = hhi_heap_free_at_or_after(h, blk_offset(h, n) + blk_size(n));
+            f = hhi_heap_free_at_or_after(h, blk_offset(h, n) + blk_size_live(n));
             continue;
         }
         hhi_block *after = blk_next(h, moved);
@@ -1016,7 +1016,7 @@ HH_NOINLINE HH_COLD static hhi_block *heap_grow(hh_heap *h, size_t bs, size_t al
     h->grow_failed = false;
     if (h->managed >= h->limit) return NULL;
     hhi_block *t = hhi_heap_top_free(h);
-    size_t have = t ? blk_size(t) : 0, need = bs + align + HHI_MIN_BLOCK, old = h->managed;
+    size_t have = t ? blk_size_free(t) : 0, need = bs + align + HHI_MIN_BLOCK, old = h->managed;
     size_t step = need > have ? need - have : HHI_MIN_BLOCK;
     if (step < old / 4) step = old / 4;
     step = hh_align_up(step, HHI_GRANULE);
@@ -1125,17 +1125,17 @@ HH_NOINLINE HH_COLD static hh_handle alloc_fail(hh_heap *h, size_t size, size_t 
 /* Takes back the newest cached block of block size bs (cg, the head of its
    list): it is counted as used already (I13), so only the cache and its
    header change. The one pop of hh_alloc, alloc_plain_miss and heap_alloc. */
-static inline hhi_block *cache_pop(hh_heap *h, uint32_t cg, size_t bs) {
+static inline hhi_block *cache_pop(hh_heap *h, uint32_t cg, size_t bs, uint32_t slot) {
     hhi_block *b = blk_at(h, granule_off(cg));
     h->cache[bs / HHI_GRANULE] = b->u.free.next;
     h->cache_room += bs;
     h->cache_count[bs / HHI_GRANULE]--;
-    b->word = (b->word & BLK_PREV_FREE) | live_word(bs, HHI_GRANULE, 0, false);
+    b->word = (b->word & BLK_PREV_FREE) | live_word(bs, HHI_GRANULE, 0, false) | slot_field(slot);
     h->mutations++;                                  /* no low_mark: a block taken back raises no hole */
     return b;
 }
 
-/* The common end of an allocation: block b (header written, at offset boff,
+/* The common end of an allocation: block b (header written with its slot, at offset boff,
    its bytes counted as used) gets its handle, slot, tag and the allocation
    epoch; then tools, debug fills, the event (not looked for when no_hook: the
    caller has seen event_fn NULL). Lock held; released here. */
@@ -1143,7 +1143,6 @@ HH_INLINE hh_handle alloc_finish(hh_heap *h, hhi_block *b, size_t boff, size_t s
                                  uint32_t slot, bool plain, bool no_hook) {
     void *p = blk_payload(b);
     hh_handle hd = hhi_slot_issue(&h->handles, slot, p);
-    b->word |= slot_field(slot);                     /* the header came with slot 0 */
     if (h->tags) h->tags[slot] = tag;                /* once any tag was given (else tag is 0) */
     h->regions[boff >> h->region_shift].epoch = h->alloc_epoch = h->epoch;
     h->live_blocks++;
@@ -1163,7 +1162,8 @@ HH_INLINE hh_handle alloc_finish(hh_heap *h, hhi_block *b, size_t boff, size_t s
 HH_INLINE hh_handle alloc_carved(hh_heap *h, hhi_block *b, size_t size, size_t align, uint32_t tag, uint32_t slot,
                                  bool plain, bool no_hook) {
     size_t boff = blk_offset(h, b);
-    used_add(h, boff, blk_size(b));
+    b->word |= slot_field(slot);                     /* carve wrote slot 0 */
+    used_add(h, boff, blk_size_live(b));
     heap_touch(h, boff);
     return alloc_finish(h, b, boff, size, align, tag, slot, plain, no_hook);
 }
@@ -1194,7 +1194,7 @@ HH_INLINE hh_handle alloc_carve(hh_heap *h, size_t size, size_t bs, size_t align
     for (;;) {
         f = alloc_find(h, bs, align);
         if (hh_likely(f == NULL || heap_cached_bytes(h) < cache_top_flush_at(h) ||
-                      blk_offset(h, f) + blk_size(f) != h->managed))
+                      blk_offset(h, f) + blk_size_free(f) != h->managed))
             break;
         /* About to carve the top region while cache_top_flush_at or more
            bytes wait in cached holes: merge them first, so that the heap
@@ -1226,7 +1226,7 @@ HH_INLINE hh_handle heap_alloc(hh_heap *h, size_t size, size_t align, uint32_t t
     if (hh_unlikely(slot == 0)) return alloc_fail(h, size, align, who, true);
     uint32_t cg = align <= HHI_GRANULE && bs <= HHI_CACHE_MAX_BLOCK ? h->cache[bs / HHI_GRANULE] : HHI_NONE;
     if (hh_likely(cg != HHI_NONE))                   /* a cached block of this size: already counted as used */
-        return alloc_finish(h, cache_pop(h, cg, bs), granule_off(cg), size, align, tag, slot, plain, false);
+        return alloc_finish(h, cache_pop(h, cg, bs, slot), granule_off(cg), size, align, tag, slot, plain, false);
     return alloc_carve(h, size, bs, align, tag, slot, who, plain, false);
 }
 
@@ -1240,7 +1240,7 @@ HH_NOINLINE static hh_handle alloc_plain_miss(hh_heap *heap, size_t size, size_t
     uint32_t slot = hhi_slot_take(&heap->handles);   /* first: a full table fails before anything changes */
     if (hh_unlikely(slot == 0)) return alloc_fail(heap, size, HHI_GRANULE, "hh_alloc", true);
     if (cg != HHI_NONE)                              /* cached block, no rested slot: as heap_alloc */
-        return alloc_finish(heap, cache_pop(heap, cg, bs), granule_off(cg), size, HHI_GRANULE, 0, slot, true, true);
+        return alloc_finish(heap, cache_pop(heap, cg, bs, slot), granule_off(cg), size, HHI_GRANULE, 0, slot, true, true);
     if (heap_cache_empty(heap) && heap->free_blocks == 1) {
         /* The lists hold one free block (a fresh heap's top region): when it
            is large enough, alloc_carve's search ends at it -- a block in a
@@ -1248,7 +1248,7 @@ HH_NOINLINE static hh_handle alloc_plain_miss(hh_heap *heap, size_t size, size_t
            own list by the exact-list look (size >= bs) -- and with no cached
            block nothing is flushed first; so take it directly. */
         hhi_block *f = fl_sole(heap);
-        if (hh_likely(blk_size(f) >= bs))
+        if (hh_likely(blk_size_free(f) >= bs))
             return alloc_carved(heap, carve16(heap, f, bs), size, HHI_GRANULE, 0, slot, true, true);
     }
     return alloc_carve(heap, size, bs, HHI_GRANULE, 0, slot, "hh_alloc", true, true);
@@ -1272,15 +1272,19 @@ HH_NOINLINE static hh_handle alloc_slow(hh_heap *heap, size_t size) {
    debug, no event hook), a cached block of the size and a rested slot. It
    makes no call, so it needs no stack frame; everything else is alloc_slow. */
 hh_handle hh_alloc(hh_heap *heap, size_t size) {
-    if (hh_likely(heap != NULL && size - 1 < HHI_CACHE_MAX_BLOCK - HHI_HDR &&
+    /* sizes 9..: the header and the payload make at least HHI_MIN_BLOCK (1..8 go the slow way) */
+    if (hh_likely(heap != NULL && size - (HHI_MIN_BLOCK - HHI_GRANULE - HHI_HDR + 1) <
+                                      HHI_CACHE_MAX_BLOCK - HHI_HDR - (HHI_MIN_BLOCK - HHI_GRANULE - HHI_HDR) &&
                   !(heap->flags & (HH_HEAP_THREADSAFE | HH_HEAP_DEBUG)) && heap->event_fn == NULL)) {
         size_t bs = hh_align_up(size + HHI_HDR, HHI_GRANULE);
-        bs = bs < HHI_MIN_BLOCK ? HHI_MIN_BLOCK : bs;        /* a cmov: payloads of 1..8 bytes */
         hhi_slots *t = &heap->handles;
         uint32_t cg = heap->cache[bs / HHI_GRANULE];
         if (hh_likely(cg != HHI_NONE && t->free_count > t->min_free))
-            return alloc_finish(heap, cache_pop(heap, cg, bs), granule_off(cg), size, HHI_GRANULE, 0,
-                                hhi_slot_fifo_take(t), true, true);
+        {
+            uint32_t slot = hhi_slot_fifo_take(t);
+            return alloc_finish(heap, cache_pop(heap, cg, bs, slot), granule_off(cg), size, HHI_GRANULE, 0, slot, true,
+                                true);
+        }
         return alloc_plain_miss(heap, size, bs, cg);     /* a tail call: hh_alloc keeps no frame */
     }
     return alloc_slow(heap, size);
@@ -1347,7 +1351,7 @@ HH_NOINLINE HH_COLD static hh_status free_generic(hh_heap *heap, hh_handle hd) {
         return hhi_error(HH_E_PINNED, "hh_free: handle %#llx is pinned (%u pins)", (unsigned long long)hd.id, pins);
     }
     bool guard_ok = guard_intact(heap, b);
-    size_t off = blk_offset(heap, b), size = blk_size(b), usable = blk_usable(heap, b);
+    size_t off = blk_offset(heap, b), size = blk_size_live(b), usable = blk_usable(heap, b);
     void *p = blk_payload(b);
     hhi_slot_drop(&heap->handles, hh_handle_index(hd), (uint32_t)(hd.id >> HH_HANDLE_INDEX_BITS));   /* live: checked */
     heap_touch(heap, blk_prev_free(b) ? blk_offset(heap, blk_prev_free_block(b)) : off);
@@ -1444,13 +1448,13 @@ hh_status hh_free(hh_heap *heap, hh_handle hd) {
 --------------------------------------------------------------------------- */
 /* Shrinks or grows b in place to minimal size nbs when possible; true on success. */
 static bool resize_in_place(hh_heap *h, hhi_block *b, size_t nbs) {
-    size_t off = blk_offset(h, b), cur = blk_size(b);
+    size_t off = blk_offset(h, b), cur = blk_size_live(b);
     hhi_block *n = blk_next(h, b);
-    size_t avail = cur + ((n && blk_is_free(n)) ? blk_size(n) : 0);
+    size_t avail = cur + ((n && blk_is_free(n)) ? blk_size_free(n) : 0);
     if (nbs > avail) return false;
     size_t old_usable = blk_usable(h, b);
     if (n && blk_is_free(n)) {                        /* take the free neighbour in whole, give back the rest */
-        if (blk_offset(h, n) + blk_size(n) == h->managed)     /* growing into the top region */
+        if (blk_offset(h, n) + blk_size_free(n) == h->managed)     /* growing into the top region */
             top_dirty(h, avail - nbs < HHI_MIN_BLOCK ? h->managed : off + nbs + 2 * HHI_MIN_BLOCK);
         fl_remove(h, n);
         hhi_bitmap_clear(&h->starts, off_granule(off + cur));
@@ -1519,9 +1523,9 @@ static hhi_block *resize_move(hh_heap *h, hhi_block *b, size_t nbs) {
     size_t boff = blk_offset(h, b), old_usable = blk_usable(h, b);
     void *op = blk_payload(b);
     hhi_block *nb = carve(h, f, nbs, align, 0);
-    size_t bfull = blk_size(b);                       /* after carve: it may have grown b's slack */
+    size_t bfull = blk_size_live(b);                       /* after carve: it may have grown b's slack */
     nb->word |= slot_field(slot);                     /* tag and pins are the slot's: they follow */
-    used_add(h, blk_offset(h, nb), blk_size(nb));
+    used_add(h, blk_offset(h, nb), blk_size_live(nb));
     size_t usable = blk_usable(h, nb), keep = HH_MIN(usable, old_usable);
     char *np = blk_payload(nb);
     hh_track_undefined(np, usable);
@@ -1548,7 +1552,7 @@ hh_status hh_resize(hh_heap *heap, hh_handle hd, size_t new_size) {
     if (b == NULL) return hh_last_error();
     size_t nbs = blk_min_size(heap, new_size);
     heap_touch(heap, blk_offset(heap, b));
-    if (nbs > blk_size(b) && !heap_cache_empty(heap)) {   /* growing: a cached neighbour (past a free one) is room */
+    if (nbs > blk_size_live(b) && !heap_cache_empty(heap)) {   /* growing: a cached neighbour (past a free one) is room */
         hhi_block *n = blk_next(heap, b);
         if (n && blk_is_free(n)) n = blk_next(heap, n);
         if (n && blk_cached(n)) hhi_heap_cache_flush(heap);
@@ -1670,7 +1674,7 @@ void *hh_pin(hh_heap *heap, hh_handle hd) {
     if (pins == 0) {
         b->word |= BLK_PINNED;
         heap->pinned_blocks++;
-        heap->pinned_bytes += blk_size(b);
+        heap->pinned_bytes += blk_size_live(b);
     }
     void *p = blk_payload(b);
     heap_event(heap, &(hh_heap_event){ .kind = HH_EV_PIN, .handle = hd });
@@ -1691,7 +1695,7 @@ hh_status hh_unpin(hh_heap *heap, hh_handle hd) {
     if (pins == 1) {
         b->word &= ~BLK_PINNED;
         heap->pinned_blocks--;
-        heap->pinned_bytes -= blk_size(b);
+        heap->pinned_bytes -= blk_size_live(b);
     }
     heap_event(heap, &(hh_heap_event){ .kind = HH_EV_UNPIN, .handle = hd });
     heap_unlock(heap);

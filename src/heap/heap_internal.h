@@ -529,8 +529,14 @@ static inline size_t   blk_size(const hhi_block *b) {
     return (size_t)((w >> BLK_SIZE_SHIFT) & ((w & BLK_FREE) ? ~(uint64_t)(HHI_GRANULE - 1) : HHI_MAX_LIVE_BLOCK));
 }
 /* blk_size of a block known to be free, or known not to be. */
-static inline size_t   blk_size_free(const hhi_block *b) { return (size_t)(b->word >> BLK_SIZE_SHIFT) & ~(size_t)(HHI_GRANULE - 1); }
-static inline size_t   blk_size_live(const hhi_block *b) { return (size_t)(b->word >> BLK_SIZE_SHIFT) & HHI_MAX_LIVE_BLOCK; }
+static inline size_t   blk_size_free(const hhi_block *b) {
+    hh_assert_internal((b->word & BLK_FREE) != 0);
+    return (size_t)(b->word >> BLK_SIZE_SHIFT) & ~(size_t)(HHI_GRANULE - 1);
+}
+static inline size_t   blk_size_live(const hhi_block *b) {
+    hh_assert_internal((b->word & BLK_FREE) == 0);
+    return (size_t)(b->word >> BLK_SIZE_SHIFT) & HHI_MAX_LIVE_BLOCK;
+}
 /* Header words: a free block of `size` bytes; a size field for a live one. */
 static inline uint64_t free_word(size_t size) { return ((uint64_t)size << BLK_SIZE_SHIFT) | BLK_FREE; }
 static inline uint64_t size_field(size_t size) { return (uint64_t)size << BLK_SIZE_SHIFT; }
@@ -608,7 +614,7 @@ static inline size_t blk_min_size(const hh_heap *h, size_t n) {
 }
 /* Usable payload bytes of a live block (constant across moves). */
 static inline size_t blk_usable(const hh_heap *h, const hhi_block *b) {
-    return blk_size(b) - (size_t)blk_slack(b) * HHI_GRANULE - HHI_HDR - h->guard;
+    return blk_size_live(b) - (size_t)blk_slack(b) * HHI_GRANULE - HHI_HDR - h->guard;
 }
 /* base + HHI_HDR is 4096-aligned, so a block at offset o has an a-aligned payload iff o % a == 0. */
 static inline bool off_aligned(size_t off, size_t align) { return (off & (align - 1)) == 0; }
@@ -790,7 +796,7 @@ static inline hhi_block *fl_exact_then_find(const hh_heap *h, size_t size) {
     uint32_t g = h->fl.head[f][s];
     if (g != HHI_NONE) {
         hhi_block *b = blk_at(h, granule_off(g));
-        if (blk_size(b) >= size) return b;
+        if (blk_size_free(b) >= size) return b;
     }
     uint32_t sl_map = fl_next_nonempty(h, &f, h->fl.sl_bitmap[f] & (~0u << (s + 1)));   /* s + 1 <= 16 */
     if (sl_map == 0) return NULL;
@@ -814,7 +820,7 @@ HH_INLINE void fl_replace(hh_heap *h, hhi_block *ob, uint32_t og, size_t osize, 
 
 /* Inserts free block b (header already says free + size): lists, free-start bitmap, counters. */
 static inline void fl_insert(hh_heap *h, hhi_block *b) {
-    size_t size = blk_size(b);
+    size_t size = blk_size_free(b);
     unsigned f, s;
     fl_mapping(size, &f, &s);
     uint32_t g = off_granule(blk_offset(h, b));
@@ -827,7 +833,7 @@ static inline void fl_insert(hh_heap *h, hhi_block *b) {
 
 /* Removes free block b from lists, free-start bitmap, counters (header untouched). */
 static inline void fl_remove(hh_heap *h, hhi_block *b) {
-    size_t size = blk_size(b);
+    size_t size = blk_size_free(b);
     unsigned f, s;
     fl_mapping(size, &f, &s);
     uint32_t g = off_granule(blk_offset(h, b));
