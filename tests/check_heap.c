@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "hheap/defrag.h"
+#include "hheap/testing.h"
 #include "test_util.h"
 #include "../src/common/hh_platform.h"
 #include "../src/common/hh_track.h"
@@ -423,6 +424,197 @@ START_TEST(pin_count_overflow_is_refused) {
     ck_assert_int_eq(hh_test_last_captured(), HH_E_INVALID_ARG);
     while (n--) ck_assert_int_eq(hh_unpin(heap, a), HH_OK);
     ck_assert_int_eq(hh_free(heap, a), HH_OK);
+}
+END_TEST
+
+
+/* ---------------------------------------------------------------------------
+   The 8-byte header and the per-slot side arrays (heap_internal.h's model)
+--------------------------------------------------------------------------- */
+/* The largest block: HH_HEAP_MAX_ALLOC fits the header's 27-bit size field
+   (with its rounding, guard and slack), one byte more is refused with
+   HH_E_INVALID_ARG and one message, on a heap large enough to hold it. */
+START_TEST(largest_block_fits_its_header) {
+    hh_heap *hp;
+    size_t cap = (size_t)HH_HEAP_MAX_ALLOC + (64u << 20);
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = cap, .commit = 1u << 20, .max_handles = 1024,
+                                                     .flags = HH_HEAP_GROWABLE }, &hp), HH_OK);
+    hh_handle small = hh_alloc_ex(hp, 100, 4096, 3);          /* an aligned neighbour: a lead, then the big block */
+    ck_assert(!hh_is_null(small));
+    hh_test_reset_captured();
+    ck_assert(hh_is_null(hh_alloc(hp, (size_t)HH_HEAP_MAX_ALLOC + 1)));
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_INVALID_ARG);
+    ck_assert_uint_eq(hh_test_captured_count(), 1);
+    ck_assert(hh_is_null(hh_alloc_ex(hp, (size_t)HH_HEAP_MAX_ALLOC + 1, 16, 0)));
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_INVALID_ARG);
+    ck_assert_uint_eq(hh_test_captured_count(), 2);
+    ck_assert_int_eq(hh_resize(hp, small, (size_t)HH_HEAP_MAX_ALLOC + 1), HH_E_INVALID_ARG);
+    ck_assert_uint_eq(hh_test_captured_count(), 3);
+    ck_assert_uint_eq(hh_size(hp, small), 104);               /* unchanged: 8 + 100 -> 112, less the header */
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    if (!getenv("HH_TEST_UNDER_VALGRIND")) {                  /* 2 GiB of range: only the ends are touched */
+        hh_handle big = hh_alloc_ex(hp, HH_HEAP_MAX_ALLOC, 4096, 9);
+        ck_assert(!hh_is_null(big));
+        ck_assert_uint_ge(hh_size(hp, big), (size_t)HH_HEAP_MAX_ALLOC);
+        ck_assert_uint_lt(hh_size(hp, big), (size_t)HH_HEAP_MAX_ALLOC + 16);
+        ck_assert_uint_eq(hh_tag(hp, big), 9);
+        unsigned char *p = hh_deref(hp, big);
+        ck_assert_uint_eq((uintptr_t)p % 4096, 0);
+        p[0] = 1;
+        p[HH_HEAP_MAX_ALLOC - 1] = 2;
+        ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+        ck_assert_int_eq(hh_free(hp, small), HH_OK);          /* a hole below it: the big block slides */
+        hh_defrag_full(hp);
+        p = hh_deref(hp, big);
+        ck_assert_uint_eq((uintptr_t)p % 4096, 0);
+        ck_assert_uint_eq(p[0], 1);
+        ck_assert_uint_eq(p[HH_HEAP_MAX_ALLOC - 1], 2);
+        ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+        ck_assert_int_eq(hh_free(hp, big), HH_OK);
+    }
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    hh_heap_destroy(hp);
+}
+END_TEST
+
+/* Pin counts and tags are not in the header: a heap makes their arrays on
+   its first pin and its first non-zero tag (hh_heap_overhead_bytes grows by
+   1 and 4 bytes a used slot then, not before); a failure to make one is
+   HH_E_NO_MEMORY with one message and changes nothing. */
+START_TEST(pin_and_tag_arrays_made_on_first_use) {
+    hh_heap *hp;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 20 }, &hp), HH_OK);
+    hh_handle hs[64];
+    for (int i = 0; i < 64; i++) hs[i] = hh_alloc_ex(hp, 40, 16, 0);   /* tag 0: no tag array */
+    size_t base_meta = hh_heap_overhead_bytes(hp);
+    ck_assert_uint_eq(hh_tag(hp, hs[5]), 0);
+    hh_test_reset_captured();
+    hh_test_fail_after(0);                                    /* the pin array's mapping fails */
+    ck_assert_ptr_null(hh_pin(hp, hs[5]));
+    hh_test_fail_after(-1);
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_NO_MEMORY);
+    ck_assert_uint_eq(hh_test_captured_count(), 1);
+    ck_assert_uint_eq(hh_heap_overhead_bytes(hp), base_meta);
+    ck_assert_int_eq(hh_free(hp, hs[5]), HH_OK);              /* not pinned: the failure changed nothing */
+    hs[5] = hh_alloc(hp, 40);
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    void *at = hh_pin(hp, hs[5]);
+    ck_assert_ptr_nonnull(at);
+    size_t pin_meta = hh_heap_overhead_bytes(hp);
+    ck_assert_uint_gt(pin_meta, base_meta);
+    ck_assert_uint_ge(pin_meta - base_meta, 65);              /* one byte per slot used so far (64 + slot 0, */
+    ck_assert_uint_le(pin_meta - base_meta, 2 * 65);          /* and the few the released-slot FIFO rests) */
+    ck_assert_int_eq(hh_free(hp, hs[5]), HH_E_PINNED);
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    hh_test_reset_captured();
+    hh_test_fail_after(0);                                    /* the tag array's mapping fails */
+    ck_assert(hh_is_null(hh_alloc_ex(hp, 40, 16, 77)));
+    hh_test_fail_after(-1);
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_NO_MEMORY);
+    ck_assert_uint_eq(hh_test_captured_count(), 1);
+    ck_assert_uint_eq(hh_heap_overhead_bytes(hp), pin_meta);
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    hh_handle t = hh_alloc_ex(hp, 40, 16, 77);
+    ck_assert_uint_eq(hh_tag(hp, t), 77);
+    ck_assert_uint_gt(hh_heap_overhead_bytes(hp), pin_meta);
+    for (int i = 0; i < 64; i++) ck_assert_uint_eq(hh_tag(hp, hs[i]), 0);   /* made zeroed */
+    ck_assert_int_eq(hh_free(hp, t), HH_OK);
+    hh_handle u = hh_alloc(hp, 40);                           /* may take t's slot: tag 0 again */
+    ck_assert_uint_eq(hh_tag(hp, u), 0);
+    ck_assert_int_eq(hh_unpin(hp, hs[5]), HH_OK);
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    hh_heap_destroy(hp);
+}
+END_TEST
+
+/* Tags and pins belong to the slot, so they follow a block through every
+   move: a full compaction over tagged, pinned and plain blocks keeps every
+   tag, moves no pinned block, and every byte stays (shadow). */
+START_TEST(tags_and_pins_survive_full_compaction) {
+    hh_heap *hp;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 4u << 20 }, &hp), HH_OK);
+    enum { N = 2000 };
+    hh_shadow sh;
+    hh_shadow_init(&sh);
+    hh_rng r = hh_rng_make(21);
+    uint32_t tags[N];
+    for (unsigned i = 0; i < N; i++) {
+        size_t size = 1 + hh_rng_below(&r, 700), align = (size_t)16 << hh_rng_below(&r, 3);
+        tags[i] = i % 3 == 0 ? 0 : 1000 + i;
+        hh_handle h = hh_alloc_ex(hp, size, align, tags[i]);
+        ck_assert(!hh_is_null(h));
+        hh_shadow_add(&sh, hp, h, size, align, i + 1);
+    }
+    hh_handle pinned[8];
+    void *at[8];
+    for (unsigned k = 0; k < 8; k++) {                         /* pin blocks spread over the heap */
+        pinned[k] = sh.objs[(k * 7 + 3) * (N / 64)].h;
+        at[k] = hh_pin(hp, pinned[k]);
+        ck_assert_ptr_nonnull(at[k]);
+    }
+    for (size_t i = 0; i < sh.count;) {                        /* free a third, pins aside */
+        bool is_pinned = false;
+        for (unsigned k = 0; k < 8; k++) is_pinned |= hh_handle_eq(sh.objs[i].h, pinned[k]);
+        if (!is_pinned && hh_rng_below(&r, 3) == 0) {
+            ck_assert_int_eq(hh_free(hp, sh.objs[i].h), HH_OK);
+            hh_shadow_remove(&sh, i);
+        } else {
+            i++;
+        }
+    }
+    hh_defrag_full(hp);
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    hh_shadow_verify(&sh, hp);
+    for (unsigned k = 0; k < 8; k++) ck_assert_ptr_eq(hh_deref(hp, pinned[k]), at[k]);
+    for (size_t i = 0; i < sh.count; i++) {
+        uint32_t want = tags[sh.objs[i].key - 1];
+        ck_assert_uint_eq(hh_tag(hp, sh.objs[i].h), want);
+    }
+    for (unsigned k = 0; k < 8; k++) ck_assert_int_eq(hh_unpin(hp, pinned[k]), HH_OK);
+    hh_defrag_full(hp);                                        /* unpinned: now they may move too */
+    hh_heap_stats st;
+    hh_heap_stats_get(hp, &st);
+    ck_assert_uint_eq(st.pinned_blocks, 0);
+    ck_assert_uint_eq(st.free_blocks, 1);
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    hh_shadow_verify(&sh, hp);
+    for (size_t i = 0; i < sh.count; i++) ck_assert_uint_eq(hh_tag(hp, sh.objs[i].h), tags[sh.objs[i].key - 1]);
+    hh_shadow_fini(&sh);
+    hh_heap_destroy(hp);
+}
+END_TEST
+
+/* hh_heap_check reads every field of the 8-byte header: a flipped bit in a
+   live block's slot, a pinned flag without pins, slack on a free block and
+   a size field off by a granule are each reported (HH_E_CORRUPT, one
+   message); put back, the heap checks clean. */
+START_TEST(check_catches_corrupt_8_byte_header) {
+    hh_handle a = hh_alloc(heap, 40), b = hh_alloc(heap, 2000), c = hh_alloc(heap, 24);
+    ck_assert_int_eq(hh_free(heap, b), HH_OK);                 /* too large for the cache: a free block now */
+    uint64_t *ha = (uint64_t *)(void *)((char *)hh_deref(heap, a) - HH_HEAP_HEADER_BYTES);
+    uint64_t *hb = (uint64_t *)(void *)((char *)hh_deref(heap, a) - HH_HEAP_HEADER_BYTES + 48);   /* a's block is 48 B */
+    ck_assert((*hb & 1) != 0);                                 /* BLK_FREE */
+    const uint64_t flips[] = { (uint64_t)1 << 41,              /* a's slot */
+                               (uint64_t)1 << 4,               /* BLK_PINNED, no pins */
+                               (uint64_t)1 << 13 };            /* a's size, one granule more */
+    for (unsigned i = 0; i < HH_ARRAY_LEN_T(flips); i++) {
+        uint64_t keep = *ha;
+        *ha ^= flips[i];
+        hh_test_reset_captured();
+        ck_assert_int_eq(hh_heap_check(heap), HH_E_CORRUPT);
+        ck_assert_uint_eq(hh_test_captured_count(), 1);
+        *ha = keep;
+        ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+    }
+    uint64_t keep = *hb;
+    *hb |= (uint64_t)1 << 9;                                   /* slack on a free block */
+    hh_test_reset_captured();
+    ck_assert_int_eq(hh_heap_check(heap), HH_E_CORRUPT);
+    ck_assert_uint_eq(hh_test_captured_count(), 1);
+    *hb = keep;
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+    ck_assert_int_eq(hh_free(heap, a), HH_OK);
+    ck_assert_int_eq(hh_free(heap, c), HH_OK);
 }
 END_TEST
 
@@ -1404,6 +1596,10 @@ Suite *hh_test_heap_suite(void) {
     tcase_add_test(tc, pinned_resize_only_in_place);
     tcase_add_test(tc, pins_are_counted);
     tcase_add_test(tc, pin_count_overflow_is_refused);
+    tcase_add_test(tc, largest_block_fits_its_header);
+    tcase_add_test(tc, pin_and_tag_arrays_made_on_first_use);
+    tcase_add_test(tc, tags_and_pins_survive_full_compaction);
+    tcase_add_test(tc, check_catches_corrupt_8_byte_header);
     tcase_add_test(tc, debug_fills_and_catches_overrun);
     suite_add_tcase(s, tc);
 
