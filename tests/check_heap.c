@@ -431,6 +431,27 @@ END_TEST
 /* ---------------------------------------------------------------------------
    The 8-byte header and the per-slot side arrays (heap_internal.h's model)
 --------------------------------------------------------------------------- */
+/* Decommitting the top region keeps the page of its free-list links, which
+   lie after the 8-byte header: on a page of their own when the region starts
+   at a 4096-multiple offset (base + 8 is page-aligned). Called with no
+   retained bytes, as the service never does (its retain is >= 1 byte). */
+size_t hhi_heap_decommit_top(hh_heap *h, size_t retain, size_t min_bytes, size_t max_bytes);
+START_TEST(decommit_keeps_the_top_regions_links) {
+    hh_handle hs[64];
+    for (int i = 0; i < 64; i++) hs[i] = hh_alloc(heap, 64 - HH_HEAP_HEADER_BYTES);   /* 64 blocks of 64 B */
+    hh_handle big = hh_alloc(heap, 64u << 10);                 /* written pages above offset 4096 */
+    memset(hh_deref(heap, big), 1, 64u << 10);
+    ck_assert_int_eq(hh_free(heap, big), HH_OK);               /* the top region starts at offset 4096 */
+    ck_assert_uint_gt(hhi_heap_decommit_top(heap, 0, 0, 0), 0);
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+    hh_handle again = hh_alloc(heap, 64u << 10);
+    ck_assert(!hh_is_null(again));
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+    ck_assert_int_eq(hh_free(heap, again), HH_OK);
+    for (int i = 0; i < 64; i++) ck_assert_int_eq(hh_free(heap, hs[i]), HH_OK);
+}
+END_TEST
+
 /* The largest block: HH_HEAP_MAX_ALLOC fits the header's 27-bit size field
    (with its rounding, guard and slack), one byte more is refused with
    HH_E_INVALID_ARG and one message, on a heap large enough to hold it. */
@@ -1597,6 +1618,7 @@ Suite *hh_test_heap_suite(void) {
     tcase_add_test(tc, pins_are_counted);
     tcase_add_test(tc, pin_count_overflow_is_refused);
     tcase_add_test(tc, largest_block_fits_its_header);
+    tcase_add_test(tc, decommit_keeps_the_top_regions_links);
     tcase_add_test(tc, pin_and_tag_arrays_made_on_first_use);
     tcase_add_test(tc, tags_and_pins_survive_full_compaction);
     tcase_add_test(tc, check_catches_corrupt_8_byte_header);

@@ -278,7 +278,7 @@ static hhi_block *carve(hh_heap *h, hhi_block *f, size_t bs, size_t align, size_
         slack = (unsigned)(tail / HHI_GRANULE);
         tail = 0;
     }
-    if (foff + fsize == h->managed) top_dirty(h, tail ? dst + bs + HHI_HDR : h->managed);
+    if (foff + fsize == h->managed) top_dirty(h, tail ? dst + bs + HHI_FREE_HEAD : h->managed);
     fl_remove(h, f);
     if (lead > 0) hhi_bitmap_clear(&h->starts, off_granule(foff));
 
@@ -303,7 +303,7 @@ HH_INLINE hhi_block *carve16(hh_heap *h, hhi_block *f, size_t bs) {
     size_t foff = blk_offset(h, f), fsize = blk_size_free(f), tail = fsize - bs;
     hh_assert(blk_is_free(f) && fsize >= bs && !blk_prev_free(f));
     if (foff + fsize == h->managed)                  /* carving the top region: its pages become resident */
-        top_dirty(h, tail >= HHI_MIN_BLOCK ? foff + bs + HHI_HDR : h->managed);
+        top_dirty(h, tail >= HHI_MIN_BLOCK ? foff + bs + HHI_FREE_HEAD : h->managed);
     uint32_t g = off_granule(foff);
     if (hh_likely(tail >= HHI_MIN_BLOCK)) {
         size_t toff = foff + bs;
@@ -746,7 +746,7 @@ size_t hhi_heap_decommit_top(hh_heap *h, size_t retain, size_t min_bytes, size_t
     uintptr_t page = hhi_os_page_size(), base = (uintptr_t)h->base;
     size_t toff = blk_offset(h, t);
     if (retain > h->managed) return 0;
-    uintptr_t lo = hh_align_up(base + toff + HHI_HDR + retain, page);
+    uintptr_t lo = hh_align_up(base + toff + HHI_FREE_HEAD + retain, page);   /* its links lie past the header */
     uintptr_t hi = (base + h->managed - 8) & ~(page - 1);   /* the footer's page stays */
     /* Only [.., dc_lo) can be resident: above it the pages were given back
        or never written. Give back the highest resident pages first. */
@@ -925,7 +925,7 @@ hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
     h->low_mark = SIZE_MAX;
     /* Nothing of the range is resident but the first header and the last
        footer (written below): [dc_lo, managed) is "never written". */
-    h->dc_lo = h->dc_hi = HH_MIN(managed, (size_t)(hh_align_up((uintptr_t)base + HHI_HDR, hhi_os_page_size()) -
+    h->dc_lo = h->dc_hi = HH_MIN(managed, (size_t)(hh_align_up((uintptr_t)base + HHI_FREE_HEAD, hhi_os_page_size()) -
                                                    (uintptr_t)base));
     while ((limit >> h->sq_shift) >= ((size_t)1 << 31)) h->sq_shift++;   /* keeps the sum of squares < 2^63 */
     hhi_lock_init(&h->lock);

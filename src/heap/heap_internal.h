@@ -164,6 +164,7 @@ enum {
     HHI_MAX_SLACK    = 15,                 /* granules */
 };
 #define HHI_NONE UINT32_MAX                /* "no block" in granule links */
+enum { HHI_FREE_HEAD = HHI_HDR + 8 };      /* a free block's header and links: what decommit keeps of the top region */
 _Static_assert((int)HHI_HDR == (int)HH_HEAP_HEADER_BYTES && (int)HHI_GRANULE == (int)HH_HEAP_GRANULE, "public layout constants");
 _Static_assert((int)HHI_BASE_ALIGN == (int)HH_HEAP_MAX_ALIGN, "offset 0 must satisfy every alignment");
 _Static_assert(HHI_MIN_BLOCK >= HHI_HDR + 8 + 8, "a free block must hold its links and its footer");
