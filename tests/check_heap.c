@@ -615,12 +615,13 @@ START_TEST(check_catches_corrupt_8_byte_header) {
     uint64_t *ha = (uint64_t *)(void *)((char *)hh_deref(heap, a) - HH_HEAP_HEADER_BYTES);
     uint64_t *hb = (uint64_t *)(void *)((char *)hh_deref(heap, a) - HH_HEAP_HEADER_BYTES + 48);   /* a's block is 48 B */
     ck_assert((*hb & 1) != 0);                                 /* BLK_FREE */
-    const uint64_t flips[] = { (uint64_t)1 << 41,              /* a's slot */
-                               (uint64_t)1 << 4,               /* BLK_PINNED, no pins */
-                               (uint64_t)1 << 13 };            /* a's size, one granule more */
-    for (unsigned i = 0; i < HH_ARRAY_LEN_T(flips); i++) {
+    const uint64_t keep_a = *ha;
+    const uint64_t bad[] = { keep_a ^ (uint64_t)1 << 41,       /* a's slot */
+                             keep_a | (uint64_t)1 << 4,        /* BLK_PINNED, no pins */
+                             keep_a + ((uint64_t)1 << 13) };   /* a's size, one granule more: over b's start */
+    for (unsigned i = 0; i < HH_ARRAY_LEN_T(bad); i++) {
         uint64_t keep = *ha;
-        *ha ^= flips[i];
+        *ha = bad[i];
         hh_test_reset_captured();
         ck_assert_int_eq(hh_heap_check(heap), HH_E_CORRUPT);
         ck_assert_uint_eq(hh_test_captured_count(), 1);
