@@ -137,7 +137,7 @@ HH_INLINE hhi_block *region_release_inline(hh_heap *h, size_t off, size_t size, 
             fl_mapping(psize, &f1, &s1);
             fl_unlink(h, p, pg, f1, s1);
             fl_relink(h, n, p, pg, nps);
-            hhi_bitmap_clear_fast(&h->frees, ng);
+            free_start_sub(h, ng);
             hhi_bitmap_clear_fast(&h->starts, ng);
             p->word = free_word(nps);
             hh_track_defined(foot, 8);
@@ -152,7 +152,7 @@ HH_INLINE hhi_block *region_release_inline(hh_heap *h, size_t off, size_t size, 
             fl_mapping(nsize, &nf, &ns);
             uint32_t ng = off_granule(end);
             fl_unlink(h, n, ng, nf, ns);
-            hhi_bitmap_clear_fast(&h->frees, ng);
+            free_start_sub(h, ng);
             hhi_bitmap_clear_fast(&h->starts, ng);
             h->free_blocks--;
             h->free_sumsq -= fl_sq(h, nsize);
@@ -181,7 +181,7 @@ HH_INLINE hhi_block *region_release_inline(hh_heap *h, size_t off, size_t size, 
     if (nsize) {                                     /* b takes n's place (or n's list changes) */
         uint32_t ng = off_granule(end);
         fl_replace(h, n, ng, nsize, b, g, total);
-        hhi_bitmap_move_fast(&h->frees, ng, g);
+        free_start_move(h, ng, g);
         hhi_bitmap_clear_fast(&h->starts, ng);
         h->free_bytes += size;
         h->free_sumsq = h->free_sumsq - fl_sq(h, nsize) + fl_sq(h, total);
@@ -190,7 +190,7 @@ HH_INLINE hhi_block *region_release_inline(hh_heap *h, size_t off, size_t size, 
     unsigned f, s;
     fl_mapping(total, &f, &s);
     fl_link(h, b, g, f, s);
-    hhi_bitmap_set_fast(&h->frees, g);
+    free_start_add(h, g);
     h->free_bytes += size;
     h->free_blocks++;
     h->free_sumsq += fl_sq(h, total);
@@ -313,7 +313,7 @@ HH_INLINE hhi_block *carve16(hh_heap *h, hhi_block *f, size_t bs) {
         uint64_t *foot = (uint64_t *)(void *)(h->base + foff + fsize - 8);   /* f's footer is the tail's */
         *foot = tail;
         fl_replace(h, f, g, fsize, t, tg, tail);
-        hhi_bitmap_move_fast(&h->frees, g, tg);
+        free_start_move(h, g, tg);
         hhi_bitmap_set_fast(&h->starts, tg);
         h->free_bytes -= bs;
         h->free_sumsq = h->free_sumsq - fl_sq(h, fsize) + fl_sq(h, tail);
@@ -706,14 +706,49 @@ hhi_block *hhi_heap_find_fit_below(const hh_heap *h, size_t bs, size_t align, si
 --------------------------------------------------------------------------- */
 hhi_block *hhi_heap_lowest_free(const hh_heap *h) { return hhi_heap_free_at_or_after(h, 0); }
 
+/* The lowest free block starting in span s at a granule whose bit is in
+   `mask`, or NULL: the span's block starts, lowest first, until a free header. */
+static hhi_block *span_free_lowest(const hh_heap *h, size_t s, uint64_t mask) {
+    for (uint64_t w = h->starts.level[0][s] & mask; w; w &= w - 1) {
+        hhi_block *b = blk_at(h, granule_off((uint32_t)(s * HHI_SPAN + hh_ctz64(w))));
+        if (blk_is_free(b)) return b;
+    }
+    return NULL;
+}
+/* As span_free_lowest, the highest. */
+static hhi_block *span_free_highest(const hh_heap *h, size_t s, uint64_t mask) {
+    for (uint64_t w = h->starts.level[0][s] & mask; w;) {
+        unsigned i = hh_fls64(w);
+        hhi_block *b = blk_at(h, granule_off((uint32_t)(s * HHI_SPAN + i)));
+        if (blk_is_free(b)) return b;
+        w &= ~((uint64_t)1 << i);
+    }
+    return NULL;
+}
+
 hhi_block *hhi_heap_free_at_or_after(const hh_heap *h, size_t off) {
-    size_t g = hhi_bitmap_next(&h->frees, off / HHI_GRANULE);
-    return g == HHI_BM_NONE ? NULL : blk_at(h, granule_off((uint32_t)g));
+    size_t g = off / HHI_GRANULE, s = g >> HHI_SPAN_SHIFT;
+    if (g >= h->managed / HHI_GRANULE) return NULL;
+    if (h->free_span[s]) {                            /* its own span, from g up */
+        hhi_block *b = span_free_lowest(h, s, ~(uint64_t)0 << (g % HHI_SPAN));
+        if (b) return b;
+    }
+    s = hhi_bitmap_next(&h->frees, s + 1);            /* then the next span that has one */
+    return s == HHI_BM_NONE ? NULL : span_free_lowest(h, s, ~(uint64_t)0);
 }
 
 hhi_block *hhi_heap_free_at_or_before(const hh_heap *h, size_t off) {
-    size_t g = hhi_bitmap_prev(&h->frees, off / HHI_GRANULE);
-    return g == HHI_BM_NONE ? NULL : blk_at(h, granule_off((uint32_t)g));
+    size_t g = off / HHI_GRANULE;
+    if (g >= h->managed / HHI_GRANULE) g = h->managed / HHI_GRANULE - 1;
+    size_t s = g >> HHI_SPAN_SHIFT;
+    unsigned b = (unsigned)(g % HHI_SPAN);
+    if (h->free_span[s]) {                            /* its own span, from g down */
+        hhi_block *f = span_free_highest(h, s, b == 63 ? ~(uint64_t)0 : (((uint64_t)1 << (b + 1)) - 1));
+        if (f) return f;
+    }
+    if (s == 0) return NULL;
+    s = hhi_bitmap_prev(&h->frees, s - 1);            /* then the previous span that has one */
+    return s == HHI_BM_NONE ? NULL : span_free_highest(h, s, ~(uint64_t)0);
 }
 
 hhi_block *hhi_heap_block_at_or_after(const hh_heap *h, size_t off) {
@@ -730,10 +765,8 @@ hhi_block *hhi_heap_block_before(const hh_heap *h, const hhi_block *b) {
 }
 
 hhi_block *hhi_heap_top_free(const hh_heap *h) {
-    size_t g = hhi_bitmap_prev(&h->frees, h->managed / HHI_GRANULE - 1);
-    if (g == HHI_BM_NONE) return NULL;
-    hhi_block *f = blk_at(h, granule_off((uint32_t)g));
-    return blk_offset(h, f) + blk_size_free(f) == h->managed ? f : NULL;
+    hhi_block *f = hhi_heap_free_at_or_before(h, h->managed - HHI_GRANULE);
+    return f && blk_offset(h, f) + blk_size_free(f) == h->managed ? f : NULL;
 }
 
 /* ---------------------------------------------------------------------------
@@ -828,6 +861,9 @@ static hh_status heap_desc_defaults(const hh_heap_desc *desc, hh_heap_desc *out)
     return HH_OK;
 }
 
+/* Bytes (= spans) of the free-start index of a range of `limit` bytes (I5). */
+static size_t free_span_bytes(size_t limit) { return (limit / HHI_GRANULE + HHI_SPAN - 1) / HHI_SPAN; }
+
 /* Bytes of a per-slot side array of elements of `elem` bytes (I6). */
 static size_t side_array_bytes(const hh_heap *h, size_t elem) { return (size_t)h->handles.head.capacity * elem; }
 
@@ -840,6 +876,8 @@ static void heap_release(hh_heap *h) {
     hhi_region_fini(h);
     hhi_bitmap_fini(&h->starts);
     hhi_bitmap_fini(&h->frees);
+    if (h->free_span && h->free_span_mapped) hhi_os_unmap(h->free_span, free_span_bytes(h->limit));
+    else hhi_meta_free(h->free_span);
     hhi_slots_fini(&h->handles);
     if (h->mapping) hhi_os_unmap(h->mapping, h->mapping_bytes);
     hhi_meta_free(h);
@@ -905,7 +943,11 @@ hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
     }
     /* A growable heap's bitmaps cover the whole reservation, in zero pages. */
     bool (*bm_init)(hhi_bitmap *, size_t) = grow ? hhi_bitmap_init_mapped : hhi_bitmap_init;
-    if (!bm_init(&h->starts, limit / HHI_GRANULE) || !bm_init(&h->frees, limit / HHI_GRANULE)) {
+    size_t spans = free_span_bytes(limit);
+    h->free_span_mapped = grow;
+    h->free_span = grow ? hhi_os_map(spans, 0) : hhi_meta_alloc(spans);   /* zeroed */
+    h->limit = limit;                                 /* heap_release sizes free_span by it */
+    if (h->free_span == NULL || !bm_init(&h->starts, limit / HHI_GRANULE) || !bm_init(&h->frees, spans)) {
         heap_release(h);
         return hhi_error(HH_E_NO_MEMORY, "hh_heap_create: cannot allocate the address bitmaps");
     }
@@ -1745,7 +1787,8 @@ size_t hh_heap_overhead_bytes(const hh_heap *heap) {
     }
     heap_lock(heap);
     size_t slot_meta = sizeof(uint64_t) + (heap->pins ? sizeof *heap->pins : 0) + (heap->tags ? sizeof *heap->tags : 0);
-    size_t n = sizeof *heap + heap->starts.bytes + heap->frees.bytes + (size_t)heap->handles.hwm * slot_meta +
+    size_t n = sizeof *heap + heap->starts.bytes + heap->frees.bytes + free_span_bytes(heap->limit) +
+               (size_t)heap->handles.hwm * slot_meta +
                heap->journal.cap * sizeof(hh_move_record) + (size_t)heap->region_count * sizeof(hhi_region);
     heap_unlock(heap);
     return n;

@@ -37,9 +37,14 @@
  *
  *   Free blocks sit in TLSF segregated lists (first level: power of two,
  *   second level: 16 linear steps) with bitmaps, so allocation never searches.
- *   Two hierarchical bitmaps over granules mark block starts and free-block
- *   starts; they give the lowest hole, the next hole and the block before a
- *   given one in O(log64 n) for the defrag service.
+ *   A hierarchical bitmap over granules marks block starts; a coarser index
+ *   over spans of 64 granules (1 KiB, one word of the start bitmap) counts the
+ *   free-block starts in each span and marks the spans that have any. The
+ *   lowest hole, the next hole and the block before a given one take
+ *   O(log64 n) for the defrag service: the span index finds the span, the
+ *   span's start-bitmap word and the headers of its blocks (at most 16 free
+ *   ones: I2 and the 32-byte minimum) find the block. Per granule that is
+ *   1 + 9/64 bits instead of two.
  *
  * Invariants (numbered; hh_heap_check verifies each and names it on failure)
  *   I1  blocks tile [0, managed): each size is a multiple of 16, >= HHI_MIN_BLOCK,
@@ -49,8 +54,10 @@
  *       free block's footer equals its size.
  *   I4  every free block is in exactly the TLSF list of its size, the lists are
  *       well linked, and the two-level bitmaps mark exactly the non-empty lists.
- *   I5  the start bitmap marks exactly the block starts; the free bitmap exactly
- *       the free-block starts; each upper level marks exactly the non-zero words below.
+ *   I5  the start bitmap marks exactly the block starts; free_span[s] is the
+ *       number of free blocks starting in span s (granules [64 s, 64 s + 64)),
+ *       and the span bitmap marks exactly the spans where it is non-zero; each
+ *       upper level marks exactly the non-zero words below.
  *   I6  a live block's slot is live and points at its payload; the payload is
  *       aligned to the block's alignment; slack <= size - minimal; its size is
  *       at most HHI_MAX_LIVE_BLOCK. BLK_PINNED is set exactly on the live
@@ -475,7 +482,9 @@ struct hh_heap {
                                      NULL until the first pin */
     uint32_t   *tags;             /* user tag per handle slot, as pins; NULL until the first non-zero tag */
     hhi_bitmap  starts;           /* bit per granule: a block starts here */
-    hhi_bitmap  frees;            /* bit per granule: a free block starts here */
+    hhi_bitmap  frees;            /* bit per span of HHI_SPAN granules: free_span[span] > 0 */
+    uint8_t    *free_span;        /* free-block starts per span (<= 16), one byte per KiB of range */
+    bool        free_span_mapped; /* free_span in its own mapping (growable heaps), else metadata */
 
     /* counters, always exact (I8) */
     size_t      used_bytes;       /* whole live + pinned blocks */
@@ -819,27 +828,44 @@ HH_INLINE void fl_replace(hh_heap *h, hhi_block *ob, uint32_t og, size_t osize, 
     fl_link(h, nb, ng, f2, s2);
 }
 
-/* Inserts free block b (header already says free + size): lists, free-start bitmap, counters. */
+/* The free-start index (I5): one more or one fewer free block starts at
+   granule g; a start moving from granule g to granule ng. */
+enum { HHI_SPAN_SHIFT = 6, HHI_SPAN = 1 << HHI_SPAN_SHIFT };   /* granules per span: one start-bitmap word */
+_Static_assert(HHI_SPAN == 64, "a span is one word of the start bitmap");
+static inline void free_start_add(hh_heap *h, uint32_t g) {
+    if (h->free_span[g >> HHI_SPAN_SHIFT]++ == 0) hhi_bitmap_set(&h->frees, g >> HHI_SPAN_SHIFT);
+}
+static inline void free_start_sub(hh_heap *h, uint32_t g) {
+    if (--h->free_span[g >> HHI_SPAN_SHIFT] == 0) hhi_bitmap_clear(&h->frees, g >> HHI_SPAN_SHIFT);
+}
+static inline void free_start_move(hh_heap *h, uint32_t g, uint32_t ng) {
+    if ((g ^ ng) >> HHI_SPAN_SHIFT) {               /* another span: else the count stays */
+        free_start_add(h, ng);
+        free_start_sub(h, g);
+    }
+}
+
+/* Inserts free block b (header already says free + size): lists, free-start index, counters. */
 static inline void fl_insert(hh_heap *h, hhi_block *b) {
     size_t size = blk_size_free(b);
     unsigned f, s;
     fl_mapping(size, &f, &s);
     uint32_t g = off_granule(blk_offset(h, b));
     fl_link(h, b, g, f, s);
-    hhi_bitmap_set_fast(&h->frees, g);
+    free_start_add(h, g);
     h->free_bytes += size;
     h->free_blocks++;
     h->free_sumsq += fl_sq(h, size);
 }
 
-/* Removes free block b from lists, free-start bitmap, counters (header untouched). */
+/* Removes free block b from lists, free-start index, counters (header untouched). */
 static inline void fl_remove(hh_heap *h, hhi_block *b) {
     size_t size = blk_size_free(b);
     unsigned f, s;
     fl_mapping(size, &f, &s);
     uint32_t g = off_granule(blk_offset(h, b));
     fl_unlink(h, b, g, f, s);
-    hhi_bitmap_clear_fast(&h->frees, g);
+    free_start_sub(h, g);
     h->free_bytes -= size;
     h->free_blocks--;
     h->free_sumsq -= fl_sq(h, size);
