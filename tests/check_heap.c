@@ -431,6 +431,42 @@ END_TEST
 /* ---------------------------------------------------------------------------
    The 8-byte header and the per-slot side arrays (heap_internal.h's model)
 --------------------------------------------------------------------------- */
+/* The free-start index counts the free blocks of each 1 KiB span (I5): the
+   most a span can hold is 16 (32-byte blocks, no two free ones adjacent).
+   hh_heap_check verifies each count; the top region is found through the
+   index (the metrics' top_free_bytes), and a full compaction, which finds
+   the holes through it, closes them all. A debug heap:
+   no free-block cache, so every free is a hole at once. */
+START_TEST(free_index_counts_a_full_span) {
+    hh_heap *hp;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 20, .flags = HH_HEAP_DEBUG }, &hp), HH_OK);
+    enum { N = 96 };                                      /* three spans of 32-byte blocks */
+    hh_handle hs[N];
+    for (int i = 0; i < N; i++) {
+        hs[i] = hh_alloc(hp, 8);                          /* 8 + 8 + 16 (guard) = a 32-byte block */
+        ck_assert(!hh_is_null(hs[i]));
+    }
+    char *base = hh_heap_base(hp);
+    ck_assert_ptr_eq(hh_deref(hp, hs[N - 1]), base + (N - 1) * 32 + HH_HEAP_HEADER_BYTES);
+    for (int i = 0; i < N; i += 2) ck_assert_int_eq(hh_free(hp, hs[i]), HH_OK);   /* 16 holes a span */
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    hh_defrag_metrics m;
+    ck_assert_int_eq(hh_defrag_metrics_get(hp, &m), HH_OK);
+    ck_assert_uint_eq(m.hole_count, N / 2);
+    ck_assert_uint_eq(m.top_free_bytes, hh_heap_managed_bytes(hp) - N * 32);
+    for (int i = 1; i < N; i += 4) ck_assert_int_eq(hh_free(hp, hs[i]), HH_OK);   /* holes merge: counts fall */
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    hh_defrag_full(hp);
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    ck_assert_int_eq(hh_defrag_metrics_get(hp, &m), HH_OK);
+    ck_assert_uint_eq(m.hole_count, 0);
+    ck_assert_uint_eq(m.top_free_bytes, hh_heap_managed_bytes(hp) - (N - N / 2 - N / 4) * 32);
+    for (int i = 3; i < N; i += 4) ck_assert_int_eq(hh_free(hp, hs[i]), HH_OK);
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    hh_heap_destroy(hp);
+}
+END_TEST
+
 /* Decommitting the top region keeps the page of its free-list links, which
    lie after the 8-byte header: on a page of their own when the region starts
    at a 4096-multiple offset (base + 8 is page-aligned). Called with no
@@ -1620,6 +1656,7 @@ Suite *hh_test_heap_suite(void) {
     tcase_add_test(tc, pin_count_overflow_is_refused);
     tcase_add_test(tc, largest_block_fits_its_header);
     tcase_add_test(tc, decommit_keeps_the_top_regions_links);
+    tcase_add_test(tc, free_index_counts_a_full_span);
     tcase_add_test(tc, pin_and_tag_arrays_made_on_first_use);
     tcase_add_test(tc, tags_and_pins_survive_full_compaction);
     tcase_add_test(tc, check_catches_corrupt_8_byte_header);
