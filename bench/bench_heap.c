@@ -175,7 +175,7 @@ static void bench_deref(size_t n, int reps, uint32_t flags) {
     bench_pair("heap", "deref_many_seq", "ns/op", deref_many_run, "raw_ptr", deref_raw_run, &seq, reps);
     bench_pair("heap", "deref_many_shuffled", "ns/op", deref_many_run, "raw_ptr", deref_raw_run, &shuf, reps);
     printf("heap: deref over %zu objects of %d B (%.1f MiB of blocks, %.1f MiB of handle slots)\n", n, OBJ_BYTES,
-           (double)n * (OBJ_BYTES + HH_HEAP_HEADER_BYTES) / 1048576.0, (double)n * sizeof(hh_handle_slot) / 1048576.0);
+           (double)n * ((OBJ_BYTES + HH_HEAP_HEADER_BYTES + 15) & ~15) / 1048576.0, (double)n * sizeof(hh_handle_slot) / 1048576.0);
     free(perm); free(ps2); free(ps); free(hs2); free(hs);
     hh_heap_destroy(heap);
 }
@@ -342,7 +342,7 @@ static void bench_memory(const char *mix, size_t n, size_t fixed) {
     /* A heap sized for its load (whole blocks + 25% + 1 MiB): the heap's bitmaps
        scale with capacity, so an oversized heap would inflate the per-block figure. */
     size_t whole = 0;
-    for (size_t i = 0; i < n; i++) whole += ((req[i] + 15) & ~(size_t)15) + HH_HEAP_HEADER_BYTES;
+    for (size_t i = 0; i < n; i++) whole += (req[i] + HH_HEAP_HEADER_BYTES + 15) & ~(size_t)15;   /* header + payload, a granule */
     hh_heap *heap = heap_make(whole + whole / 4 + (1u << 20), (uint32_t)(n + 64), 0);
     hh_handle *hs = xmalloc(n * sizeof *hs);
     size_t req_total = 0, ours_usable = 0;

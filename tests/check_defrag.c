@@ -163,7 +163,7 @@ START_TEST(journal_matches_on_move) {
     for (size_t i = 0; i < n; i++) {
         ck_assert_uint_lt(rec[i].dst_offset, rec[i].src_offset);
         char *p = hh_deref(heap, rec[i].handle);
-        ck_assert_ptr_eq(p - 16, (char *)hh_heap_base(heap) + rec[i].dst_offset);
+        ck_assert_ptr_eq(p - HH_HEAP_HEADER_BYTES, (char *)hh_heap_base(heap) + rec[i].dst_offset);
     }
     ck_assert_uint_eq(r.bytes_moved, mlog.bytes);
     r = hh_defrag_step(heap, 1);                     /* a new step clears the journal */
@@ -599,9 +599,9 @@ START_TEST(pinned_survive_and_holes_below_fill) {
     ck_assert_uint_eq(m.stuck_holes, 1);
     ck_assert_uint_eq(m.blocking_pinned_bytes, 144);
     char *base = hh_heap_base(heap);
-    ck_assert_uint_eq((size_t)((char *)at[2] + 128 - base), hh_heap_managed_bytes(heap) - m.top_free_bytes);
+    ck_assert_uint_eq((size_t)((char *)at[2] - HH_HEAP_HEADER_BYTES + 144 - base), hh_heap_managed_bytes(heap) - m.top_free_bytes);
     ck_assert_uint_eq(m.debt_bytes, 144);                     /* only the pinned block above the hole */
-    ck_assert_uint_eq(m.stuck_hole_bytes, (size_t)((char *)at[2] - 16 - base) - (N / 2 - 1) * 144);
+    ck_assert_uint_eq(m.stuck_hole_bytes, (size_t)((char *)at[2] - HH_HEAP_HEADER_BYTES - base) - (N / 2 - 1) * 144);
     ck_assert_uint_eq(m.pinned_bytes, 3 * 144);
 }
 END_TEST

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "hheap/defrag.h"
+#include "hheap/testing.h"
 #include "test_util.h"
 #include "../src/common/hh_platform.h"
 #include "../src/common/hh_track.h"
@@ -104,15 +105,19 @@ START_TEST(alloc_zero_is_invalid) {
 END_TEST
 
 START_TEST(huge_sizes_fail_cleanly) {
-    size_t sizes[] = { SIZE_MAX, SIZE_MAX - 15, SIZE_MAX / 2 + 1, (1u << 20) + 1 };
+    /* above HH_HEAP_MAX_ALLOC: no block can hold it (the header's size field) */
+    size_t sizes[] = { SIZE_MAX, SIZE_MAX - 15, SIZE_MAX / 2 + 1, (size_t)HH_HEAP_MAX_ALLOC + 1, (1u << 20) + 1 };
     for (size_t i = 0; i < HH_ARRAY_LEN_T(sizes); i++) {
         hh_test_reset_captured();
         ck_assert(hh_is_null(hh_alloc(heap, sizes[i])));
-        ck_assert_int_eq(hh_test_last_captured(), HH_E_NO_MEMORY);
-        ck_assert_uint_eq(hh_test_captured_count(), 1);
+        ck_assert(hh_is_null(hh_alloc_ex(heap, sizes[i], 64, 7)));
+        ck_assert_int_eq(hh_test_last_captured(), sizes[i] > HH_HEAP_MAX_ALLOC ? HH_E_INVALID_ARG : HH_E_NO_MEMORY);
+        ck_assert_uint_eq(hh_test_captured_count(), 2);
     }
     hh_handle h = hh_alloc(heap, 64);
-    ck_assert_int_eq(hh_resize(heap, h, SIZE_MAX), HH_E_NO_MEMORY);
+    ck_assert_int_eq(hh_resize(heap, h, SIZE_MAX), HH_E_INVALID_ARG);
+    ck_assert_int_eq(hh_resize(heap, h, (size_t)HH_HEAP_MAX_ALLOC + 1), HH_E_INVALID_ARG);
+    ck_assert_int_eq(hh_resize(heap, h, (1u << 20) + 1), HH_E_NO_MEMORY);
     ck_assert_uint_ge(hh_size(heap, h), 64);
 }
 END_TEST
@@ -289,7 +294,10 @@ START_TEST(size_is_usable_and_rounded) {
         hh_handle h = hh_alloc(heap, s);
         size_t u = hh_size(heap, h);
         ck_assert_uint_ge(u, s);
-        ck_assert_uint_lt(u, s + 16);
+        /* the header and the payload round up to a granule together; the
+           smallest block (HHI_MIN_BLOCK, 32) gives tiny sizes more */
+        ck_assert_uint_eq(u, (s + HH_HEAP_HEADER_BYTES + 15) / 16 * 16 - HH_HEAP_HEADER_BYTES > 24
+                                 ? (s + HH_HEAP_HEADER_BYTES + 15) / 16 * 16 - HH_HEAP_HEADER_BYTES : 24);
         memset(hh_deref(heap, h), 0x5A, u);                     /* every usable byte is writable */
     }
     ck_assert_int_eq(hh_heap_check(heap), HH_OK);
@@ -419,6 +427,257 @@ START_TEST(pin_count_overflow_is_refused) {
 }
 END_TEST
 
+
+/* ---------------------------------------------------------------------------
+   The 8-byte header and the per-slot side arrays (heap_internal.h's model)
+--------------------------------------------------------------------------- */
+/* The free-start index counts the free blocks of each 1 KiB span (I5): the
+   most a span can hold is 16 (32-byte blocks, no two free ones adjacent).
+   hh_heap_check verifies each count; the top region is found through the
+   index (the metrics' top_free_bytes), and a full compaction, which finds
+   the holes through it, closes them all. A debug heap:
+   no free-block cache, so every free is a hole at once. */
+START_TEST(free_index_counts_a_full_span) {
+    hh_heap *hp;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 20, .flags = HH_HEAP_DEBUG }, &hp), HH_OK);
+    enum { N = 96 };                                      /* three spans of 32-byte blocks */
+    hh_handle hs[N];
+    for (int i = 0; i < N; i++) {
+        hs[i] = hh_alloc(hp, 8);                          /* 8 + 8 + 16 (guard) = a 32-byte block */
+        ck_assert(!hh_is_null(hs[i]));
+    }
+    char *base = hh_heap_base(hp);
+    ck_assert_ptr_eq(hh_deref(hp, hs[N - 1]), base + (N - 1) * 32 + HH_HEAP_HEADER_BYTES);
+    for (int i = 0; i < N; i += 2) ck_assert_int_eq(hh_free(hp, hs[i]), HH_OK);   /* 16 holes a span */
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    hh_defrag_metrics m;
+    ck_assert_int_eq(hh_defrag_metrics_get(hp, &m), HH_OK);
+    ck_assert_uint_eq(m.hole_count, N / 2);
+    ck_assert_uint_eq(m.top_free_bytes, hh_heap_managed_bytes(hp) - N * 32);
+    for (int i = 1; i < N; i += 4) ck_assert_int_eq(hh_free(hp, hs[i]), HH_OK);   /* holes merge: counts fall */
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    hh_defrag_full(hp);
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    ck_assert_int_eq(hh_defrag_metrics_get(hp, &m), HH_OK);
+    ck_assert_uint_eq(m.hole_count, 0);
+    hh_heap_stats st;                                     /* (tools on: per-block moves, slivers may */
+    hh_heap_stats_get(hp, &st);                           /* become slack instead: no exact top) */
+    ck_assert_uint_eq(m.top_free_bytes, st.free_bytes);   /* no hole: every free byte is the top region's */
+    for (int i = 3; i < N; i += 4) ck_assert_int_eq(hh_free(hp, hs[i]), HH_OK);
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    hh_heap_destroy(hp);
+}
+END_TEST
+
+/* Decommitting the top region keeps the page of its free-list links, which
+   lie after the 8-byte header: on a page of their own when the region starts
+   at a 4096-multiple offset (base + 8 is page-aligned). Called with no
+   retained bytes, as the service never does (its retain is >= 1 byte). */
+size_t hhi_heap_decommit_top(hh_heap *h, size_t retain, size_t min_bytes, size_t max_bytes);
+START_TEST(decommit_keeps_the_top_regions_links) {
+    hh_handle hs[64];
+    for (int i = 0; i < 64; i++) hs[i] = hh_alloc(heap, 64 - HH_HEAP_HEADER_BYTES);   /* 64 blocks of 64 B */
+    hh_handle big = hh_alloc(heap, 64u << 10);                 /* written pages above offset 4096 */
+    memset(hh_deref(heap, big), 1, 64u << 10);
+    ck_assert_int_eq(hh_free(heap, big), HH_OK);               /* the top region starts at offset 4096 */
+    ck_assert_uint_gt(hhi_heap_decommit_top(heap, 0, 0, 0), 0);
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+    hh_handle again = hh_alloc(heap, 64u << 10);
+    ck_assert(!hh_is_null(again));
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+    ck_assert_int_eq(hh_free(heap, again), HH_OK);
+    for (int i = 0; i < 64; i++) ck_assert_int_eq(hh_free(heap, hs[i]), HH_OK);
+}
+END_TEST
+
+/* The largest block: HH_HEAP_MAX_ALLOC fits the header's 27-bit size field
+   (with its rounding, guard and slack), one byte more is refused with
+   HH_E_INVALID_ARG and one message, on a heap large enough to hold it. */
+START_TEST(largest_block_fits_its_header) {
+    hh_heap *hp;
+    size_t cap = (size_t)HH_HEAP_MAX_ALLOC + (64u << 20);
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = cap, .commit = 1u << 20, .max_handles = 1024,
+                                                     .flags = HH_HEAP_GROWABLE }, &hp), HH_OK);
+    hh_handle small = hh_alloc_ex(hp, 100, 4096, 3);          /* an aligned neighbour: a lead, then the big block */
+    ck_assert(!hh_is_null(small));
+    hh_test_reset_captured();
+    ck_assert(hh_is_null(hh_alloc(hp, (size_t)HH_HEAP_MAX_ALLOC + 1)));
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_INVALID_ARG);
+    ck_assert_uint_eq(hh_test_captured_count(), 1);
+    ck_assert(hh_is_null(hh_alloc_ex(hp, (size_t)HH_HEAP_MAX_ALLOC + 1, 16, 0)));
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_INVALID_ARG);
+    ck_assert_uint_eq(hh_test_captured_count(), 2);
+    ck_assert_int_eq(hh_resize(hp, small, (size_t)HH_HEAP_MAX_ALLOC + 1), HH_E_INVALID_ARG);
+    ck_assert_uint_eq(hh_test_captured_count(), 3);
+    ck_assert_uint_eq(hh_size(hp, small), 104);               /* unchanged: 8 + 100 -> 112, less the header */
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    if (!getenv("HH_TEST_UNDER_VALGRIND")) {                  /* 2 GiB of range: only the ends are touched */
+        hh_handle big = hh_alloc_ex(hp, HH_HEAP_MAX_ALLOC, 4096, 9);
+        ck_assert(!hh_is_null(big));
+        ck_assert_uint_ge(hh_size(hp, big), (size_t)HH_HEAP_MAX_ALLOC);
+        ck_assert_uint_lt(hh_size(hp, big), (size_t)HH_HEAP_MAX_ALLOC + 16);
+        ck_assert_uint_eq(hh_tag(hp, big), 9);
+        unsigned char *p = hh_deref(hp, big);
+        ck_assert_uint_eq((uintptr_t)p % 4096, 0);
+        p[0] = 1;
+        p[HH_HEAP_MAX_ALLOC - 1] = 2;
+        ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+        ck_assert_int_eq(hh_free(hp, small), HH_OK);          /* a hole below it: the big block slides */
+        hh_defrag_full(hp);
+        p = hh_deref(hp, big);
+        ck_assert_uint_eq((uintptr_t)p % 4096, 0);
+        ck_assert_uint_eq(p[0], 1);
+        ck_assert_uint_eq(p[HH_HEAP_MAX_ALLOC - 1], 2);
+        ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+        ck_assert_int_eq(hh_free(hp, big), HH_OK);
+    }
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    hh_heap_destroy(hp);
+}
+END_TEST
+
+/* Pin counts and tags are not in the header: a heap makes their arrays on
+   its first pin and its first non-zero tag (hh_heap_overhead_bytes grows by
+   1 and 4 bytes a used slot then, not before); a failure to make one is
+   HH_E_NO_MEMORY with one message and changes nothing. */
+START_TEST(pin_and_tag_arrays_made_on_first_use) {
+    hh_heap *hp;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 1u << 20 }, &hp), HH_OK);
+    hh_handle hs[64];
+    for (int i = 0; i < 64; i++) hs[i] = hh_alloc_ex(hp, 40, 16, 0);   /* tag 0: no tag array */
+    size_t base_meta = hh_heap_overhead_bytes(hp);
+    ck_assert_uint_eq(hh_tag(hp, hs[5]), 0);
+    hh_test_reset_captured();
+    hh_test_fail_after(0);                                    /* the pin array's mapping fails */
+    ck_assert_ptr_null(hh_pin(hp, hs[5]));
+    hh_test_fail_after(-1);
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_NO_MEMORY);
+    ck_assert_uint_eq(hh_test_captured_count(), 1);
+    ck_assert_uint_eq(hh_heap_overhead_bytes(hp), base_meta);
+    ck_assert_int_eq(hh_free(hp, hs[5]), HH_OK);              /* not pinned: the failure changed nothing */
+    hs[5] = hh_alloc(hp, 40);
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    void *at = hh_pin(hp, hs[5]);
+    ck_assert_ptr_nonnull(at);
+    size_t pin_meta = hh_heap_overhead_bytes(hp);
+    ck_assert_uint_gt(pin_meta, base_meta);
+    ck_assert_uint_ge(pin_meta - base_meta, 65);              /* one byte per slot used so far (64 + slot 0, */
+    ck_assert_uint_le(pin_meta - base_meta, 2 * 65);          /* and the few the released-slot FIFO rests) */
+    ck_assert_int_eq(hh_free(hp, hs[5]), HH_E_PINNED);
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    hh_test_reset_captured();
+    hh_test_fail_after(0);                                    /* the tag array's mapping fails */
+    ck_assert(hh_is_null(hh_alloc_ex(hp, 40, 16, 77)));
+    hh_test_fail_after(-1);
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_NO_MEMORY);
+    ck_assert_uint_eq(hh_test_captured_count(), 1);
+    ck_assert_uint_eq(hh_heap_overhead_bytes(hp), pin_meta);
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    hh_handle t = hh_alloc_ex(hp, 40, 16, 77);
+    ck_assert_uint_eq(hh_tag(hp, t), 77);
+    ck_assert_uint_gt(hh_heap_overhead_bytes(hp), pin_meta);
+    for (int i = 0; i < 64; i++) ck_assert_uint_eq(hh_tag(hp, hs[i]), 0);   /* made zeroed */
+    ck_assert_int_eq(hh_free(hp, t), HH_OK);
+    hh_handle u = hh_alloc(hp, 40);                           /* may take t's slot: tag 0 again */
+    ck_assert_uint_eq(hh_tag(hp, u), 0);
+    ck_assert_int_eq(hh_unpin(hp, hs[5]), HH_OK);
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    hh_heap_destroy(hp);
+}
+END_TEST
+
+/* Tags and pins belong to the slot, so they follow a block through every
+   move: a full compaction over tagged, pinned and plain blocks keeps every
+   tag, moves no pinned block, and every byte stays (shadow). */
+START_TEST(tags_and_pins_survive_full_compaction) {
+    hh_heap *hp;
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 4u << 20 }, &hp), HH_OK);
+    enum { N = 2000 };
+    hh_shadow sh;
+    hh_shadow_init(&sh);
+    hh_rng r = hh_rng_make(21);
+    uint32_t tags[N];
+    for (unsigned i = 0; i < N; i++) {
+        size_t size = 1 + hh_rng_below(&r, 700), align = (size_t)16 << hh_rng_below(&r, 3);
+        tags[i] = i % 3 == 0 ? 0 : 1000 + i;
+        hh_handle h = hh_alloc_ex(hp, size, align, tags[i]);
+        ck_assert(!hh_is_null(h));
+        hh_shadow_add(&sh, hp, h, size, align, i + 1);
+    }
+    hh_handle pinned[8];
+    void *at[8];
+    for (unsigned k = 0; k < 8; k++) {                         /* pin blocks spread over the heap */
+        pinned[k] = sh.objs[(k * 7 + 3) * (N / 64)].h;
+        at[k] = hh_pin(hp, pinned[k]);
+        ck_assert_ptr_nonnull(at[k]);
+    }
+    for (size_t i = 0; i < sh.count;) {                        /* free a third, pins aside */
+        bool is_pinned = false;
+        for (unsigned k = 0; k < 8; k++) is_pinned |= hh_handle_eq(sh.objs[i].h, pinned[k]);
+        if (!is_pinned && hh_rng_below(&r, 3) == 0) {
+            ck_assert_int_eq(hh_free(hp, sh.objs[i].h), HH_OK);
+            hh_shadow_remove(&sh, i);
+        } else {
+            i++;
+        }
+    }
+    hh_defrag_full(hp);
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    hh_shadow_verify(&sh, hp);
+    for (unsigned k = 0; k < 8; k++) ck_assert_ptr_eq(hh_deref(hp, pinned[k]), at[k]);
+    for (size_t i = 0; i < sh.count; i++) {
+        uint32_t want = tags[sh.objs[i].key - 1];
+        ck_assert_uint_eq(hh_tag(hp, sh.objs[i].h), want);
+    }
+    for (unsigned k = 0; k < 8; k++) ck_assert_int_eq(hh_unpin(hp, pinned[k]), HH_OK);
+    hh_defrag_full(hp);                                        /* unpinned: now they may move too */
+    hh_heap_stats st;
+    hh_heap_stats_get(hp, &st);
+    ck_assert_uint_eq(st.pinned_blocks, 0);
+    ck_assert_uint_eq(st.free_blocks, 1);
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    hh_shadow_verify(&sh, hp);
+    for (size_t i = 0; i < sh.count; i++) ck_assert_uint_eq(hh_tag(hp, sh.objs[i].h), tags[sh.objs[i].key - 1]);
+    hh_shadow_fini(&sh);
+    hh_heap_destroy(hp);
+}
+END_TEST
+
+/* hh_heap_check reads every field of the 8-byte header: a flipped bit in a
+   live block's slot, a pinned flag without pins, slack on a free block and
+   a size field off by a granule are each reported (HH_E_CORRUPT, one
+   message); put back, the heap checks clean. */
+START_TEST(check_catches_corrupt_8_byte_header) {
+    hh_handle a = hh_alloc(heap, 40), b = hh_alloc(heap, 2000), c = hh_alloc(heap, 24);
+    ck_assert_int_eq(hh_free(heap, b), HH_OK);                 /* too large for the cache: a free block now */
+    uint64_t *ha = (uint64_t *)(void *)((char *)hh_deref(heap, a) - HH_HEAP_HEADER_BYTES);
+    uint64_t *hb = (uint64_t *)(void *)((char *)hh_deref(heap, a) - HH_HEAP_HEADER_BYTES + 48);   /* a's block is 48 B */
+    ck_assert((*hb & 1) != 0);                                 /* BLK_FREE */
+    const uint64_t keep_a = *ha;
+    const uint64_t bad[] = { keep_a ^ (uint64_t)1 << 41,       /* a's slot */
+                             keep_a | (uint64_t)1 << 4,        /* BLK_PINNED, no pins */
+                             keep_a + ((uint64_t)1 << 13) };   /* a's size, one granule more: over b's start */
+    for (unsigned i = 0; i < HH_ARRAY_LEN_T(bad); i++) {
+        uint64_t keep = *ha;
+        *ha = bad[i];
+        hh_test_reset_captured();
+        ck_assert_int_eq(hh_heap_check(heap), HH_E_CORRUPT);
+        ck_assert_uint_eq(hh_test_captured_count(), 1);
+        *ha = keep;
+        ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+    }
+    uint64_t keep = *hb;
+    *hb |= (uint64_t)1 << 9;                                   /* slack on a free block */
+    hh_test_reset_captured();
+    ck_assert_int_eq(hh_heap_check(heap), HH_E_CORRUPT);
+    ck_assert_uint_eq(hh_test_captured_count(), 1);
+    *hb = keep;
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+    ck_assert_int_eq(hh_free(heap, a), HH_OK);
+    ck_assert_int_eq(hh_free(heap, c), HH_OK);
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------
    Debug heap: fills and guards
 --------------------------------------------------------------------------- */
@@ -428,9 +687,9 @@ START_TEST(debug_fills_and_catches_overrun) {
     hh_handle a = hh_alloc(h, 40);
     unsigned char *p = hh_deref(h, a);
     ck_assert_uint_eq(p[0], 0xA5);
-    ck_assert_uint_eq(p[47], 0xA5);                            /* usable is 48 */
+    ck_assert_uint_eq(p[39], 0xA5);                            /* usable is 40: 8 + 40 + 16 (guard) = 64 */
     size_t u = hh_size(h, a);
-    ck_assert_uint_eq(u, 48);
+    ck_assert_uint_eq(u, 40);
     if (getenv("HH_TEST_UNDER_VALGRIND")) {                    /* memcheck reports the overrun itself */
         ck_assert_int_eq(hh_free(h, a), HH_OK);
         hh_heap_destroy(h);
@@ -1100,7 +1359,7 @@ END_TEST
    must be resident ones (RSS falls by about what is reported, step by step and
    in total), and the total can never exceed what was touched. */
 START_TEST(bounded_decommit_gives_back_resident_pages) {
-    const size_t cap = 64u << 20, touched = 8u << 20, bsz = 1024 - 16;
+    const size_t cap = 64u << 20, touched = 8u << 20, bsz = 1024 - HH_HEAP_HEADER_BYTES;
     hh_heap *hp;
     ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = cap, .max_handles = 1u << 14 }, &hp), HH_OK);
     unsigned n = (unsigned)(touched / 1024);
@@ -1187,11 +1446,11 @@ START_TEST(debug_moves_never_reuse_a_vacated_place) {
         ck_assert_uint_eq(n, rep.moves);
         total_moves += rep.moves;
         for (size_t i = 0; i < n; i++) {
-            size_t usable = hh_size(hp, rec[i].handle), src_end = rec[i].src_offset + 16 + usable;
+            size_t usable = hh_size(hp, rec[i].handle), src_end = rec[i].src_offset + HH_HEAP_HEADER_BYTES + usable;
             for (size_t j = i; j < n; j++)               /* no later destination on an old place, its own included */
                 ck_assert_msg(rec[j].dst_offset + rec[j].size <= rec[i].src_offset || rec[j].dst_offset >= src_end,
                               "step %u: move %zu lands on the old place of move %zu", steps, j, i);
-            unsigned char *old = (unsigned char *)base + rec[i].src_offset + 16;
+            unsigned char *old = (unsigned char *)base + rec[i].src_offset + HH_HEAP_HEADER_BYTES;
             hh_track_defined(old, usable);                 /* no-access to memcheck/ASan: open, read, close */
             for (size_t k = 0; k < usable; k++)
                 if (old[k] != 0xDB) ck_abort_msg("step %u: byte %zu of an old place reads %#x", steps, k, old[k]);
@@ -1200,9 +1459,9 @@ START_TEST(debug_moves_never_reuse_a_vacated_place) {
         if (n && steps % 4 == 0) {                         /* a new block keeps out of the old places too */
             hh_handle h = hh_alloc(hp, 64);
             ck_assert(!hh_is_null(h));
-            size_t off = (size_t)((char *)hh_deref(hp, h) - base) - 16;
+            size_t off = (size_t)((char *)hh_deref(hp, h) - base) - HH_HEAP_HEADER_BYTES;
             for (size_t i = 0; i < n; i++)
-                ck_assert(off + 80 <= rec[i].src_offset || off >= rec[i].src_offset + 16 + hh_size(hp, rec[i].handle));
+                ck_assert(off + 80 <= rec[i].src_offset || off >= rec[i].src_offset + HH_HEAP_HEADER_BYTES + hh_size(hp, rec[i].handle));
             hh_shadow_add(&sh, hp, h, 64, 16, 10000 + steps);
         }
         ck_assert_int_eq(hh_heap_check(hp), HH_OK);
@@ -1336,7 +1595,7 @@ START_TEST(huge_pages_flag_is_a_hint) {
     for (size_t k = 0; k < HH_ARRAY_LEN_T(flags); k++) {
         hh_heap *hp;
         ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = 8u << 20, .flags = flags[k] }, &hp), HH_OK);
-        ck_assert_uint_eq((uintptr_t)hh_heap_base(hp) % 4096, 4096 - 16);
+        ck_assert_uint_eq((uintptr_t)hh_heap_base(hp) % 4096, 4096 - HH_HEAP_HEADER_BYTES);
         hh_shadow sh;
         hh_shadow_init(&sh);
         for (unsigned i = 0; i < 2000; i++) {
@@ -1397,6 +1656,12 @@ Suite *hh_test_heap_suite(void) {
     tcase_add_test(tc, pinned_resize_only_in_place);
     tcase_add_test(tc, pins_are_counted);
     tcase_add_test(tc, pin_count_overflow_is_refused);
+    tcase_add_test(tc, largest_block_fits_its_header);
+    tcase_add_test(tc, decommit_keeps_the_top_regions_links);
+    tcase_add_test(tc, free_index_counts_a_full_span);
+    tcase_add_test(tc, pin_and_tag_arrays_made_on_first_use);
+    tcase_add_test(tc, tags_and_pins_survive_full_compaction);
+    tcase_add_test(tc, check_catches_corrupt_8_byte_header);
     tcase_add_test(tc, debug_fills_and_catches_overrun);
     suite_add_tcase(s, tc);
 

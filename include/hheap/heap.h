@@ -10,8 +10,13 @@
  *   hh_free(heap, h);
  *   hh_heap_destroy(heap);
  *
- * Blocks live back to back in one contiguous range; each has a 16-byte header
- * (size, flags, alignment, pin count, handle slot, tag). The handle slots are
+ * Blocks live back to back in one contiguous range; each has an 8-byte header
+ * (size, flags, alignment, handle slot); a block's size is its header plus
+ * its payload rounded up to 16 bytes. Pin counts and user tags live in
+ * arrays indexed by handle slot that a heap makes on its first pin (1 byte a
+ * slot) and its first non-zero tag (4 bytes a slot), in zero pages of their
+ * own mapping: a heap that never pins or tags pays nothing for them. A
+ * block holds at most HH_HEAP_MAX_ALLOC bytes. The handle slots are
  * a separate array that never moves, 8 bytes a slot (key and the payload's
  * place in one word); hh_deref is a load and a compare. A heap's handles have
  * the layout of hheap/handles.h with a generation below 2^24: a slot issued
@@ -135,7 +140,10 @@ enum {
 enum {
     HH_HEAP_MIN_CAPACITY = 16384,       /* bytes */
     HH_HEAP_MAX_ALIGN    = 4096,        /* largest alignment hh_alloc_ex accepts */
-    HH_HEAP_HEADER_BYTES = 16,          /* per-block header */
+    HH_HEAP_HEADER_BYTES = 8,           /* per-block header (pin counts and tags sit in per-slot side
+                                           arrays made on first use: 1 B / 4 B per handle slot) */
+    HH_HEAP_MAX_ALLOC    = 0x7FFFF000,  /* largest size hh_alloc/hh_alloc_ex/hh_resize accept (2 GiB - 4 KiB):
+                                           a block's size field has 27 bits of granules */
     HH_HEAP_GRANULE      = 16,          /* block sizes and offsets are multiples of this */
 };
 
@@ -166,24 +174,27 @@ HH_API void      hh_heap_desc_get(const hh_heap *heap, hh_heap_desc *out);
    Blocks
 --------------------------------------------------------------------------- */
 /* A 16-byte aligned block of at least size bytes, tag 0. HH_NULL + last error:
-   HH_E_INVALID_ARG (size 0, too large), HH_E_NO_MEMORY (not enough free bytes even
-   after compaction, or handle table full). */
+   HH_E_INVALID_ARG (size 0, or above HH_HEAP_MAX_ALLOC), HH_E_NO_MEMORY (larger
+   than the heap, not enough free bytes even after compaction, or handle table full). */
 HH_API hh_handle hh_alloc(hh_heap *heap, size_t size);
-/* As hh_alloc with an alignment (power of two, 1..4096) and a user tag. */
+/* As hh_alloc with an alignment (power of two, 1..4096) and a user tag. The
+   heap's first non-zero tag makes its tag array: HH_E_NO_MEMORY if it cannot. */
 HH_API hh_handle hh_alloc_ex(hh_heap *heap, size_t size, size_t align, uint32_t tag);
 /* Frees h. HH_NULL: no-op, HH_OK. Stale, forged or foreign: HH_E_STALE_HANDLE,
    nothing touched. Pinned: HH_E_PINNED, nothing touched. */
 HH_API hh_status hh_free(hh_heap *heap, hh_handle h);
 /* Changes the usable size, keeping the handle and the first min(old, new) bytes.
    Grows in place when the next block is free, else moves (not if pinned: HH_E_PINNED).
-   On failure the block and its contents are as they were. */
+   On failure the block and its contents are as they were (HH_E_INVALID_ARG for
+   0 or above HH_HEAP_MAX_ALLOC). */
 HH_API hh_status hh_resize(hh_heap *heap, hh_handle h, size_t new_size);
 /* Usable bytes of h (at least what was asked for); 0 if stale. */
 HH_API size_t    hh_size(const hh_heap *heap, hh_handle h);
 /* Tag given at allocation; 0 if stale. */
 HH_API uint32_t  hh_tag(const hh_heap *heap, hh_handle h);
 /* Counted pin: a pinned block never moves. Returns its address; NULL if stale
-   (HH_E_STALE_HANDLE) or if the pin count would overflow (HH_E_INVALID_ARG). */
+   (HH_E_STALE_HANDLE), if the pin count would overflow (HH_E_INVALID_ARG), or if
+   the heap's first pin cannot make its pin array (HH_E_NO_MEMORY). */
 HH_API void     *hh_pin(hh_heap *heap, hh_handle h);
 /* Drops one pin. HH_E_STALE_HANDLE; HH_E_INVALID_ARG if h is not pinned. */
 HH_API hh_status hh_unpin(hh_heap *heap, hh_handle h);
@@ -205,7 +216,7 @@ HH_API void *hh_deref(const hh_heap *heap, hh_handle h);
    the payload's offset from base in 16-byte granules. */
 typedef struct hh_heap_head {
     uint64_t *slots;    /* reserved for `capacity` slots, never moves; a slot never issued reads 0 */
-    char     *base;     /* managed start */
+    char     *base;     /* payload base: a block at offset o of the range has its payload at base + o */
     uint32_t  capacity; /* slots reserved, the sentinel slot 0 (matches no handle) included; <= 2^24 */
     uint32_t  tag_bias; /* the heap's tag << 24: the low half of a handle of this heap, less it, is its index
                            (below capacity for no other tag; the out-of-line lookup's one range test) */

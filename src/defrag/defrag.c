@@ -153,7 +153,7 @@ static struct hhi_defrag *defrag_state(hh_heap *h) {
 /* ---------------------------------------------------------------------------
    Small queries
 --------------------------------------------------------------------------- */
-static inline bool is_top(const hh_heap *h, const hhi_block *f) { return blk_offset(h, f) + blk_size(f) == h->managed; }
+static inline bool is_top(const hh_heap *h, const hhi_block *f) { return blk_offset(h, f) + blk_size_free(f) == h->managed; }
 
 /* true if no allocation started in region r for HHI_DEFRAG_COLD_STEPS steps:
    the game's churn is not reusing that region's holes. */
@@ -162,7 +162,7 @@ static inline bool region_quiet(const hh_heap *h, size_t r) {
 }
 
 /* Minimal whole size of live block b (its slack can be dropped by a move). */
-static inline size_t blk_need(const hhi_block *b) { return blk_size(b) - (size_t)blk_slack(b) * HHI_GRANULE; }
+static inline size_t blk_need(const hhi_block *b) { return blk_size_live(b) - (size_t)blk_slack(b) * HHI_GRANULE; }
 
 /* The highest block of the heap below the top free region (any state), or NULL. */
 static hhi_block *highest_block(const hh_heap *h) {
@@ -174,7 +174,7 @@ static hhi_block *highest_block(const hh_heap *h) {
 
 /* true if b (live) may move in this step; notes blocks passed over as oversize. */
 static bool movable(step_ctx *c, const hhi_block *b) {
-    if (blk_pins(b)) return false;
+    if (blk_pinned(b)) return false;
     if (c->max_bytes) {
         size_t u = blk_usable(c->h, b);
         if (u > c->max_bytes) {
@@ -255,7 +255,7 @@ static bool rest_fillable(const uint64_t *set, const size_t *needs, unsigned n, 
    largest that fits; ties go to the higher block. NULL if none fits. O(n). */
 static hhi_block *window_best(step_ctx *c, hhi_block *H, const hhi_block *Y) {
     hh_heap *h = c->h;
-    size_t hoff = blk_offset(h, H), hsize = blk_size(H), min_need = SIZE_MAX;
+    size_t hoff = blk_offset(h, H), hsize = blk_size_free(H), min_need = SIZE_MAX;
     window_fill(c, hoff);
     hhi_block *cand[HHI_DEFRAG_WINDOW];
     size_t needs[HHI_DEFRAG_WINDOW];
@@ -264,7 +264,7 @@ static hhi_block *window_best(step_ctx *c, hhi_block *H, const hhi_block *Y) {
     for (unsigned i = 0; i < c->win_n; i++) {
         hhi_block *b = c->win[i];
         if (blk_offset(h, b) <= hoff) break;           /* descending: the rest lie below H */
-        if (b == Y || blk_pins(b)) continue;           /* Y slides, it does not fill; pinned since saved */
+        if (b == Y || blk_pinned(b)) continue;           /* Y slides, it does not fill; pinned since saved */
         size_t need = blk_need(b);
         if (need < min_need) min_need = need;
         size_t align = blk_align(b);                   /* 16: no lead, fits iff it is not larger */
@@ -297,14 +297,14 @@ static bool fill_highest(step_ctx *c, hhi_block *H, const hhi_block *Y, move_pla
     window_fill(c, blk_offset(h, H));
     if (c->win_n == 0 || blk_offset(h, c->win[0]) <= blk_offset(h, H)) return false;
     hhi_block *b = c->win[0];
-    if (b == Y || blk_pins(b)) return false;           /* only the slide candidate is left; pinned since saved */
+    if (b == Y || blk_pinned(b)) return false;           /* only the slide candidate is left; pinned since saved */
     size_t need = blk_need(b), align = blk_align(b);
     if (hhi_heap_fits(h, H, need, align, NULL)) {
         *mv = (move_plan){ .b = b, .dst = H };
         return true;
     }
     hhi_block *f = hhi_freelist_find(h, align <= HHI_GRANULE ? need : need + align);
-    if (f && !is_top(h, f) && blk_offset(h, f) + blk_size(f) <= blk_offset(h, b) &&
+    if (f && !is_top(h, f) && blk_offset(h, f) + blk_size_free(f) <= blk_offset(h, b) &&
         hhi_heap_fits(h, f, need, align, NULL)) {
         *mv = (move_plan){ .b = b, .dst = f };
         return true;
@@ -332,9 +332,9 @@ static void choose(step_ctx *c, hhi_block *H, move_plan *mv) {
     if (c->policy == HH_DEFRAG_FILL && fill_highest(c, H, Y, mv)) return;
     hhi_block *b = window_best(c, H, Y);
     if (b) *mv = (move_plan){ .b = b, .dst = H };
-    else if (c->policy != HH_DEFRAG_SLIDE && blk_size(H) <= HHI_DEFRAG_SLIVER && blk_offset(h, H) > 0)
+    else if (c->policy != HH_DEFRAG_SLIDE && blk_size_free(H) <= HHI_DEFRAG_SLIVER && blk_offset(h, H) > 0)
         *mv = (move_plan){ .dst = H, .absorb = true };   /* cheaper than the chain of slides it would take */
-    else if (can_slide && c->slide_cap && blk_size(Y) > c->slide_cap * blk_size(H))
+    else if (can_slide && c->slide_cap && blk_size_live(Y) > c->slide_cap * blk_size_free(H))
         *mv = (move_plan){ .capped = true };          /* not worth it now: passed over, not stuck */
     else if (can_slide) *mv = (move_plan){ .b = Y, .dst = H, .slide = true };
 }
@@ -450,7 +450,7 @@ static loop_state loop_plan(step_ctx *c, loop *l) {
 }
 
 static loop_state loop_absorb(step_ctx *c, loop *l) {
-    size_t sliver = blk_size(l->H);
+    size_t sliver = blk_size_free(l->H);
     if (hhi_heap_absorb_hole(c->h, l->H)) {
         if (c->d) c->d->absorbed_bytes += sliver;
         return LOOP_CHECK;
@@ -464,16 +464,16 @@ static loop_state loop_absorb(step_ctx *c, loop *l) {
    exception) or it is stuck. Either way the cursor rises above it. */
 static loop_state loop_pass(step_ctx *c, loop *l) {
     struct hhi_defrag *d = l->d;
-    d->floor = blk_offset(c->h, l->H) + blk_size(l->H);
+    d->floor = blk_offset(c->h, l->H) + blk_size_free(l->H);
     if (l->mv.capped) {
         d->floor_dirty = true;                         /* D1: it is not unclosable; rescan before compact */
         c->capped = true;
         return LOOP_CHECK;
     }
     hhi_block *Y = blk_next(c->h, l->H);
-    d->stuck_bytes += blk_size(l->H);
+    d->stuck_bytes += blk_size_free(l->H);
     d->stuck_holes++;
-    if (Y && blk_pins(Y)) d->blocking_pinned += blk_size(Y);
+    if (Y && blk_pinned(Y)) d->blocking_pinned += blk_size_live(Y);
     if (c->r.oversize_bytes != l->oversize_before) d->floor_dirty = true;
     return LOOP_CHECK;
 }
@@ -587,7 +587,7 @@ static bool job_pick(step_ctx *c) {
         e++;
     size_t lo = best * rsize;
     hhi_block *f = lo ? hhi_heap_free_at_or_before(h, lo) : NULL;   /* a gap reaching into the region starts it */
-    d->job_lo = (f && blk_offset(h, f) + blk_size(f) > lo) ? blk_offset(h, f) : lo;
+    d->job_lo = (f && blk_offset(h, f) + blk_size_free(f) > lo) ? blk_offset(h, f) : lo;
     d->job_base = d->job_lo;
     d->job_end = HH_MIN(e * rsize, top);
     d->job = true;
@@ -632,7 +632,7 @@ static bool evacuate(step_ctx *c) {
             continue;
         }
         size_t yend = blk_offset(h, Y) + blk_size(Y);
-        if (blk_is_free(Y) || blk_pins(Y)) {           /* a hole, or a block that stays */
+        if (blk_is_free(Y) || blk_pinned(Y)) {           /* a hole, or a block that stays */
             d->job_lo = yend;
             continue;
         }
@@ -661,7 +661,7 @@ static bool evacuate(step_ctx *c) {
         }
         c->r.moves++;
         c->r.bytes_moved += bytes;
-        d->job_lo = f ? yend : blk_offset(h, nb) + blk_size(nb);
+        d->job_lo = f ? yend : blk_offset(h, nb) + blk_size_live(nb);
         moved = true;
     }
     if (moved) forget_layout(c);
@@ -685,11 +685,11 @@ static bool lower_top(step_ctx *c) {
         }
         c->work++;
         hhi_block *b = highest_block(h);
-        if (b == NULL || blk_is_free(b) || blk_pins(b) || !region_quiet(h, blk_offset(h, b) >> h->region_shift)) break;
+        if (b == NULL || blk_is_free(b) || blk_pinned(b) || !region_quiet(h, blk_offset(h, b) >> h->region_shift)) break;
         unsigned looked = 0;
         hhi_block *f = hhi_heap_find_fit_below(h, blk_need(b), blk_align(b), blk_offset(h, b), HHI_DEFRAG_FIT_TRIES, &looked);
         c->work += looked;
-        if (f == NULL || blk_offset(h, f) + blk_size(f) == blk_offset(h, b)) break;
+        if (f == NULL || blk_offset(h, f) + blk_size_free(f) == blk_offset(h, b)) break;
         if (!movable(c, b)) break;                     /* oversize for this budget (noted) */
         size_t bytes = blk_usable(h, b);
         if (!budget_allows(c, bytes)) {
@@ -711,7 +711,7 @@ static bool heap_quiet(const hh_heap *h) { return h->epoch - h->alloc_epoch >= H
 /* Bytes of the free blocks below the top free region. */
 static size_t hole_bytes(const hh_heap *h) {
     hhi_block *t = hhi_heap_top_free(h);
-    return h->free_bytes - (t ? blk_size(t) : 0);
+    return h->free_bytes - (t ? blk_size_free(t) : 0);
 }
 
 /* true if the holes hold less than 1/HHI_DEFRAG_FINISH_START of the live
@@ -830,7 +830,7 @@ static void stress_up(step_ctx *c) {
         if (g == HHI_BM_NONE || granule_off((uint32_t)g) >= end) break;
         hhi_block *b = blk_at(h, granule_off((uint32_t)g));
         off = blk_offset(h, b) + blk_size(b);
-        if (blk_is_free(b) || blk_pins(b)) continue;
+        if (blk_is_free(b) || blk_pinned(b)) continue;
         t = hhi_heap_top_free(h);
         if (t == NULL || !hhi_heap_fits(h, t, blk_need(b), blk_align(b), NULL)) continue;
         size_t bytes = blk_usable(h, b);
@@ -945,11 +945,11 @@ static hhi_block *compact_cheapest_range(hh_heap *h, size_t size, size_t align) 
     size_t best_live = SIZE_MAX, best_end = 0, free_sum = 0;
     unsigned looked = 0;
     for (hhi_block *hi = lo; hi && looked < HHI_DEFRAG_RANGE_HOLES; looked++) {
-        size_t hend = blk_offset(h, hi) + blk_size(hi);
-        free_sum += blk_size(hi);
-        while (lo != hi && free_sum - blk_size(lo) >= need) {   /* drop holes from the left while enough stays */
-            free_sum -= blk_size(lo);
-            lo = hhi_heap_free_at_or_after(h, blk_offset(h, lo) + blk_size(lo));
+        size_t hend = blk_offset(h, hi) + blk_size_free(hi);
+        free_sum += blk_size_free(hi);
+        while (lo != hi && free_sum - blk_size_free(lo) >= need) {   /* drop holes from the left while enough stays */
+            free_sum -= blk_size_free(lo);
+            lo = hhi_heap_free_at_or_after(h, blk_offset(h, lo) + blk_size_free(lo));
         }
         if (free_sum >= need) {
             size_t live = hend - blk_offset(h, lo) - free_sum;
@@ -1118,7 +1118,7 @@ hh_status hh_defrag_metrics_get(const hh_heap *heap, hh_defrag_metrics *out) {
     const struct hhi_defrag *d = h->defrag;
     hhi_block *t = hhi_heap_top_free(h), *lo = hhi_heap_lowest_free(h);
     /* the heap's cached blocks are holes of their own (heap_internal.h, I13) */
-    size_t fb = h->free_bytes + heap_cached_bytes(h), largest = hhi_freelist_largest(h), top = t ? blk_size(t) : 0;
+    size_t fb = h->free_bytes + heap_cached_bytes(h), largest = hhi_freelist_largest(h), top = t ? blk_size_free(t) : 0;
     size_t cached_largest = heap_cached_largest(h), live_bytes = h->used_bytes - heap_cached_bytes(h);
     if (cached_largest > largest) largest = cached_largest;
     out->free_bytes = fb;

@@ -42,11 +42,20 @@ static inline void hdr_write(hhi_block *b, uint64_t word) {
     hh_track_defined(b, HHI_HDR);
     b->word = word;
 }
-
-static inline uint64_t live_word(size_t size, size_t align, unsigned slack, unsigned pins, bool prev_free) {
-    return (uint64_t)size | ((uint64_t)align_code(align) << BLK_ALIGN_SHIFT) | ((uint64_t)slack << BLK_SLACK_SHIFT) |
-           ((uint64_t)pins << BLK_PINS_SHIFT) | (prev_free ? BLK_PREV_FREE : 0);
+/* A free block's header, and its links after it (defined to the tools: they
+   lie where a payload was). */
+static inline void hdr_write_free(hhi_block *b, size_t size) {
+    hh_track_defined(b, HHI_HDR + sizeof b->u);
+    b->word = free_word(size);
 }
+
+/* A live block's header word without its slot (slot 0, not pinned). */
+static inline uint64_t live_word(size_t size, size_t align, unsigned slack, bool prev_free) {
+    hh_assert_internal(size <= HHI_MAX_LIVE_BLOCK && slack <= HHI_MAX_SLACK);
+    return size_field(size) | ((uint64_t)align_code(align) << BLK_ALIGN_SHIFT) | ((uint64_t)slack << BLK_SLACK_SHIFT) |
+           (prev_free ? BLK_PREV_FREE : 0);
+}
+static inline uint64_t slot_field(uint32_t slot) { return (uint64_t)slot << BLK_SLOT_SHIFT; }
 
 static inline hh_handle slot_handle(const hh_heap *h, uint32_t slot) { return hhi_slot_handle(&h->handles, slot); }
 
@@ -92,7 +101,7 @@ static void heap_cache_limit_set(hh_heap *h) {
    both neighbours are live or absent), inserts it and flags the next block. */
 static hhi_block *free_block_make(hh_heap *h, size_t off, size_t size) {
     hhi_block *b = blk_at(h, off);
-    hdr_write(b, (uint64_t)size | BLK_FREE);
+    hdr_write_free(b, size);
     uint64_t *foot = (uint64_t *)(void *)(h->base + off + size - 8);
     hh_track_defined(foot, 8);
     *foot = size;
@@ -111,13 +120,13 @@ static hhi_block *free_block_make(hh_heap *h, size_t off, size_t size) {
 HH_INLINE hhi_block *region_release_inline(hh_heap *h, size_t off, size_t size, bool prev_is_free) {
     size_t end = off + size, nsize = 0;
     hhi_block *n = end < h->managed ? blk_at(h, end) : NULL;
-    if (n && blk_is_free(n)) nsize = blk_size(n);
+    if (n && blk_is_free(n)) nsize = blk_size_free(n);
     else if (n) n->word |= BLK_PREV_FREE;
     size_t total = size + nsize;
     uint64_t *foot = (uint64_t *)(void *)(h->base + end + nsize - 8);
     if (prev_is_free) {                              /* p grows over [off, end + nsize) */
         hhi_block *p = blk_prev_free_block(blk_at(h, off));
-        size_t poff = blk_offset(h, p), psize = blk_size(p), nps = psize + total;
+        size_t poff = blk_offset(h, p), psize = blk_size_free(p), nps = psize + total;
         uint32_t pg = off_granule(poff);
         hhi_bitmap_clear_fast(&h->starts, off_granule(off));
         if (nsize && !fl_same_list(nps, psize) && fl_same_list(nps, nsize)) {
@@ -128,9 +137,9 @@ HH_INLINE hhi_block *region_release_inline(hh_heap *h, size_t off, size_t size, 
             fl_mapping(psize, &f1, &s1);
             fl_unlink(h, p, pg, f1, s1);
             fl_relink(h, n, p, pg, nps);
-            hhi_bitmap_clear_fast(&h->frees, ng);
+            free_start_sub(h, ng);
             hhi_bitmap_clear_fast(&h->starts, ng);
-            p->word = (p->word & ~BLK_SIZE_MASK) | (uint64_t)nps;
+            p->word = free_word(nps);
             hh_track_defined(foot, 8);
             *foot = nps;
             h->free_bytes += size;
@@ -143,19 +152,19 @@ HH_INLINE hhi_block *region_release_inline(hh_heap *h, size_t off, size_t size, 
             fl_mapping(nsize, &nf, &ns);
             uint32_t ng = off_granule(end);
             fl_unlink(h, n, ng, nf, ns);
-            hhi_bitmap_clear_fast(&h->frees, ng);
+            free_start_sub(h, ng);
             hhi_bitmap_clear_fast(&h->starts, ng);
             h->free_blocks--;
             h->free_sumsq -= fl_sq(h, nsize);
         }
         if (fl_same_list(nps, psize)) {
-            p->word = (p->word & ~BLK_SIZE_MASK) | (uint64_t)nps;
+            p->word = free_word(nps);
         } else {
             unsigned f1, s1, f2, s2;
             fl_mapping(psize, &f1, &s1);
             fl_mapping(nps, &f2, &s2);
             fl_unlink(h, p, pg, f1, s1);
-            p->word = (p->word & ~BLK_SIZE_MASK) | (uint64_t)nps;
+            p->word = free_word(nps);
             fl_link(h, p, pg, f2, s2);
         }
         hh_track_defined(foot, 8);
@@ -166,13 +175,13 @@ HH_INLINE hhi_block *region_release_inline(hh_heap *h, size_t off, size_t size, 
     }
     hhi_block *b = blk_at(h, off);
     uint32_t g = off_granule(off);
-    hdr_write(b, (uint64_t)total | BLK_FREE);        /* the block before is live: no PREV_FREE */
+    hdr_write_free(b, total);                        /* the block before is live: no PREV_FREE */
     hh_track_defined(foot, 8);
     *foot = total;
     if (nsize) {                                     /* b takes n's place (or n's list changes) */
         uint32_t ng = off_granule(end);
         fl_replace(h, n, ng, nsize, b, g, total);
-        hhi_bitmap_move_fast(&h->frees, ng, g);
+        free_start_move(h, ng, g);
         hhi_bitmap_clear_fast(&h->starts, ng);
         h->free_bytes += size;
         h->free_sumsq = h->free_sumsq - fl_sq(h, nsize) + fl_sq(h, total);
@@ -181,7 +190,7 @@ HH_INLINE hhi_block *region_release_inline(hh_heap *h, size_t off, size_t size, 
     unsigned f, s;
     fl_mapping(total, &f, &s);
     fl_link(h, b, g, f, s);
-    hhi_bitmap_set_fast(&h->frees, g);
+    free_start_add(h, g);
     h->free_bytes += size;
     h->free_blocks++;
     h->free_sumsq += fl_sq(h, total);
@@ -199,10 +208,10 @@ static void lead_absorb(hh_heap *h, size_t foff, size_t lead) {
     hh_assert(p != NULL && !blk_is_free(p) && !blk_cached(p));
     unsigned slack = blk_slack(p) + (unsigned)(lead / HHI_GRANULE);
     hh_assert(slack <= HHI_MAX_SLACK);
-    p->word = (p->word & ~((uint64_t)0xF << BLK_SLACK_SHIFT) & ~BLK_SIZE_MASK) | (uint64_t)(blk_size(p) + lead) |
+    p->word = (p->word & ~(BLK_SLACK_MASK | BLK_SIZE_MASK)) | size_field(blk_size_live(p) + lead) |
               ((uint64_t)slack << BLK_SLACK_SHIFT);
     used_add(h, foff, lead);
-    if (blk_pins(p) && !blk_quarantined(p)) h->pinned_bytes += lead;
+    if (blk_pinned(p) && !blk_quarantined(p)) h->pinned_bytes += lead;
     hhi_bitmap_clear(&h->starts, off_granule(foff));
 }
 
@@ -240,7 +249,7 @@ static size_t place_dst(const hh_heap *h, const hhi_block *f, size_t align, size
 }
 
 bool hhi_heap_fits(const hh_heap *h, const hhi_block *f, size_t bs, size_t align, size_t *dst_off) {
-    size_t fsize = blk_size(f), lead, dst = place_dst(h, f, align, &lead);
+    size_t fsize = blk_size_free(f), lead, dst = place_dst(h, f, align, &lead);
     if (dst_off) *dst_off = dst;
     return lead <= fsize && bs <= fsize - lead;
 }
@@ -258,7 +267,7 @@ hhi_block *hhi_heap_find_fit(const hh_heap *h, size_t size, size_t align) {
    unless they are at most `absorb` bytes (< 16 granules); smaller ones become
    slack (tail) or join the previous block (lead). */
 static hhi_block *carve(hh_heap *h, hhi_block *f, size_t bs, size_t align, size_t absorb) {
-    size_t foff = blk_offset(h, f), fsize = blk_size(f), dst = 0;
+    size_t foff = blk_offset(h, f), fsize = blk_size_free(f), dst = 0;
     bool ok = hhi_heap_fits(h, f, bs, align, &dst);
     hh_assert(ok);
     (void)ok;
@@ -269,12 +278,12 @@ static hhi_block *carve(hh_heap *h, hhi_block *f, size_t bs, size_t align, size_
         slack = (unsigned)(tail / HHI_GRANULE);
         tail = 0;
     }
-    if (foff + fsize == h->managed) top_dirty(h, tail ? dst + bs + HHI_HDR : h->managed);
+    if (foff + fsize == h->managed) top_dirty(h, tail ? dst + bs + HHI_FREE_HEAD : h->managed);
     fl_remove(h, f);
     if (lead > 0) hhi_bitmap_clear(&h->starts, off_granule(foff));
 
     hhi_block *b = blk_at(h, dst);
-    hdr_write(b, live_word(bs, align, slack, 0, lead >= HHI_MIN_BLOCK));
+    hdr_write(b, live_word(bs, align, slack, lead >= HHI_MIN_BLOCK));
     hhi_bitmap_set(&h->starts, off_granule(dst));
     if (lead >= HHI_MIN_BLOCK) free_block_make(h, foff, lead);
     else if (lead > 0) lead_absorb(h, foff, lead);
@@ -291,28 +300,28 @@ static hhi_block *carve(hh_heap *h, hhi_block *f, size_t bs, size_t align, size_
    large hole or the top region) it takes f's place in the list and f's
    free-start bit moves to it: no list search, one bitmap word in most cases. */
 HH_INLINE hhi_block *carve16(hh_heap *h, hhi_block *f, size_t bs) {
-    size_t foff = blk_offset(h, f), fsize = blk_size(f), tail = fsize - bs;
+    size_t foff = blk_offset(h, f), fsize = blk_size_free(f), tail = fsize - bs;
     hh_assert(blk_is_free(f) && fsize >= bs && !blk_prev_free(f));
     if (foff + fsize == h->managed)                  /* carving the top region: its pages become resident */
-        top_dirty(h, tail >= HHI_MIN_BLOCK ? foff + bs + HHI_HDR : h->managed);
+        top_dirty(h, tail >= HHI_MIN_BLOCK ? foff + bs + HHI_FREE_HEAD : h->managed);
     uint32_t g = off_granule(foff);
     if (hh_likely(tail >= HHI_MIN_BLOCK)) {
         size_t toff = foff + bs;
         uint32_t tg = off_granule(toff);
         hhi_block *t = blk_at(h, toff);
-        hdr_write(t, (uint64_t)tail | BLK_FREE);
+        hdr_write_free(t, tail);
         uint64_t *foot = (uint64_t *)(void *)(h->base + foff + fsize - 8);   /* f's footer is the tail's */
         *foot = tail;
         fl_replace(h, f, g, fsize, t, tg, tail);
-        hhi_bitmap_move_fast(&h->frees, g, tg);
+        free_start_move(h, g, tg);
         hhi_bitmap_set_fast(&h->starts, tg);
         h->free_bytes -= bs;
         h->free_sumsq = h->free_sumsq - fl_sq(h, fsize) + fl_sq(h, tail);
-        hdr_write(f, live_word(bs, HHI_GRANULE, 0, 0, false));   /* the block after the tail keeps PREV_FREE */
+        hdr_write(f, live_word(bs, HHI_GRANULE, 0, false));   /* the block after the tail keeps PREV_FREE */
         return f;
     }
     fl_remove(h, f);                                 /* a sliver tail becomes slack */
-    hdr_write(f, live_word(fsize, HHI_GRANULE, (unsigned)(tail / HHI_GRANULE), 0, false));
+    hdr_write(f, live_word(fsize, HHI_GRANULE, (unsigned)(tail / HHI_GRANULE), false));
     hhi_block *n = blk_next(h, f);
     if (n) n->word &= ~BLK_PREV_FREE;
     return f;
@@ -387,7 +396,7 @@ static inline hh_move_record move_note(hh_heap *h, hhi_block *nb, uint32_t slot,
     hh_track_move(h, op, np, usable);
     h->total_moves++;
     h->total_bytes_moved += moved;
-    return (hh_move_record){ slot_handle(h, slot), src, blk_offset(h, nb), blk_size(nb) };
+    return (hh_move_record){ slot_handle(h, slot), src, blk_offset(h, nb), blk_size_live(nb) };
 }
 
 /* move_note + move_emit (single-block moves: every slot is current when the
@@ -427,10 +436,8 @@ static bool quarantine_make(hh_heap *h, size_t off, size_t size, bool prev_free)
         h->quar_cap = cap;
     }
     hhi_block *b = blk_at(h, off);
-    hdr_write(b, (uint64_t)size | BLK_QUARANTINE | ((uint64_t)HHI_MAX_PINS << BLK_PINS_SHIFT) |
-                     (prev_free ? BLK_PREV_FREE : 0));
-    b->u.live.slot = 0;                               /* no handle names it */
-    b->u.live.tag = 0;
+    /* slot 0: no handle names it; BLK_PINNED: nothing moves it */
+    hdr_write(b, size_field(size) | BLK_QUARANTINE | BLK_PINNED | (prev_free ? BLK_PREV_FREE : 0));
     h->quar[h->quar_count++] = off;
     return true;
 }
@@ -440,7 +447,7 @@ void hhi_heap_quarantine_release(hh_heap *h) {
         size_t off = h->quar[i];
         hhi_block *b = blk_at(h, off);
         hh_assert(blk_quarantined(b));
-        size_t size = blk_size(b);
+        size_t size = blk_size_live(b);
         used_sub(h, off, size);
         heap_touch(h, blk_prev_free(b) ? blk_offset(h, blk_prev_free_block(b)) : off);
         region_release(h, off, size, blk_prev_free(b));
@@ -451,15 +458,15 @@ void hhi_heap_quarantine_release(hh_heap *h) {
 bool hhi_heap_can_slide(const hh_heap *h, const hhi_block *f, const hhi_block *b) {
     size_t lead, dst = place_dst(h, f, blk_align(b), &lead), boff = blk_offset(h, b);
     if (dst >= boff) return false;                    /* alignment leaves no room to go down */
-    return !heap_quarantining(h) || dst + blk_size(b) - (size_t)blk_slack(b) * HHI_GRANULE <= boff;
+    return !heap_quarantining(h) || dst + blk_size_live(b) - (size_t)blk_slack(b) * HHI_GRANULE <= boff;
 }
 
 hhi_block *hhi_heap_slide_down(hh_heap *h, hhi_block *f, hhi_block *b) {
-    size_t foff = blk_offset(h, f), fsize = blk_size(f), boff = foff + fsize;
-    hh_assert(blk_is_free(f) && (char *)b == (char *)f + fsize && !blk_is_free(b) && blk_pins(b) == 0);
-    size_t bfull = blk_size(b), align = blk_align(b), usable = blk_usable(h, b);
+    size_t foff = blk_offset(h, f), fsize = blk_size_free(f), boff = foff + fsize;
+    hh_assert(blk_is_free(f) && (char *)b == (char *)f + fsize && !blk_is_free(b) && !blk_pinned(b));
+    size_t bfull = blk_size_live(b), align = blk_align(b), usable = blk_usable(h, b);
     size_t bs = bfull - (size_t)blk_slack(b) * HHI_GRANULE;
-    uint32_t slot = b->u.live.slot, tag = b->u.live.tag;
+    uint32_t slot = blk_slot(b);
     size_t lead, dst = place_dst(h, f, align, &lead);
     if (dst >= boff) return NULL;               /* alignment leaves no room to go down */
     bool quar = heap_quarantining(h);
@@ -484,9 +491,7 @@ hhi_block *hhi_heap_slide_down(hh_heap *h, hhi_block *f, hhi_block *b) {
     hhi_block *nb = blk_at(h, dst);
     char *np = (char *)blk_payload(nb);
     memmove(np, op, usable);                          /* overlapping: payload goes down */
-    hdr_write(nb, live_word(bs, align, slack, 0, lead >= HHI_MIN_BLOCK));
-    nb->u.live.slot = slot;
-    nb->u.live.tag = tag;
+    hdr_write(nb, live_word(bs, align, slack, lead >= HHI_MIN_BLOCK) | slot_field(slot));
     hhi_bitmap_set(&h->starts, off_granule(dst));
     guard_fill(h, nb);
     vacate(h, op, np, usable + h->guard);
@@ -510,16 +515,15 @@ hhi_block *hhi_heap_slide_down(hh_heap *h, hhi_block *f, hhi_block *b) {
 
 hhi_block *hhi_heap_move_into(hh_heap *h, hhi_block *b, hhi_block *f, size_t absorb) {
     hh_assert(absorb < (HHI_MAX_SLACK + 1) * HHI_GRANULE);
-    hh_assert(blk_is_free(f) && !blk_is_free(b) && blk_pins(b) == 0);
+    hh_assert(blk_is_free(f) && !blk_is_free(b) && !blk_pinned(b));
     size_t boff = blk_offset(h, b), align = blk_align(b), usable = blk_usable(h, b);
-    size_t bs = blk_size(b) - (size_t)blk_slack(b) * HHI_GRANULE;
-    uint32_t slot = b->u.live.slot, tag = b->u.live.tag;
+    size_t bs = blk_size_live(b) - (size_t)blk_slack(b) * HHI_GRANULE;
+    uint32_t slot = blk_slot(b);
     void *op = blk_payload(b);
     hhi_block *nb = carve(h, f, bs, align, absorb);   /* may flip b's PREV_FREE or grow its slack */
-    size_t bfull = blk_size(b);
-    used_add(h, blk_offset(h, nb), blk_size(nb));
-    nb->u.live.slot = slot;
-    nb->u.live.tag = tag;
+    size_t bfull = blk_size_live(b);
+    used_add(h, blk_offset(h, nb), blk_size_live(nb));
+    nb->word |= slot_field(slot);
     char *np = (char *)blk_payload(nb);
     hh_track_undefined(np, usable);
     memcpy(np, op, usable);                           /* disjoint: nb lies inside the old hole */
@@ -545,10 +549,10 @@ static void sweep_move_run(hh_heap *h, size_t run, size_t end, size_t gap, size_
     used_add(h, run - gap, end - run);
     for (size_t o = run - gap; o < end - gap;) {
         hhi_block *nb = blk_at(h, o);
-        size_t size = blk_size(nb), usable = blk_usable(h, nb);
+        size_t size = blk_size_live(nb), usable = blk_usable(h, nb);
         hhi_bitmap_set_fast(&h->starts, off_granule(o));
         if (o == run - gap) nb->word &= ~BLK_PREV_FREE;        /* a live block (or nothing) is below it now */
-        move_note(h, nb, nb->u.live.slot, h->base + o + gap + HHI_HDR, o + gap, usable, usable);
+        move_note(h, nb, blk_slot(nb), h->base + o + gap + HHI_HDR, o + gap, usable, usable);
         *bytes += usable;
         (*count)++;
         o += size;
@@ -556,7 +560,7 @@ static void sweep_move_run(hh_heap *h, size_t run, size_t end, size_t gap, size_
     for (size_t o = run - gap; o < end - gap;) {        /* then the events, in address order */
         hhi_block *nb = blk_at(h, o);
         size_t usable = blk_usable(h, nb);
-        hh_move_record r = { slot_handle(h, nb->u.live.slot), o + gap, o, blk_size(nb) };
+        hh_move_record r = { slot_handle(h, blk_slot(nb)), o + gap, o, blk_size_live(nb) };
         move_emit(h, &r, h->base + o + gap + HHI_HDR, blk_payload(nb), usable);
         o += r.size;
     }
@@ -594,7 +598,7 @@ size_t hhi_heap_sweep_compact(hh_heap *h, size_t *bytes) {
             fl_remove(h, b);
             hhi_bitmap_clear(&h->starts, off_granule(off));
             gap += size;
-        } else if (blk_pins(b) || !off_aligned(off - gap, blk_align(b))) {   /* cannot go: the gap ends here */
+        } else if (blk_pinned(b) || !off_aligned(off - gap, blk_align(b))) {   /* cannot go: the gap ends here */
             sweep_flush(h, run, off, gap, bytes, &count);
             gap = 0;
         } else {
@@ -610,16 +614,16 @@ size_t hhi_heap_sweep_compact(hh_heap *h, size_t *bytes) {
 }
 
 bool hhi_heap_absorb_hole(hh_heap *h, hhi_block *f) {
-    size_t foff = blk_offset(h, f), fsize = blk_size(f);
+    size_t foff = blk_offset(h, f), fsize = blk_size_free(f);
     hh_assert(blk_is_free(f) && foff + fsize < h->managed);
     hhi_block *p = hhi_heap_block_before(h, f);
     if (p == NULL || blk_slack(p) + fsize / HHI_GRANULE > HHI_MAX_SLACK) return false;
     fl_remove(h, f);
     unsigned slack = blk_slack(p) + (unsigned)(fsize / HHI_GRANULE);
-    p->word = (p->word & ~((uint64_t)0xF << BLK_SLACK_SHIFT) & ~BLK_SIZE_MASK) | (uint64_t)(blk_size(p) + fsize) |
+    p->word = (p->word & ~(BLK_SLACK_MASK | BLK_SIZE_MASK)) | size_field(blk_size_live(p) + fsize) |
               ((uint64_t)slack << BLK_SLACK_SHIFT);
     used_add(h, foff, fsize);
-    if (blk_pins(p) && !blk_quarantined(p)) h->pinned_bytes += fsize;
+    if (blk_pinned(p) && !blk_quarantined(p)) h->pinned_bytes += fsize;
     hhi_bitmap_clear(&h->starts, off_granule(foff));
     blk_at(h, foff + fsize)->word &= ~BLK_PREV_FREE;
     hh_track_noaccess(h->base + foff, fsize);         /* slack: nobody's bytes */
@@ -640,7 +644,7 @@ HH_NOINLINE HH_COLD void hhi_heap_cache_flush(hh_heap *h) {
         while (g != HHI_NONE) {
             size_t off = granule_off(g);
             hhi_block *b = blk_at(h, off);
-            size_t size = blk_size(b);
+            size_t size = blk_size_live(b);
             bool prev_free = blk_prev_free(b);
             g = b->u.free.next;
             size_t touched = prev_free ? blk_offset(h, blk_prev_free_block(b)) : off;
@@ -665,7 +669,7 @@ void hhi_heap_journal_reset(hh_heap *h) {
 /* true if free block f ends at or below limit and a block of bs bytes at
    alignment align fits in it. */
 static bool fits_below(const hh_heap *h, const hhi_block *f, size_t bs, size_t align, size_t limit) {
-    return blk_offset(h, f) + blk_size(f) <= limit && hhi_heap_fits(h, f, bs, align, NULL);
+    return blk_offset(h, f) + blk_size_free(f) <= limit && hhi_heap_fits(h, f, bs, align, NULL);
 }
 
 hhi_block *hhi_heap_find_fit_below(const hh_heap *h, size_t bs, size_t align, size_t limit, unsigned tries,
@@ -678,7 +682,7 @@ hhi_block *hhi_heap_find_fit_below(const hh_heap *h, size_t bs, size_t align, si
     for (unsigned k = 0; g != HHI_NONE && k < HHI_FIT_BELOW_WALK; k++) {
         hhi_block *b = blk_at(h, granule_off(g));
         ++*looked;
-        if (blk_size(b) >= want && fits_below(h, b, bs, align, limit)) return b;
+        if (blk_size_free(b) >= want && fits_below(h, b, bs, align, limit)) return b;
         g = b->u.free.next;
     }
     uint32_t sl_map = h->fl.sl_bitmap[f] & (s + 1 < 32 ? ~0u << (s + 1) : 0);
@@ -702,14 +706,49 @@ hhi_block *hhi_heap_find_fit_below(const hh_heap *h, size_t bs, size_t align, si
 --------------------------------------------------------------------------- */
 hhi_block *hhi_heap_lowest_free(const hh_heap *h) { return hhi_heap_free_at_or_after(h, 0); }
 
+/* The lowest free block starting in span s at a granule whose bit is in
+   `mask`, or NULL: the span's block starts, lowest first, until a free header. */
+static hhi_block *span_free_lowest(const hh_heap *h, size_t s, uint64_t mask) {
+    for (uint64_t w = h->starts.level[0][s] & mask; w; w &= w - 1) {
+        hhi_block *b = blk_at(h, granule_off((uint32_t)(s * HHI_SPAN + hh_ctz64(w))));
+        if (blk_is_free(b)) return b;
+    }
+    return NULL;
+}
+/* As span_free_lowest, the highest. */
+static hhi_block *span_free_highest(const hh_heap *h, size_t s, uint64_t mask) {
+    for (uint64_t w = h->starts.level[0][s] & mask; w;) {
+        unsigned i = hh_fls64(w);
+        hhi_block *b = blk_at(h, granule_off((uint32_t)(s * HHI_SPAN + i)));
+        if (blk_is_free(b)) return b;
+        w &= ~((uint64_t)1 << i);
+    }
+    return NULL;
+}
+
 hhi_block *hhi_heap_free_at_or_after(const hh_heap *h, size_t off) {
-    size_t g = hhi_bitmap_next(&h->frees, off / HHI_GRANULE);
-    return g == HHI_BM_NONE ? NULL : blk_at(h, granule_off((uint32_t)g));
+    size_t g = off / HHI_GRANULE, s = g >> HHI_SPAN_SHIFT;
+    if (g >= h->managed / HHI_GRANULE) return NULL;
+    if (h->free_span[s]) {                            /* its own span, from g up */
+        hhi_block *b = span_free_lowest(h, s, ~(uint64_t)0 << (g % HHI_SPAN));
+        if (b) return b;
+    }
+    s = hhi_bitmap_next(&h->frees, s + 1);            /* then the next span that has one */
+    return s == HHI_BM_NONE ? NULL : span_free_lowest(h, s, ~(uint64_t)0);
 }
 
 hhi_block *hhi_heap_free_at_or_before(const hh_heap *h, size_t off) {
-    size_t g = hhi_bitmap_prev(&h->frees, off / HHI_GRANULE);
-    return g == HHI_BM_NONE ? NULL : blk_at(h, granule_off((uint32_t)g));
+    size_t g = off / HHI_GRANULE;
+    if (g >= h->managed / HHI_GRANULE) g = h->managed / HHI_GRANULE - 1;
+    size_t s = g >> HHI_SPAN_SHIFT;
+    unsigned b = (unsigned)(g % HHI_SPAN);
+    if (h->free_span[s]) {                            /* its own span, from g down */
+        hhi_block *f = span_free_highest(h, s, b == 63 ? ~(uint64_t)0 : (((uint64_t)1 << (b + 1)) - 1));
+        if (f) return f;
+    }
+    if (s == 0) return NULL;
+    s = hhi_bitmap_prev(&h->frees, s - 1);            /* then the previous span that has one */
+    return s == HHI_BM_NONE ? NULL : span_free_highest(h, s, ~(uint64_t)0);
 }
 
 hhi_block *hhi_heap_block_at_or_after(const hh_heap *h, size_t off) {
@@ -726,10 +765,8 @@ hhi_block *hhi_heap_block_before(const hh_heap *h, const hhi_block *b) {
 }
 
 hhi_block *hhi_heap_top_free(const hh_heap *h) {
-    size_t g = hhi_bitmap_prev(&h->frees, h->managed / HHI_GRANULE - 1);
-    if (g == HHI_BM_NONE) return NULL;
-    hhi_block *f = blk_at(h, granule_off((uint32_t)g));
-    return blk_offset(h, f) + blk_size(f) == h->managed ? f : NULL;
+    hhi_block *f = hhi_heap_free_at_or_before(h, h->managed - HHI_GRANULE);
+    return f && blk_offset(h, f) + blk_size_free(f) == h->managed ? f : NULL;
 }
 
 /* ---------------------------------------------------------------------------
@@ -742,7 +779,7 @@ size_t hhi_heap_decommit_top(hh_heap *h, size_t retain, size_t min_bytes, size_t
     uintptr_t page = hhi_os_page_size(), base = (uintptr_t)h->base;
     size_t toff = blk_offset(h, t);
     if (retain > h->managed) return 0;
-    uintptr_t lo = hh_align_up(base + toff + HHI_HDR + retain, page);
+    uintptr_t lo = hh_align_up(base + toff + HHI_FREE_HEAD + retain, page);   /* its links lie past the header */
     uintptr_t hi = (base + h->managed - 8) & ~(page - 1);   /* the footer's page stays */
     /* Only [.., dc_lo) can be resident: above it the pages were given back
        or never written. Give back the highest resident pages first. */
@@ -772,9 +809,9 @@ hhi_block *hhi_heap_slide_range(hh_heap *h, hhi_block *f, size_t end, size_t siz
         if (hhi_heap_fits(h, f, size, align, NULL)) return f;
         hhi_block *n = blk_next(h, f);
         if (n == NULL || blk_offset(h, n) >= end) return NULL;   /* f ends the range and is still too small */
-        hhi_block *moved = blk_pins(n) ? NULL : hhi_heap_slide_down(h, f, n);
+        hhi_block *moved = blk_pinned(n) ? NULL : hhi_heap_slide_down(h, f, n);
         if (moved == NULL) {                          /* pinned or stuck: continue above it */
-            f = hhi_heap_free_at_or_after(h, blk_offset(h, n) + blk_size(n));
+            f = hhi_heap_free_at_or_after(h, blk_offset(h, n) + blk_size_live(n));
             continue;
         }
         hhi_block *after = blk_next(h, moved);
@@ -824,13 +861,23 @@ static hh_status heap_desc_defaults(const hh_heap_desc *desc, hh_heap_desc *out)
     return HH_OK;
 }
 
+/* Bytes (= spans) of the free-start index of a range of `limit` bytes (I5). */
+static size_t free_span_bytes(size_t limit) { return (limit / HHI_GRANULE + HHI_SPAN - 1) / HHI_SPAN; }
+
+/* Bytes of a per-slot side array of elements of `elem` bytes (I6). */
+static size_t side_array_bytes(const hh_heap *h, size_t elem) { return (size_t)h->handles.head.capacity * elem; }
+
 static void heap_release(hh_heap *h) {
     if (h->defrag && h->defrag_free) h->defrag_free(h->defrag);
+    if (h->pins) hhi_os_unmap(h->pins, side_array_bytes(h, sizeof *h->pins));
+    if (h->tags) hhi_os_unmap(h->tags, side_array_bytes(h, sizeof *h->tags));
     hhi_meta_free(h->quar);
     hhi_meta_free(h->journal.rec);
     hhi_region_fini(h);
     hhi_bitmap_fini(&h->starts);
     hhi_bitmap_fini(&h->frees);
+    if (h->free_span && h->free_span_mapped) hhi_os_unmap(h->free_span, free_span_bytes(h->limit));
+    else hhi_meta_free(h->free_span);
     hhi_slots_fini(&h->handles);
     if (h->mapping) hhi_os_unmap(h->mapping, h->mapping_bytes);
     hhi_meta_free(h);
@@ -889,14 +936,18 @@ hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
     h->mapping = mapping;
     h->mapping_bytes = mapping_bytes;
     if (huge) hhi_os_hugepages(mapping, mapping_bytes);
-    s = hhi_slots_init(&h->handles, base, d.max_handles, grow, huge);
+    s = hhi_slots_init(&h->handles, base + HHI_HDR, d.max_handles, grow, huge);   /* slots hold payload offsets */
     if (s != HH_OK) {
         heap_release(h);
         return s;
     }
     /* A growable heap's bitmaps cover the whole reservation, in zero pages. */
     bool (*bm_init)(hhi_bitmap *, size_t) = grow ? hhi_bitmap_init_mapped : hhi_bitmap_init;
-    if (!bm_init(&h->starts, limit / HHI_GRANULE) || !bm_init(&h->frees, limit / HHI_GRANULE)) {
+    size_t spans = free_span_bytes(limit);
+    h->free_span_mapped = grow;
+    h->free_span = grow ? hhi_os_map(spans, 0) : hhi_meta_alloc(spans);   /* zeroed */
+    h->limit = limit;                                 /* heap_release sizes free_span by it */
+    if (h->free_span == NULL || !bm_init(&h->starts, limit / HHI_GRANULE) || !bm_init(&h->frees, spans)) {
         heap_release(h);
         return hhi_error(HH_E_NO_MEMORY, "hh_heap_create: cannot allocate the address bitmaps");
     }
@@ -916,7 +967,7 @@ hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
     h->low_mark = SIZE_MAX;
     /* Nothing of the range is resident but the first header and the last
        footer (written below): [dc_lo, managed) is "never written". */
-    h->dc_lo = h->dc_hi = HH_MIN(managed, (size_t)(hh_align_up((uintptr_t)base + HHI_HDR, hhi_os_page_size()) -
+    h->dc_lo = h->dc_hi = HH_MIN(managed, (size_t)(hh_align_up((uintptr_t)base + HHI_FREE_HEAD, hhi_os_page_size()) -
                                                    (uintptr_t)base));
     while ((limit >> h->sq_shift) >= ((size_t)1 << 31)) h->sq_shift++;   /* keeps the sum of squares < 2^63 */
     hhi_lock_init(&h->lock);
@@ -952,6 +1003,22 @@ void hh_heap_desc_get(const hh_heap *h, hh_heap_desc *out) {
     *out = h->desc;
 }
 
+/* Makes the per-slot side array *arr (pins or tags) on its first use: one
+   element per handle slot the table can ever hold, in zero pages of its own
+   mapping, so only the pages of slots in use become resident. false (and
+   HH_E_NO_MEMORY reported under `who`) if it cannot be mapped; nothing
+   changed. Lock held. */
+HH_NOINLINE HH_COLD static bool side_array_make(hh_heap *h, void **arr, size_t elem, const char *who, const char *what) {
+    size_t bytes = side_array_bytes(h, elem);
+    void *p = hhi_os_map(bytes, 0);
+    if (p == NULL) {
+        hhi_error(HH_E_NO_MEMORY, "%s: cannot map the heap's %s array (%zu bytes)", who, what, bytes);
+        return false;
+    }
+    *arr = p;
+    return true;
+}
+
 /* ---------------------------------------------------------------------------
    Event hook for the fast paths: the event is built in a cold function, so
    hh_alloc / hh_free keep no event struct (and no stack frame for it).
@@ -974,6 +1041,9 @@ static hh_status alloc_args(const hh_heap *h, size_t size, size_t align, const c
     if (hh_unlikely(!hh_is_pow2(align) || align > HH_HEAP_MAX_ALIGN))
         return hhi_error(HH_E_INVALID_ARG, "%s: align %zu is not a power of two in 1..%u", who, align,
                          (unsigned)HH_HEAP_MAX_ALIGN);
+    if (hh_unlikely(size > HH_HEAP_MAX_ALLOC))
+        return hhi_error(HH_E_INVALID_ARG, "%s: %zu bytes exceed the largest block (%zu bytes, HH_HEAP_MAX_ALLOC)", who,
+                         size, (size_t)HH_HEAP_MAX_ALLOC);
     if (hh_unlikely(size > h->limit))
         return hhi_error(HH_E_NO_MEMORY, "%s: %zu bytes exceed the heap's %zu managed bytes", who, size, h->limit);
     return HH_OK;
@@ -988,7 +1058,7 @@ HH_NOINLINE HH_COLD static hhi_block *heap_grow(hh_heap *h, size_t bs, size_t al
     h->grow_failed = false;
     if (h->managed >= h->limit) return NULL;
     hhi_block *t = hhi_heap_top_free(h);
-    size_t have = t ? blk_size(t) : 0, need = bs + align + HHI_MIN_BLOCK, old = h->managed;
+    size_t have = t ? blk_size_free(t) : 0, need = bs + align + HHI_MIN_BLOCK, old = h->managed;
     size_t step = need > have ? need - have : HHI_MIN_BLOCK;
     if (step < old / 4) step = old / 4;
     step = hh_align_up(step, HHI_GRANULE);
@@ -1006,7 +1076,7 @@ HH_NOINLINE HH_COLD static hhi_block *heap_grow(hh_heap *h, size_t bs, size_t al
     h->managed = nm;
     if (t) {                                          /* the top region takes the new bytes */
         fl_remove(h, t);
-        t->word = (t->word & ~BLK_SIZE_MASK) | (uint64_t)(have + delta);
+        t->word = free_word(have + delta);
         uint64_t *foot = (uint64_t *)(void *)(h->base + nm - 8);
         hh_track_defined(foot, 8);
         *foot = have + delta;
@@ -1097,17 +1167,17 @@ HH_NOINLINE HH_COLD static hh_handle alloc_fail(hh_heap *h, size_t size, size_t 
 /* Takes back the newest cached block of block size bs (cg, the head of its
    list): it is counted as used already (I13), so only the cache and its
    header change. The one pop of hh_alloc, alloc_plain_miss and heap_alloc. */
-static inline hhi_block *cache_pop(hh_heap *h, uint32_t cg, size_t bs) {
+static inline hhi_block *cache_pop(hh_heap *h, uint32_t cg, size_t bs, uint32_t slot) {
     hhi_block *b = blk_at(h, granule_off(cg));
     h->cache[bs / HHI_GRANULE] = b->u.free.next;
     h->cache_room += bs;
     h->cache_count[bs / HHI_GRANULE]--;
-    b->word = (b->word & BLK_PREV_FREE) | live_word(bs, HHI_GRANULE, 0, 0, false);
+    b->word = (b->word & BLK_PREV_FREE) | live_word(bs, HHI_GRANULE, 0, false) | slot_field(slot);
     h->mutations++;                                  /* no low_mark: a block taken back raises no hole */
     return b;
 }
 
-/* The common end of an allocation: block b (header written, at offset boff,
+/* The common end of an allocation: block b (header written with its slot, at offset boff,
    its bytes counted as used) gets its handle, slot, tag and the allocation
    epoch; then tools, debug fills, the event (not looked for when no_hook: the
    caller has seen event_fn NULL). Lock held; released here. */
@@ -1115,8 +1185,7 @@ HH_INLINE hh_handle alloc_finish(hh_heap *h, hhi_block *b, size_t boff, size_t s
                                  uint32_t slot, bool plain, bool no_hook) {
     void *p = blk_payload(b);
     hh_handle hd = hhi_slot_issue(&h->handles, slot, p);
-    b->u.live.slot = slot;
-    b->u.live.tag = tag;
+    if (h->tags) h->tags[slot] = tag;                /* once any tag was given (else tag is 0) */
     h->regions[boff >> h->region_shift].epoch = h->alloc_epoch = h->epoch;
     h->live_blocks++;
     hh_track_alloc(h, p, blk_usable(h, b));
@@ -1135,7 +1204,8 @@ HH_INLINE hh_handle alloc_finish(hh_heap *h, hhi_block *b, size_t boff, size_t s
 HH_INLINE hh_handle alloc_carved(hh_heap *h, hhi_block *b, size_t size, size_t align, uint32_t tag, uint32_t slot,
                                  bool plain, bool no_hook) {
     size_t boff = blk_offset(h, b);
-    used_add(h, boff, blk_size(b));
+    b->word |= slot_field(slot);                     /* carve wrote slot 0 */
+    used_add(h, boff, blk_size_live(b));
     heap_touch(h, boff);
     return alloc_finish(h, b, boff, size, align, tag, slot, plain, no_hook);
 }
@@ -1166,7 +1236,7 @@ HH_INLINE hh_handle alloc_carve(hh_heap *h, size_t size, size_t bs, size_t align
     for (;;) {
         f = alloc_find(h, bs, align);
         if (hh_likely(f == NULL || heap_cached_bytes(h) < cache_top_flush_at(h) ||
-                      blk_offset(h, f) + blk_size(f) != h->managed))
+                      blk_offset(h, f) + blk_size_free(f) != h->managed))
             break;
         /* About to carve the top region while cache_top_flush_at or more
            bytes wait in cached holes: merge them first, so that the heap
@@ -1191,13 +1261,14 @@ HH_INLINE hh_handle alloc_carve(hh_heap *h, size_t size, size_t bs, size_t align
 HH_INLINE hh_handle heap_alloc(hh_heap *h, size_t size, size_t align, uint32_t tag, const char *who, bool plain) {
     if (align < HHI_GRANULE) align = HHI_GRANULE;
     /* plain: no guard, size >= 1, so bs >= 32 == HHI_MIN_BLOCK */
-    size_t bs = plain ? hh_align_up(size, HHI_GRANULE) + HHI_HDR : blk_min_size(h, size);
+    size_t bs = plain ? hh_align_up(size + HHI_HDR, HHI_GRANULE) : blk_min_size(h, size);
+    if (plain) bs = bs < HHI_MIN_BLOCK ? HHI_MIN_BLOCK : bs;
     if (!plain) heap_lock(h);
     uint32_t slot = hhi_slot_take(&h->handles);      /* first: a full table fails before anything changes */
     if (hh_unlikely(slot == 0)) return alloc_fail(h, size, align, who, true);
     uint32_t cg = align <= HHI_GRANULE && bs <= HHI_CACHE_MAX_BLOCK ? h->cache[bs / HHI_GRANULE] : HHI_NONE;
     if (hh_likely(cg != HHI_NONE))                   /* a cached block of this size: already counted as used */
-        return alloc_finish(h, cache_pop(h, cg, bs), granule_off(cg), size, align, tag, slot, plain, false);
+        return alloc_finish(h, cache_pop(h, cg, bs, slot), granule_off(cg), size, align, tag, slot, plain, false);
     return alloc_carve(h, size, bs, align, tag, slot, who, plain, false);
 }
 
@@ -1211,7 +1282,7 @@ HH_NOINLINE static hh_handle alloc_plain_miss(hh_heap *heap, size_t size, size_t
     uint32_t slot = hhi_slot_take(&heap->handles);   /* first: a full table fails before anything changes */
     if (hh_unlikely(slot == 0)) return alloc_fail(heap, size, HHI_GRANULE, "hh_alloc", true);
     if (cg != HHI_NONE)                              /* cached block, no rested slot: as heap_alloc */
-        return alloc_finish(heap, cache_pop(heap, cg, bs), granule_off(cg), size, HHI_GRANULE, 0, slot, true, true);
+        return alloc_finish(heap, cache_pop(heap, cg, bs, slot), granule_off(cg), size, HHI_GRANULE, 0, slot, true, true);
     if (heap_cache_empty(heap) && heap->free_blocks == 1) {
         /* The lists hold one free block (a fresh heap's top region): when it
            is large enough, alloc_carve's search ends at it -- a block in a
@@ -1219,7 +1290,7 @@ HH_NOINLINE static hh_handle alloc_plain_miss(hh_heap *heap, size_t size, size_t
            own list by the exact-list look (size >= bs) -- and with no cached
            block nothing is flushed first; so take it directly. */
         hhi_block *f = fl_sole(heap);
-        if (hh_likely(blk_size(f) >= bs))
+        if (hh_likely(blk_size_free(f) >= bs))
             return alloc_carved(heap, carve16(heap, f, bs), size, HHI_GRANULE, 0, slot, true, true);
     }
     return alloc_carve(heap, size, bs, HHI_GRANULE, 0, slot, "hh_alloc", true, true);
@@ -1234,7 +1305,7 @@ HH_NOINLINE HH_COLD static hh_handle alloc_bad_args(hh_heap *heap, size_t size) 
 /* hh_alloc past its fast path: bad arguments, thread-safe or debug heaps,
    an event hook, no cached block of the size, no rested handle slot. */
 HH_NOINLINE static hh_handle alloc_slow(hh_heap *heap, size_t size) {
-    if (hh_unlikely(heap == NULL || size - 1 >= heap->limit)) return alloc_bad_args(heap, size);
+    if (hh_unlikely(heap == NULL || size - 1 >= heap->limit || size > HH_HEAP_MAX_ALLOC)) return alloc_bad_args(heap, size);
     if (heap->flags & (HH_HEAP_THREADSAFE | HH_HEAP_DEBUG)) return heap_alloc(heap, size, HHI_GRANULE, 0, "hh_alloc", false);
     return heap_alloc(heap, size, HHI_GRANULE, 0, "hh_alloc", true);
 }
@@ -1243,14 +1314,19 @@ HH_NOINLINE static hh_handle alloc_slow(hh_heap *heap, size_t size) {
    debug, no event hook), a cached block of the size and a rested slot. It
    makes no call, so it needs no stack frame; everything else is alloc_slow. */
 hh_handle hh_alloc(hh_heap *heap, size_t size) {
-    if (hh_likely(heap != NULL && size - 1 < HHI_CACHE_MAX_BLOCK - HHI_HDR &&
+    /* sizes 9..: the header and the payload make at least HHI_MIN_BLOCK (1..8 go the slow way) */
+    if (hh_likely(heap != NULL && size - (HHI_MIN_BLOCK - HHI_GRANULE - HHI_HDR + 1) <
+                                      HHI_CACHE_MAX_BLOCK - HHI_HDR - (HHI_MIN_BLOCK - HHI_GRANULE - HHI_HDR) &&
                   !(heap->flags & (HH_HEAP_THREADSAFE | HH_HEAP_DEBUG)) && heap->event_fn == NULL)) {
-        size_t bs = hh_align_up(size, HHI_GRANULE) + HHI_HDR;   /* >= HHI_MIN_BLOCK: size >= 1 */
+        size_t bs = hh_align_up(size + HHI_HDR, HHI_GRANULE);
         hhi_slots *t = &heap->handles;
         uint32_t cg = heap->cache[bs / HHI_GRANULE];
         if (hh_likely(cg != HHI_NONE && t->free_count > t->min_free))
-            return alloc_finish(heap, cache_pop(heap, cg, bs), granule_off(cg), size, HHI_GRANULE, 0,
-                                hhi_slot_fifo_take(t), true, true);
+        {
+            uint32_t slot = hhi_slot_fifo_take(t);
+            return alloc_finish(heap, cache_pop(heap, cg, bs, slot), granule_off(cg), size, HHI_GRANULE, 0, slot, true,
+                                true);
+        }
         return alloc_plain_miss(heap, size, bs, cg);     /* a tail call: hh_alloc keeps no frame */
     }
     return alloc_slow(heap, size);
@@ -1258,6 +1334,12 @@ hh_handle hh_alloc(hh_heap *heap, size_t size) {
 
 hh_handle hh_alloc_ex(hh_heap *heap, size_t size, size_t align, uint32_t tag) {
     if (alloc_args(heap, size, align, "hh_alloc_ex") != HH_OK) return HH_NULL;
+    if (tag != 0 && hh_unlikely(heap->tags == NULL)) {   /* the heap's first tag: before anything changes */
+        heap_lock(heap);
+        bool ok = heap->tags != NULL || side_array_make(heap, (void **)&heap->tags, sizeof *heap->tags, "hh_alloc_ex", "tag");
+        heap_unlock(heap);
+        if (!ok) return HH_NULL;
+    }
     return heap_alloc(heap, size, align, tag, "hh_alloc_ex", false);
 }
 
@@ -1272,7 +1354,7 @@ static hhi_block *block_checked(const hh_heap *heap, hh_handle hd, const char *w
             hhi_error(HH_E_STALE_HANDLE, "%s: handle %#llx does not name a live block", who, (unsigned long long)hd.id);
         return NULL;
     }
-    if (HH_NEVER(blk_is_free(b) || b->u.live.slot != hh_handle_index(hd))) {
+    if (HH_NEVER(blk_is_free(b) || blk_slot(b) != hh_handle_index(hd))) {
         hhi_error(HH_E_CORRUPT, "%s: block of handle %#llx has a broken header", who, (unsigned long long)hd.id);
         return NULL;
     }
@@ -1305,12 +1387,13 @@ HH_NOINLINE HH_COLD static hh_status free_generic(hh_heap *heap, hh_handle hd) {
         heap_unlock(heap);
         return hh_last_error();
     }
-    if (blk_pins(b)) {
+    if (blk_pinned(b)) {
+        unsigned pins = blk_pins(heap, b);
         heap_unlock(heap);
-        return hhi_error(HH_E_PINNED, "hh_free: handle %#llx is pinned (%u pins)", (unsigned long long)hd.id, blk_pins(b));
+        return hhi_error(HH_E_PINNED, "hh_free: handle %#llx is pinned (%u pins)", (unsigned long long)hd.id, pins);
     }
     bool guard_ok = guard_intact(heap, b);
-    size_t off = blk_offset(heap, b), size = blk_size(b), usable = blk_usable(heap, b);
+    size_t off = blk_offset(heap, b), size = blk_size_live(b), usable = blk_usable(heap, b);
     void *p = blk_payload(b);
     hhi_slot_drop(&heap->handles, hh_handle_index(hd), (uint32_t)(hd.id >> HH_HANDLE_INDEX_BITS));   /* live: checked */
     heap_touch(heap, blk_prev_free(b) ? blk_offset(heap, blk_prev_free_block(b)) : off);
@@ -1333,7 +1416,7 @@ HH_NOINLINE HH_COLD static hh_status free_generic(hh_heap *heap, hh_handle hd) {
    path keeps a small frame. hd names b (checked); lock held, released here. */
 HH_NOINLINE static hh_status free_release(hh_heap *heap, hh_handle hd, hhi_block *b, uint64_t w) {
     hhi_slot_drop(&heap->handles, hh_handle_index(hd), (uint32_t)(hd.id >> HH_HANDLE_INDEX_BITS));
-    size_t off = blk_offset(heap, b), size = (size_t)(w & BLK_SIZE_MASK);
+    size_t off = blk_offset(heap, b), size = (size_t)(w >> BLK_SIZE_SHIFT) & HHI_MAX_LIVE_BLOCK;
     bool prev_free = (w & BLK_PREV_FREE) != 0;
     heap_touch(heap, prev_free ? blk_offset(heap, blk_prev_free_block(b)) : off);
     used_sub(heap, off, size);
@@ -1355,6 +1438,7 @@ static inline void cache_push(hh_heap *heap, hhi_block *b, uint64_t w, size_t si
     heap->live_blocks--;
     hh_track_free(heap, p, blk_usable(heap, b));
     b->word = (w & (BLK_SIZE_MASK | BLK_PREV_FREE)) | BLK_CACHED;
+    hh_track_defined(&b->u, sizeof b->u);             /* the link lies in the freed payload */
     b->u.free.next = heap->cache[size / HHI_GRANULE];
     heap->cache[size / HHI_GRANULE] = off_granule(off);
     heap->cache_room -= size;
@@ -1372,9 +1456,9 @@ HH_INLINE hh_status free_body(hh_heap *heap, hh_handle hd, bool plain, bool no_h
     if (hh_unlikely(p == NULL || (!plain && heap->debug))) return free_generic(heap, hd);
     hhi_block *b = blk_from_payload(p);
     uint64_t w = b->word;
-    if (hh_unlikely((w & (BLK_FREE | ((uint64_t)0xFF << BLK_PINS_SHIFT))) != 0 || b->u.live.slot != idx))
+    if (hh_unlikely((w & (BLK_FREE | BLK_PINNED)) != 0 || (uint32_t)(w >> BLK_SLOT_SHIFT) != idx))
         return free_generic(heap, hd);
-    size_t size = (size_t)(w & BLK_SIZE_MASK);
+    size_t size = (size_t)(w >> BLK_SIZE_SHIFT) & HHI_MAX_LIVE_BLOCK;
     if (hh_unlikely(size > HHI_CACHE_MAX_BLOCK || size > heap->cache_room)) return free_release(heap, hd, b, w);
     hhi_slot_drop(t, idx, (uint32_t)(hd.id >> HH_HANDLE_INDEX_BITS));
     cache_push(heap, b, w, size, p);
@@ -1406,13 +1490,13 @@ hh_status hh_free(hh_heap *heap, hh_handle hd) {
 --------------------------------------------------------------------------- */
 /* Shrinks or grows b in place to minimal size nbs when possible; true on success. */
 static bool resize_in_place(hh_heap *h, hhi_block *b, size_t nbs) {
-    size_t off = blk_offset(h, b), cur = blk_size(b);
+    size_t off = blk_offset(h, b), cur = blk_size_live(b);
     hhi_block *n = blk_next(h, b);
-    size_t avail = cur + ((n && blk_is_free(n)) ? blk_size(n) : 0);
+    size_t avail = cur + ((n && blk_is_free(n)) ? blk_size_free(n) : 0);
     if (nbs > avail) return false;
     size_t old_usable = blk_usable(h, b);
     if (n && blk_is_free(n)) {                        /* take the free neighbour in whole, give back the rest */
-        if (blk_offset(h, n) + blk_size(n) == h->managed)     /* growing into the top region */
+        if (blk_offset(h, n) + blk_size_free(n) == h->managed)     /* growing into the top region */
             top_dirty(h, avail - nbs < HHI_MIN_BLOCK ? h->managed : off + nbs + 2 * HHI_MIN_BLOCK);
         fl_remove(h, n);
         hhi_bitmap_clear(&h->starts, off_granule(off + cur));
@@ -1424,11 +1508,11 @@ static bool resize_in_place(hh_heap *h, hhi_block *b, size_t nbs) {
         slack = (unsigned)(rest / HHI_GRANULE);
         rest = 0;
     }
-    unsigned pins = blk_pins(b);
-    b->word = live_word(size, blk_align(b), slack, pins, blk_prev_free(b));
+    bool pinned = blk_pinned(b);
+    b->word = live_word(size, blk_align(b), slack, blk_prev_free(b)) | (b->word & (BLK_SLOT_MASK | BLK_PINNED));
     if (size > cur) used_add(h, off + cur, size - cur);
     else if (size < cur) used_sub(h, off + size, cur - size);
-    if (pins) h->pinned_bytes = h->pinned_bytes - cur + size;
+    if (pinned) h->pinned_bytes = h->pinned_bytes - cur + size;
     size_t usable = blk_usable(h, b);
     if (usable > old_usable) {
         hh_track_undefined((char *)blk_payload(b) + old_usable, usable - old_usable);
@@ -1457,7 +1541,7 @@ static bool resize_in_place(hh_heap *h, hhi_block *b, size_t nbs) {
    needed), copying min(old, new) usable bytes. NULL if there is no room. */
 static hhi_block *resize_move(hh_heap *h, hhi_block *b, size_t nbs) {
     size_t align = blk_align(b);
-    uint32_t slot = b->u.live.slot;
+    uint32_t slot = blk_slot(b);
     hhi_block *f = hhi_heap_find_fit(h, nbs, align);
     if (f == NULL && h->quar_count) {                 /* debug moves: the last step's old places go first */
         hhi_heap_quarantine_release(h);
@@ -1479,13 +1563,11 @@ static hhi_block *resize_move(hh_heap *h, hhi_block *b, size_t nbs) {
     }
     if (f == NULL) return NULL;
     size_t boff = blk_offset(h, b), old_usable = blk_usable(h, b);
-    uint32_t tag = b->u.live.tag;
     void *op = blk_payload(b);
     hhi_block *nb = carve(h, f, nbs, align, 0);
-    size_t bfull = blk_size(b);                       /* after carve: it may have grown b's slack */
-    nb->u.live.slot = slot;
-    nb->u.live.tag = tag;
-    used_add(h, blk_offset(h, nb), blk_size(nb));
+    size_t bfull = blk_size_live(b);                       /* after carve: it may have grown b's slack */
+    nb->word |= slot_field(slot);                     /* tag and pins are the slot's: they follow */
+    used_add(h, blk_offset(h, nb), blk_size_live(nb));
     size_t usable = blk_usable(h, nb), keep = HH_MIN(usable, old_usable);
     char *np = blk_payload(nb);
     hh_track_undefined(np, usable);
@@ -1503,13 +1585,16 @@ static hhi_block *resize_move(hh_heap *h, hhi_block *b, size_t nbs) {
 hh_status hh_resize(hh_heap *heap, hh_handle hd, size_t new_size) {
     if (heap == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_resize: heap is NULL");
     if (new_size == 0) return hhi_error(HH_E_INVALID_ARG, "hh_resize: size 0 (use hh_free)");
+    if (new_size > HH_HEAP_MAX_ALLOC)
+        return hhi_error(HH_E_INVALID_ARG, "hh_resize: %zu bytes exceed the largest block (%zu bytes, HH_HEAP_MAX_ALLOC)",
+                         new_size, (size_t)HH_HEAP_MAX_ALLOC);
     if (new_size > heap->limit)
         return hhi_error(HH_E_NO_MEMORY, "hh_resize: %zu bytes exceed the heap's %zu managed bytes", new_size, heap->limit);
     hhi_block *b = block_locked(heap, hd, "hh_resize");
     if (b == NULL) return hh_last_error();
     size_t nbs = blk_min_size(heap, new_size);
     heap_touch(heap, blk_offset(heap, b));
-    if (nbs > blk_size(b) && !heap_cache_empty(heap)) {   /* growing: a cached neighbour (past a free one) is room */
+    if (nbs > blk_size_live(b) && !heap_cache_empty(heap)) {   /* growing: a cached neighbour (past a free one) is room */
         hhi_block *n = blk_next(heap, b);
         if (n && blk_is_free(n)) n = blk_next(heap, n);
         if (n && blk_cached(n)) hhi_heap_cache_flush(heap);
@@ -1519,7 +1604,7 @@ hh_status hh_resize(hh_heap *heap, hh_handle hd, size_t new_size) {
         heap_unlock(heap);
         return HH_OK;
     }
-    if (blk_pins(b)) {
+    if (blk_pinned(b)) {
         heap_unlock(heap);
         return hhi_error(HH_E_PINNED, "hh_resize: handle %#llx is pinned and cannot grow in place to %zu bytes",
                          (unsigned long long)hd.id, new_size);
@@ -1608,7 +1693,7 @@ size_t hh_size(const hh_heap *heap, hh_handle hd) {
 uint32_t hh_tag(const hh_heap *heap, hh_handle hd) {
     hhi_block *b = block_locked(heap, hd, "hh_tag");
     if (b == NULL) return 0;
-    uint32_t t = b->u.live.tag;
+    uint32_t t = blk_tag(heap, b);
     heap_unlock(heap);
     return t;
 }
@@ -1616,17 +1701,22 @@ uint32_t hh_tag(const hh_heap *heap, hh_handle hd) {
 void *hh_pin(hh_heap *heap, hh_handle hd) {
     hhi_block *b = block_locked(heap, hd, "hh_pin");
     if (b == NULL) return NULL;
-    unsigned pins = blk_pins(b);
+    if (hh_unlikely(heap->pins == NULL) && !side_array_make(heap, (void **)&heap->pins, sizeof *heap->pins, "hh_pin", "pin")) {
+        heap_unlock(heap);
+        return NULL;
+    }
+    unsigned pins = blk_pins(heap, b);
     if (pins == HHI_MAX_PINS) {
         heap_unlock(heap);
         hhi_error(HH_E_INVALID_ARG, "hh_pin: handle %#llx already has the maximum of %u pins", (unsigned long long)hd.id,
                   (unsigned)HHI_MAX_PINS);
         return NULL;
     }
-    b->word += (uint64_t)1 << BLK_PINS_SHIFT;
+    heap->pins[blk_slot(b)] = (uint8_t)(pins + 1);
     if (pins == 0) {
+        b->word |= BLK_PINNED;
         heap->pinned_blocks++;
-        heap->pinned_bytes += blk_size(b);
+        heap->pinned_bytes += blk_size_live(b);
     }
     void *p = blk_payload(b);
     heap_event(heap, &(hh_heap_event){ .kind = HH_EV_PIN, .handle = hd });
@@ -1637,16 +1727,17 @@ void *hh_pin(hh_heap *heap, hh_handle hd) {
 hh_status hh_unpin(hh_heap *heap, hh_handle hd) {
     hhi_block *b = block_locked(heap, hd, "hh_unpin");
     if (b == NULL) return hh_last_error();
-    unsigned pins = blk_pins(b);
+    unsigned pins = blk_pins(heap, b);
     if (pins == 0) {
         heap_unlock(heap);
         return hhi_error(HH_E_INVALID_ARG, "hh_unpin: handle %#llx is not pinned", (unsigned long long)hd.id);
     }
-    b->word -= (uint64_t)1 << BLK_PINS_SHIFT;
+    heap->pins[blk_slot(b)] = (uint8_t)(pins - 1);   /* back to 0 with the last pin: I6 */
     heap_touch(heap, blk_prev_free(b) ? blk_offset(heap, blk_prev_free_block(b)) : blk_offset(heap, b));
     if (pins == 1) {
+        b->word &= ~BLK_PINNED;
         heap->pinned_blocks--;
-        heap->pinned_bytes -= blk_size(b);
+        heap->pinned_bytes -= blk_size_live(b);
     }
     heap_event(heap, &(hh_heap_event){ .kind = HH_EV_UNPIN, .handle = hd });
     heap_unlock(heap);
@@ -1695,7 +1786,9 @@ size_t hh_heap_overhead_bytes(const hh_heap *heap) {
         return 0;
     }
     heap_lock(heap);
-    size_t n = sizeof *heap + heap->starts.bytes + heap->frees.bytes + (size_t)heap->handles.hwm * sizeof(uint64_t) +
+    size_t slot_meta = sizeof(uint64_t) + (heap->pins ? sizeof *heap->pins : 0) + (heap->tags ? sizeof *heap->tags : 0);
+    size_t n = sizeof *heap + heap->starts.bytes + heap->frees.bytes + free_span_bytes(heap->limit) +
+               (size_t)heap->handles.hwm * slot_meta +
                heap->journal.cap * sizeof(hh_move_record) + (size_t)heap->region_count * sizeof(hhi_region);
     heap_unlock(heap);
     return n;

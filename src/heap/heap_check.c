@@ -63,10 +63,12 @@ static hh_status check_block(const hh_heap *h, const hhi_block *b, bool prev_fre
         FAIL("I1: block at offset %zu has bad size %zu", off, size);
     if (blk_prev_free(b) != prev_free) FAIL("I3: PREV_FREE flag wrong on block at offset %zu", off);
     if (!hhi_bitmap_test(&h->starts, off / HHI_GRANULE)) FAIL("I5: start bit missing at offset %zu", off);
-    if (hhi_bitmap_test(&h->frees, off / HHI_GRANULE) != blk_is_free(b)) FAIL("I5: free bit wrong at offset %zu", off);
     if (hhi_bitmap_next(&h->starts, off / HHI_GRANULE + 1) < (off + size) / HHI_GRANULE)
         FAIL("I5: stray start bit inside block at offset %zu", off);
     if (blk_is_free(b)) {
+        if (b->word & (BLK_FLAGS & ~BLK_FREE) || b->word & (BLK_ALIGN_MASK | BLK_SLACK_MASK))
+            FAIL("I1: free block at offset %zu has flag, alignment or slack bits (header %#llx)", off,
+                 (unsigned long long)b->word);
         if (prev_free) FAIL("I2: adjacent free blocks at offset %zu", off);
         const uint64_t *foot = (const uint64_t *)(const void *)((const char *)b + size - 8);
         if (*foot != size) FAIL("I3: footer of free block at offset %zu says %llu", off, (unsigned long long)*foot);
@@ -85,20 +87,27 @@ static hh_status check_block(const hh_heap *h, const hhi_block *b, bool prev_fre
         return HH_OK;
     }
     if (blk_quarantined(b)) {                        /* I12: a moved block's old place, bytes dead */
-        if (b->u.live.slot != 0 || blk_pins(b) != HHI_MAX_PINS)
-            FAIL("I12: quarantine block at offset %zu has a slot or a pin count", off);
+        if ((b->word & ~(BLK_SIZE_MASK | BLK_PREV_FREE)) != (BLK_QUARANTINE | BLK_PINNED))
+            FAIL("I12: quarantine block at offset %zu has a slot, alignment, slack or flags other than pinned (header %#llx)",
+                 off, (unsigned long long)b->word);
         c->used += size;
         c->quar++;
         return HH_OK;
     }
-    uint32_t slot = b->u.live.slot;
+    if (b->word & BLK_CACHED) FAIL("I13: block at offset %zu is both cached and quarantine/live", off);
+    uint32_t slot = blk_slot(b);
     if (slot == 0 || slot >= h->handles.hwm) FAIL("I6: block at offset %zu has slot %u out of range", off, slot);
     if ((uint8_t)*slot_word(&h->handles, slot) != h->handles.tag)
         FAIL("I6: block at offset %zu has a dead slot %u", off, slot);
     if (hhi_slot_ptr(&h->handles, slot) != blk_payload(b)) FAIL("I6: slot %u does not point at its block (offset %zu)", slot, off);
     if (!off_aligned(off, blk_align(b))) FAIL("I6: block at offset %zu breaks its alignment %zu", off, blk_align(b));
-    if ((size_t)blk_slack(b) * HHI_GRANULE + HHI_HDR + h->guard + HHI_GRANULE > size)
+    if ((size_t)blk_slack(b) * HHI_GRANULE + blk_min_size(h, 1) > size)
         FAIL("I6: block at offset %zu has slack larger than its size allows", off);
+    if (blk_align(b) > HHI_BASE_ALIGN) FAIL("I6: block at offset %zu has alignment code %zu", off, blk_align(b));
+    unsigned pins = h->pins ? h->pins[slot] : 0;
+    if (blk_pinned(b) != (pins != 0))
+        FAIL("I6: block at offset %zu (slot %u) is %s but has %u pins", off, slot, blk_pinned(b) ? "flagged pinned" : "not flagged pinned",
+             pins);
     if (h->debug) {
         const unsigned char *g = (const unsigned char *)blk_payload(b) + blk_usable(h, b);
         bool ok = true;
@@ -109,7 +118,7 @@ static hh_status check_block(const hh_heap *h, const hhi_block *b, bool prev_fre
     }
     c->used += size;
     c->live++;
-    if (blk_pins(b)) {
+    if (blk_pinned(b)) {
         c->pinned++;
         c->pinned_bytes += size;
     }
@@ -185,6 +194,16 @@ static hh_status check_impl(const hh_heap *h, bool report) {
     if (off != h->managed) FAIL("I1: blocks end at %zu, not at %zu", off, h->managed);
     if (!hhi_bitmap_consistent(&h->starts) || !hhi_bitmap_consistent(&h->frees))
         FAIL("I5: an upper level of the address bitmaps disagrees with the level below");
+    for (size_t sp = 0; sp < h->frees.nbits; sp++) {  /* the free-start index counts each span's free starts */
+        unsigned n = 0;
+        for (uint64_t w = h->starts.level[0][sp]; w; w &= w - 1) {
+            size_t o = granule_off((uint32_t)(sp * HHI_SPAN + hh_ctz64(w)));
+            n += o < h->managed && blk_is_free(blk_at(h, o));
+        }
+        if (h->free_span[sp] != n || hhi_bitmap_test(&h->frees, sp) != (n != 0))
+            FAIL("I5: span %zu (offset %zu) has %u free-block starts, its index says %u (bit %d)", sp,
+                 sp * HHI_SPAN * HHI_GRANULE, n, (unsigned)h->free_span[sp], (int)hhi_bitmap_test(&h->frees, sp));
+    }
     uint32_t listed;
     hh_status s = check_lists(h, report, &listed);
     if (s != HH_OK) return s;
@@ -195,6 +214,10 @@ static hh_status check_impl(const hh_heap *h, bool report) {
         c.sumsq != h->free_sumsq)
         FAIL("I8: counters drifted (used %zu/%zu free %zu/%zu live %u/%u holes %u/%u pinned %u/%u)", h->used_bytes, c.used,
              h->free_bytes, c.free_bytes, h->live_blocks, c.live, h->free_blocks, c.free_blocks, h->pinned_blocks, c.pinned);
+    if (h->pins)                                     /* I6: no pins on a slot without a live block */
+        for (uint32_t i = 1; i < h->handles.hwm; i++)
+            if (h->pins[i] && (uint8_t)*slot_word(&h->handles, i) != h->handles.tag)
+                FAIL("I6: dead slot %u has %u pins", i, (unsigned)h->pins[i]);
     if (c.quar != h->quar_count) FAIL("I12: %zu quarantine blocks in the heap, %zu listed", c.quar, h->quar_count);
     for (size_t i = 0; i < h->quar_count; i++)
         if (h->quar[i] >= h->managed || !hhi_bitmap_test(&h->starts, h->quar[i] / HHI_GRANULE) ||
@@ -240,10 +263,9 @@ void hh_heap_walk(const hh_heap *heap, hh_walk_fn fn, void *user) {
         } else if (blk_quarantined(b)) {
             info.state = HH_BLOCK_PINNED;                 /* debug moves: held, owned by nobody (handle null) */
         } else if (!blk_is_free(b)) {
-            uint32_t slot = b->u.live.slot;
-            info.handle = hhi_slot_handle(&heap->handles, slot);
-            info.tag = b->u.live.tag;
-            info.state = blk_pins(b) ? HH_BLOCK_PINNED : HH_BLOCK_LIVE;
+            info.handle = hhi_slot_handle(&heap->handles, blk_slot(b));
+            info.tag = blk_tag(heap, b);
+            info.state = blk_pinned(b) ? HH_BLOCK_PINNED : HH_BLOCK_LIVE;
         }
         fn(&info, user);
         if (info.size == 0) break;   /* corrupt header: never loop forever */

@@ -50,12 +50,12 @@ size_t hhi_freelist_largest(const hh_heap *h) {
     uint32_t g = h->fl.head[f][s];
     for (unsigned k = 0; g != HHI_NONE && k < HHI_LARGEST_WALK; k++) {   /* one size step: usually one block */
         const hhi_block *b = blk_at(h, granule_off(g));
-        if (blk_size(b) > best) best = blk_size(b);
+        if (blk_size_free(b) > best) best = blk_size_free(b);
         g = b->u.free.next;
     }
     if (g != HHI_NONE) {                              /* a long list: the top region may be its largest */
         const hhi_block *t = hhi_heap_top_free(h);
-        if (t && blk_size(t) > best) best = blk_size(t);
+        if (t && blk_size_free(t) > best) best = blk_size_free(t);
     }
     return best;
 }

@@ -2,29 +2,49 @@
  *
  * Model
  *   The managed range [base, base + managed) is tiled by blocks in address order.
- *   Every block starts with a 16-byte header; block sizes and offsets are
- *   multiples of 16 (a granule). base + 16 is 4096-aligned, so the payload of a
- *   block at offset 0 satisfies any alignment up to HH_HEAP_MAX_ALIGN.
+ *   Every block starts with an 8-byte header; block sizes and offsets are
+ *   multiples of 16 (a granule). base + 8 is 4096-aligned, so the payload of a
+ *   block at offset o (at base + o + 8) is 16-byte aligned, and satisfies any
+ *   alignment a <= HH_HEAP_MAX_ALIGN iff o % a == 0: a move keeps an alignment
+ *   by landing on an offset that is a multiple of it.
  *
- *   live block : [hdr: word | slot | tag][payload ... ][guard (HH_HEAP_DEBUG)]
- *   cached block: [hdr: word | next | - ][unused ... ]      (free-block cache, I13)
- *   free block : [hdr: word | next | prev][unused ... ][footer: size]
+ *   live block  : [hdr][payload ... ][guard (HH_HEAP_DEBUG)]
+ *   cached block: [hdr][next | -][unused ...]            (free-block cache, I13)
+ *   free block  : [hdr][next | prev][unused ... ][footer: size]
  *
- *   hdr.word  bits 0..3   flags (BLK_FREE, BLK_PREV_FREE, BLK_QUARANTINE)
- *             bits 4..47  block size in bytes (multiple of 16)
- *             bits 48..51 log2(alignment) - 4
- *             bits 52..55 slack granules: bytes beyond the block's minimal size
+ *   hdr (one 64-bit word) of a live, cached or quarantine block:
+ *             bits 0..4   flags (BLK_FREE, BLK_PREV_FREE, BLK_QUARANTINE,
+ *                         BLK_CACHED, BLK_PINNED)
+ *             bits 5..8   log2(alignment) - 4
+ *             bits 9..12  slack granules: bytes beyond the block's minimal size
  *                         (absorbed split remainders); never visible to the user
- *             bits 56..63 pin count
- *   A free block keeps its free-list links (granule offsets) in the header and
- *   its size in its last 8 bytes, so the block after it can find it (O(1)
- *   coalescing; TLSF's boundary tag, folded into the free block itself).
+ *             bits 13..39 block size in granules (27 bits: at most
+ *                         HHI_MAX_LIVE_BLOCK bytes; hh_alloc refuses payloads
+ *                         above HH_HEAP_MAX_ALLOC so slack always fits)
+ *             bits 40..63 handle slot index (24 bits; handle indices are < 2^24)
+ *   hdr of a free block: BLK_FREE and the size in granules in bits 13..63 (a
+ *   free block has no slot, so its size may be as large as the range).
+ *   Either way the size in bytes is (hdr >> 9) masked (blk_size).
+ *   The rare per-block fields live beside the table of handle slots, indexed
+ *   by slot and created on first use: the pin count (pins[], once anything is
+ *   pinned; BLK_PINNED in the header says a block has pins, so the hot paths
+ *   never read the array) and the user tag (tags[], once a non-zero tag is
+ *   given). Slots do not change when blocks move, so neither do these.
+ *   A free block keeps its free-list links (granule offsets) in the 8 bytes
+ *   after its header and its size in its last 8 bytes, so the block after it
+ *   can find it (O(1) coalescing; TLSF's boundary tag, folded into the free
+ *   block itself); a cached block its cache link in the same place.
  *
  *   Free blocks sit in TLSF segregated lists (first level: power of two,
  *   second level: 16 linear steps) with bitmaps, so allocation never searches.
- *   Two hierarchical bitmaps over granules mark block starts and free-block
- *   starts; they give the lowest hole, the next hole and the block before a
- *   given one in O(log64 n) for the defrag service.
+ *   A hierarchical bitmap over granules marks block starts; a coarser index
+ *   over spans of 64 granules (1 KiB, one word of the start bitmap) counts the
+ *   free-block starts in each span and marks the spans that have any. The
+ *   lowest hole, the next hole and the block before a given one take
+ *   O(log64 n) for the defrag service: the span index finds the span, the
+ *   span's start-bitmap word and the headers of its blocks (at most 16 free
+ *   ones: I2 and the 32-byte minimum) find the block. Per granule that is
+ *   1 + 9/64 bits instead of two.
  *
  * Invariants (numbered; hh_heap_check verifies each and names it on failure)
  *   I1  blocks tile [0, managed): each size is a multiple of 16, >= HHI_MIN_BLOCK,
@@ -34,10 +54,16 @@
  *       free block's footer equals its size.
  *   I4  every free block is in exactly the TLSF list of its size, the lists are
  *       well linked, and the two-level bitmaps mark exactly the non-empty lists.
- *   I5  the start bitmap marks exactly the block starts; the free bitmap exactly
- *       the free-block starts; each upper level marks exactly the non-zero words below.
+ *   I5  the start bitmap marks exactly the block starts; free_span[s] is the
+ *       number of free blocks starting in span s (granules [64 s, 64 s + 64)),
+ *       and the span bitmap marks exactly the spans where it is non-zero; each
+ *       upper level marks exactly the non-zero words below.
  *   I6  a live block's slot is live and points at its payload; the payload is
- *       aligned to the block's alignment; slack <= size - minimal.
+ *       aligned to the block's alignment; slack <= size - minimal; its size is
+ *       at most HHI_MAX_LIVE_BLOCK. BLK_PINNED is set exactly on the live
+ *       blocks whose pins[] count is non-zero (and on quarantine blocks, I12);
+ *       pins[] is zero for every slot that names no live block (tags[] of
+ *       such a slot is stale: every allocation writes its slot's tag).
  *   I7  the slot table's live count equals the number of live blocks; each
  *       live block's slot (below hwm) has the heap's tag and the block's
  *       payload granule (I6 names it).
@@ -47,11 +73,11 @@
  *   I10 the relocation journal's records lie inside the managed range.
  *   I11 regions[r].used is the number of bytes of live blocks that lie inside
  *       region r ([r << region_shift, (r + 1) << region_shift)); summed, used_bytes.
- *   I12 (HH_HEAP_DEBUG_MOVES) quarantine blocks -- BLK_QUARANTINE, slot 0, the
- *       maximum pin count so that nothing moves them -- are exactly the ones
+ *   I12 (HH_HEAP_DEBUG_MOVES) quarantine blocks -- BLK_QUARANTINE, slot 0,
+ *       BLK_PINNED so that nothing moves them -- are exactly the ones
  *       listed in quar[]; they count as used bytes (I8, I11), not as live or
  *       pinned blocks, and no handle names them.
- *   I13 cached blocks -- BLK_CACHED, no pins, slack or alignment bits, a size
+ *   I13 cached blocks -- BLK_CACHED, no pins, slack, alignment or slot bits, a size
  *       of at most HHI_CACHE_MAX_BLOCK -- are exactly the blocks of the cache
  *       lists, each in the list of its size; their bytes are
  *       cache_limit - cache_room (so at most cache_limit), the blocks of
@@ -137,17 +163,19 @@
 --------------------------------------------------------------------------- */
 enum {
     HHI_GRANULE      = 16,
-    HHI_HDR          = 16,                 /* header bytes */
-    HHI_MIN_BLOCK    = 32,                 /* header + 16: holds a free block's footer */
+    HHI_HDR          = 8,                  /* header bytes */
+    HHI_MIN_BLOCK    = 32,                 /* a free block: header, links, footer (8 each), granule-rounded */
     HHI_GUARD        = 16,                 /* guard bytes after the payload in HH_HEAP_DEBUG */
     HHI_BASE_ALIGN   = 4096,               /* base + HHI_HDR is aligned to this */
-    HHI_MAX_PINS     = 255,
+    HHI_MAX_PINS     = 255,                /* pins[] holds a byte per slot */
     HHI_MAX_SLACK    = 15,                 /* granules */
 };
 #define HHI_NONE UINT32_MAX                /* "no block" in granule links */
+enum { HHI_FREE_HEAD = HHI_HDR + 8 };      /* a free block's header and links: what decommit keeps of the top region */
 _Static_assert((int)HHI_HDR == (int)HH_HEAP_HEADER_BYTES && (int)HHI_GRANULE == (int)HH_HEAP_GRANULE, "public layout constants");
 _Static_assert((int)HHI_BASE_ALIGN == (int)HH_HEAP_MAX_ALIGN, "offset 0 must satisfy every alignment");
-_Static_assert(HHI_MIN_BLOCK >= HHI_HDR + 8, "a free block must hold its footer");
+_Static_assert(HHI_MIN_BLOCK >= HHI_HDR + 8 + 8, "a free block must hold its links and its footer");
+_Static_assert(HHI_MIN_BLOCK % HHI_GRANULE == 0 && HHI_HDR + HHI_GRANULE <= HHI_MIN_BLOCK, "granule-sized blocks");
 
 #define HHI_MAX_MANAGED ((size_t)HHI_NONE * HHI_GRANULE)   /* granule links are 32-bit */
 
@@ -158,25 +186,37 @@ _Static_assert(HHI_MIN_BLOCK >= HHI_HDR + 8, "a free block must hold its footer"
 #  define HHI_PREFETCH(p) ((void)(p))
 #endif
 
-/* Header word fields. */
+/* Header word fields (see the model above). */
 #define BLK_FREE       ((uint64_t)1)
 #define BLK_PREV_FREE  ((uint64_t)2)
 #define BLK_QUARANTINE ((uint64_t)4)   /* HH_HEAP_DEBUG_MOVES: a moved block's old place, held until the next step */
 #define BLK_CACHED     ((uint64_t)8)   /* a freed block held in the free-block cache (I13); u.free.next links it */
-#define BLK_FLAGS      ((uint64_t)0xF)
-#define BLK_SIZE_MASK  ((uint64_t)0x0000FFFFFFFFFFF0)
-#define BLK_ALIGN_SHIFT 48
-#define BLK_SLACK_SHIFT 52
-#define BLK_PINS_SHIFT  56
+#define BLK_PINNED     ((uint64_t)16)  /* pins[slot] > 0 (or a quarantine block): the block never moves */
+#define BLK_FLAGS      ((uint64_t)0x1F)
+#define BLK_ALIGN_SHIFT 5
+#define BLK_SLACK_SHIFT 9
+#define BLK_SIZE_SHIFT  9              /* size in bytes << 9 = granules at bit 13 */
+#define BLK_SLOT_SHIFT  40
+#define BLK_ALIGN_MASK ((uint64_t)0xF << BLK_ALIGN_SHIFT)
+#define BLK_SLACK_MASK ((uint64_t)0xF << BLK_SLACK_SHIFT)
+#define BLK_SIZE_MASK  ((uint64_t)0x7FFFFFF << 13)                 /* a live block's size field */
+#define BLK_SLOT_MASK  ((uint64_t)0xFFFFFF << BLK_SLOT_SHIFT)
+#define HHI_MAX_LIVE_BLOCK ((size_t)0x7FFFFFF0)                     /* 27 bits of granules */
+_Static_assert(HH_HEAP_MAX_ALLOC + HHI_HDR + 2 * HHI_GUARD + (HHI_MAX_SLACK + 1) * HHI_GRANULE <= HHI_MAX_LIVE_BLOCK,
+               "a largest request, rounded, with guard and all slack, fits the size field");
+_Static_assert((BLK_FLAGS | BLK_ALIGN_MASK | BLK_SLACK_MASK | BLK_SIZE_MASK | BLK_SLOT_MASK) == UINT64_MAX &&
+               (BLK_SIZE_MASK & BLK_SLOT_MASK) == 0 && (BLK_SLACK_MASK & BLK_SIZE_MASK) == 0, "header fields tile the word");
 
+/* The header; u overlays the first 8 bytes after it, which hold the links of
+   a free or cached block (always >= HHI_MIN_BLOCK) and are payload in a live
+   one -- only free and cached blocks may touch u. */
 typedef struct hhi_block {
-    uint64_t word;                 /* flags | size | align | slack | pins (see above) */
+    uint64_t word;                 /* flags | align | slack | size | slot (see above) */
     union {
-        struct { uint32_t slot, tag; } live;   /* handle slot index, user tag */
         struct { uint32_t next, prev; } free;  /* free-list links, granule offsets (HHI_NONE: end) */
     } u;
 } hhi_block;
-_Static_assert(sizeof(hhi_block) == HHI_HDR, "block header is 16 bytes");
+_Static_assert(offsetof(hhi_block, u) == HHI_HDR, "links right after the 8-byte header");
 
 /* ---------------------------------------------------------------------------
    TLSF free lists
@@ -194,7 +234,7 @@ _Static_assert(HHI_FL_COUNT <= 32, "first-level bitmap is 32 bits");
 /* Free-block cache (I13): whole block sizes up to HHI_CACHE_MAX_BLOCK (a
    1 KiB payload and its header), one LIFO list per 16-byte size. */
 enum {
-    HHI_CACHE_MAX_BLOCK = 1024 + HHI_HDR,
+    HHI_CACHE_MAX_BLOCK = (1024 + HHI_HDR + HHI_GRANULE - 1) & ~(HHI_GRANULE - 1),
     HHI_CACHE_CLASSES   = HHI_CACHE_MAX_BLOCK / HHI_GRANULE + 1,   /* index: block size / 16 */
     HHI_CACHE_MIN_LIMIT = 64 << 10,                                /* bytes a cache may hold at least */
     HHI_CACHE_LIMIT_SHIFT = 4,                                     /* ... or 1/16 of the managed bytes */
@@ -413,7 +453,7 @@ typedef struct hhi_journal {
 
 struct hh_heap {
     hhi_slots   handles;          /* MUST stay first: hh_deref_inline reads its head through the heap pointer */
-    char       *base;             /* managed start; base + HHI_HDR is HHI_BASE_ALIGN-aligned */
+    char       *base;             /* managed start; base + HHI_HDR is HHI_BASE_ALIGN-aligned (handles.head.base) */
     size_t      managed;          /* managed bytes (multiple of 16); grows up to limit (HH_HEAP_GROWABLE) */
     size_t      limit;            /* most managed bytes ever: the reserved range (== managed unless growable);
                                      bitmaps, regions and sq_shift are sized for it; constant */
@@ -438,8 +478,13 @@ struct hh_heap {
     uint32_t    cache_count[HHI_CACHE_CLASSES];   /* blocks in each cache list (the observers' figures) */
     size_t      cache_low;        /* at or below the lowest cached block: the lowest offset cached since
                                      the last flush (SIZE_MAX: none), for the observers' lowest hole */
+    uint8_t    *pins;             /* pin count per handle slot (I6), zero pages of their own mapping;
+                                     NULL until the first pin */
+    uint32_t   *tags;             /* user tag per handle slot, as pins; NULL until the first non-zero tag */
     hhi_bitmap  starts;           /* bit per granule: a block starts here */
-    hhi_bitmap  frees;            /* bit per granule: a free block starts here */
+    hhi_bitmap  frees;            /* bit per span of HHI_SPAN granules: free_span[span] > 0 */
+    uint8_t    *free_span;        /* free-block starts per span (<= 16), one byte per KiB of range */
+    bool        free_span_mapped; /* free_span in its own mapping (growable heaps), else metadata */
 
     /* counters, always exact (I8) */
     size_t      used_bytes;       /* whole live + pinned blocks */
@@ -487,7 +532,27 @@ struct hh_heap {
 /* ---------------------------------------------------------------------------
    Block accessors
 --------------------------------------------------------------------------- */
-static inline size_t   blk_size(const hhi_block *b) { return (size_t)(b->word & BLK_SIZE_MASK); }
+/* Size in bytes: the size field of a live (cached, quarantine) block, the
+   wider one of a free block (whose slot bits are size). */
+static inline size_t   blk_size(const hhi_block *b) {
+    uint64_t w = b->word;
+    return (size_t)((w >> BLK_SIZE_SHIFT) & ((w & BLK_FREE) ? ~(uint64_t)(HHI_GRANULE - 1) : HHI_MAX_LIVE_BLOCK));
+}
+/* blk_size of a block known to be free, or known not to be. */
+static inline size_t   blk_size_free(const hhi_block *b) {
+    hh_assert_internal((b->word & BLK_FREE) != 0);
+    return (size_t)(b->word >> BLK_SIZE_SHIFT) & ~(size_t)(HHI_GRANULE - 1);
+}
+static inline size_t   blk_size_live(const hhi_block *b) {
+    hh_assert_internal((b->word & BLK_FREE) == 0);
+    return (size_t)(b->word >> BLK_SIZE_SHIFT) & HHI_MAX_LIVE_BLOCK;
+}
+/* Header words: a free block of `size` bytes; a size field for a live one. */
+static inline uint64_t free_word(size_t size) { return ((uint64_t)size << BLK_SIZE_SHIFT) | BLK_FREE; }
+static inline uint64_t size_field(size_t size) { return (uint64_t)size << BLK_SIZE_SHIFT; }
+/* The handle slot of a live block (0: a quarantine block). */
+static inline uint32_t blk_slot(const hhi_block *b) { return (uint32_t)(b->word >> BLK_SLOT_SHIFT); }
+static inline bool     blk_pinned(const hhi_block *b) { return (b->word & BLK_PINNED) != 0; }
 static inline bool     blk_is_free(const hhi_block *b) { return (b->word & BLK_FREE) != 0; }
 static inline bool     blk_prev_free(const hhi_block *b) { return (b->word & BLK_PREV_FREE) != 0; }
 static inline bool     blk_quarantined(const hhi_block *b) { return (b->word & BLK_QUARANTINE) != 0; }
@@ -523,7 +588,13 @@ static inline uint64_t heap_cached_sumsq(const hh_heap *h) {
 static inline size_t heap_lowest_hole_bound(const hh_heap *h, size_t lowest_free) {
     return !heap_cache_empty(h) && h->cache_low < lowest_free ? h->cache_low : lowest_free;
 }
-static inline unsigned blk_pins(const hhi_block *b) { return (unsigned)(b->word >> BLK_PINS_SHIFT); }
+/* Pin count: pins[slot] when BLK_PINNED (the array exists then), HHI_MAX_PINS for a quarantine block. */
+static inline unsigned blk_pins(const hh_heap *h, const hhi_block *b) {
+    if (!blk_pinned(b)) return 0;
+    return blk_quarantined(b) ? HHI_MAX_PINS : h->pins[blk_slot(b)];
+}
+/* User tag of live block b (0 until a heap's first non-zero tag). */
+static inline uint32_t blk_tag(const hh_heap *h, const hhi_block *b) { return h->tags ? h->tags[blk_slot(b)] : 0; }
 static inline unsigned blk_slack(const hhi_block *b) { return (unsigned)((b->word >> BLK_SLACK_SHIFT) & 0xF); }
 static inline size_t   blk_align(const hhi_block *b) { return (size_t)16 << ((b->word >> BLK_ALIGN_SHIFT) & 0xF); }
 static inline void    *blk_payload(const hhi_block *b) { return (char *)b + HHI_HDR; }
@@ -544,16 +615,18 @@ static inline hhi_block *blk_prev_free_block(const hhi_block *b) {
     uint64_t psize = ((const uint64_t *)(const void *)b)[-1];
     return (hhi_block *)(void *)((char *)b - psize);
 }
-/* Minimal whole-block size for a payload of n bytes (n already validated). */
+/* Minimal whole-block size for a payload of n bytes (n already validated):
+   header, payload and guard rounded up to a granule -- a payload of 16k + 8
+   bytes or less pays no padding for the header. */
 static inline size_t blk_min_size(const hh_heap *h, size_t n) {
-    size_t s = HHI_HDR + hh_align_up(n, HHI_GRANULE) + h->guard;
+    size_t s = hh_align_up(HHI_HDR + n + h->guard, HHI_GRANULE);
     return s < HHI_MIN_BLOCK ? HHI_MIN_BLOCK : s;
 }
 /* Usable payload bytes of a live block (constant across moves). */
 static inline size_t blk_usable(const hh_heap *h, const hhi_block *b) {
-    return blk_size(b) - (size_t)blk_slack(b) * HHI_GRANULE - HHI_HDR - h->guard;
+    return blk_size_live(b) - (size_t)blk_slack(b) * HHI_GRANULE - HHI_HDR - h->guard;
 }
-/* base + 16 is 4096-aligned, so a block at offset o has an a-aligned payload iff o % a == 0. */
+/* base + HHI_HDR is 4096-aligned, so a block at offset o has an a-aligned payload iff o % a == 0. */
 static inline bool off_aligned(size_t off, size_t align) { return (off & (align - 1)) == 0; }
 static inline unsigned align_code(size_t align) { return align <= 16 ? 0u : hh_fls64(align) - 4u; }
 
@@ -733,7 +806,7 @@ static inline hhi_block *fl_exact_then_find(const hh_heap *h, size_t size) {
     uint32_t g = h->fl.head[f][s];
     if (g != HHI_NONE) {
         hhi_block *b = blk_at(h, granule_off(g));
-        if (blk_size(b) >= size) return b;
+        if (blk_size_free(b) >= size) return b;
     }
     uint32_t sl_map = fl_next_nonempty(h, &f, h->fl.sl_bitmap[f] & (~0u << (s + 1)));   /* s + 1 <= 16 */
     if (sl_map == 0) return NULL;
@@ -755,27 +828,44 @@ HH_INLINE void fl_replace(hh_heap *h, hhi_block *ob, uint32_t og, size_t osize, 
     fl_link(h, nb, ng, f2, s2);
 }
 
-/* Inserts free block b (header already says free + size): lists, free-start bitmap, counters. */
+/* The free-start index (I5): one more or one fewer free block starts at
+   granule g; a start moving from granule g to granule ng. */
+enum { HHI_SPAN_SHIFT = 6, HHI_SPAN = 1 << HHI_SPAN_SHIFT };   /* granules per span: one start-bitmap word */
+_Static_assert(HHI_SPAN == 64, "a span is one word of the start bitmap");
+static inline void free_start_add(hh_heap *h, uint32_t g) {
+    if (h->free_span[g >> HHI_SPAN_SHIFT]++ == 0) hhi_bitmap_set(&h->frees, g >> HHI_SPAN_SHIFT);
+}
+static inline void free_start_sub(hh_heap *h, uint32_t g) {
+    if (--h->free_span[g >> HHI_SPAN_SHIFT] == 0) hhi_bitmap_clear(&h->frees, g >> HHI_SPAN_SHIFT);
+}
+static inline void free_start_move(hh_heap *h, uint32_t g, uint32_t ng) {
+    if ((g ^ ng) >> HHI_SPAN_SHIFT) {               /* another span: else the count stays */
+        free_start_add(h, ng);
+        free_start_sub(h, g);
+    }
+}
+
+/* Inserts free block b (header already says free + size): lists, free-start index, counters. */
 static inline void fl_insert(hh_heap *h, hhi_block *b) {
-    size_t size = blk_size(b);
+    size_t size = blk_size_free(b);
     unsigned f, s;
     fl_mapping(size, &f, &s);
     uint32_t g = off_granule(blk_offset(h, b));
     fl_link(h, b, g, f, s);
-    hhi_bitmap_set_fast(&h->frees, g);
+    free_start_add(h, g);
     h->free_bytes += size;
     h->free_blocks++;
     h->free_sumsq += fl_sq(h, size);
 }
 
-/* Removes free block b from lists, free-start bitmap, counters (header untouched). */
+/* Removes free block b from lists, free-start index, counters (header untouched). */
 static inline void fl_remove(hh_heap *h, hhi_block *b) {
-    size_t size = blk_size(b);
+    size_t size = blk_size_free(b);
     unsigned f, s;
     fl_mapping(size, &f, &s);
     uint32_t g = off_granule(blk_offset(h, b));
     fl_unlink(h, b, g, f, s);
-    hhi_bitmap_clear_fast(&h->frees, g);
+    free_start_sub(h, g);
     h->free_bytes -= size;
     h->free_blocks--;
     h->free_sumsq -= fl_sq(h, size);
