@@ -10,6 +10,11 @@
  *   deref_many_seq, deref_many_shuffled
  *                        hh_deref_many over chunks of 64 handles, each chunk's payloads
  *                        read right after (the raw side is the same plain loop)
+ *   deref_floor_seq, deref_floor_shuffled
+ *                        hh_deref against the lower bound of any handle table: the
+ *                        same two dependent loads (the handle's slot, then the
+ *                        payload) through the heap's own table with no test at all
+ *                        -- what the checks (range, key, tag) cost over the floor
  *   deref_shuffled_thp   deref_shuffled on a heap made with HH_HEAP_HUGE_PAGES (range and
  *                        slots in transparent huge pages; the raw pointers share the range)
  *   alloc_free_churn     10,000 live slots; each op frees a random slot and refills
@@ -138,6 +143,25 @@ static BENCH_NOINLINE double deref_raw_run(void *arg) {
     return (double)dt / ((double)c->n * c->passes);
 }
 
+/* The floor: slot load, then payload load, nothing checked. It reads the
+   heap's public-for-inlining head (heap.h: private to the library) only to
+   measure the table the real lookup uses; not a usable lookup. */
+static BENCH_NOINLINE double deref_floor_run(void *arg) {
+    const deref_ctx *c = arg;
+    const hh_heap_head *t = (const hh_heap_head *)(const void *)c->heap;
+    const uint64_t *slots = t->slots;
+    const char *base = t->base;
+    uint64_t sum = 0, t0 = bench_now_ns();
+    for (int p = 0; p < c->passes; p++)
+        for (size_t i = 0; i < c->n; i++) {
+            uint64_t w = slots[c->hs[i].id & HH_HANDLE_INDEX_MASK];
+            sum += *(const uint64_t *)(const void *)(base + ((w >> 32) << 4));
+        }
+    uint64_t dt = bench_now_ns() - t0;
+    sink += sum;
+    return (double)dt / ((double)c->n * c->passes);
+}
+
 /* flags: HH_HEAP_HUGE_PAGES for the *_thp cases (the raw pointers then point
    into huge pages too: the ratio shows what the slot table costs). */
 static void bench_deref(size_t n, int reps, uint32_t flags) {
@@ -174,6 +198,8 @@ static void bench_deref(size_t n, int reps, uint32_t flags) {
     bench_pair("heap", "deref_call_seq", "ns/op", deref_call_run, "raw_ptr", deref_raw_run, &seq, reps);
     bench_pair("heap", "deref_many_seq", "ns/op", deref_many_run, "raw_ptr", deref_raw_run, &seq, reps);
     bench_pair("heap", "deref_many_shuffled", "ns/op", deref_many_run, "raw_ptr", deref_raw_run, &shuf, reps);
+    bench_pair("heap", "deref_floor_seq", "ns/op", deref_inline_run, "two_loads", deref_floor_run, &seq, reps);
+    bench_pair("heap", "deref_floor_shuffled", "ns/op", deref_inline_run, "two_loads", deref_floor_run, &shuf, reps);
     printf("heap: deref over %zu objects of %d B (%.1f MiB of blocks, %.1f MiB of handle slots)\n", n, OBJ_BYTES,
            (double)n * ((OBJ_BYTES + HH_HEAP_HEADER_BYTES + 15) & ~15) / 1048576.0, (double)n * sizeof(hh_handle_slot) / 1048576.0);
     free(perm); free(ps2); free(ps); free(hs2); free(hs);
