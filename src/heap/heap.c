@@ -298,7 +298,8 @@ static hhi_block *carve(hh_heap *h, hhi_block *f, size_t bs, size_t align, size_
 /* carve() for the common case: alignment 16 (no lead) and no absorb, so the
    block takes the start of f. When the tail stays free and in f's list (a
    large hole or the top region) it takes f's place in the list and f's
-   free-start bit moves to it: no list search, one bitmap word in most cases. */
+   free-start count moves to it (only when the tail starts in another span):
+   no list search, one bitmap word in most cases. */
 HH_INLINE hhi_block *carve16(hh_heap *h, hhi_block *f, size_t bs) {
     size_t foff = blk_offset(h, f), fsize = blk_size_free(f), tail = fsize - bs;
     hh_assert(blk_is_free(f) && fsize >= bs && !blk_prev_free(f));
@@ -710,7 +711,7 @@ hhi_block *hhi_heap_lowest_free(const hh_heap *h) { return hhi_heap_free_at_or_a
    `mask`, or NULL: the span's block starts, lowest first, until a free header. */
 static hhi_block *span_free_lowest(const hh_heap *h, size_t s, uint64_t mask) {
     for (uint64_t w = h->starts.level[0][s] & mask; w; w &= w - 1) {
-        hhi_block *b = blk_at(h, granule_off((uint32_t)(s * HHI_SPAN + hh_ctz64(w))));
+        hhi_block *b = blk_at(h, granule_off((uint32_t)(s * HHI_FSPAN + hh_ctz64(w))));
         if (blk_is_free(b)) return b;
     }
     return NULL;
@@ -719,7 +720,7 @@ static hhi_block *span_free_lowest(const hh_heap *h, size_t s, uint64_t mask) {
 static hhi_block *span_free_highest(const hh_heap *h, size_t s, uint64_t mask) {
     for (uint64_t w = h->starts.level[0][s] & mask; w;) {
         unsigned i = hh_fls64(w);
-        hhi_block *b = blk_at(h, granule_off((uint32_t)(s * HHI_SPAN + i)));
+        hhi_block *b = blk_at(h, granule_off((uint32_t)(s * HHI_FSPAN + i)));
         if (blk_is_free(b)) return b;
         w &= ~((uint64_t)1 << i);
     }
@@ -727,10 +728,10 @@ static hhi_block *span_free_highest(const hh_heap *h, size_t s, uint64_t mask) {
 }
 
 hhi_block *hhi_heap_free_at_or_after(const hh_heap *h, size_t off) {
-    size_t g = off / HHI_GRANULE, s = g >> HHI_SPAN_SHIFT;
+    size_t g = off / HHI_GRANULE, s = g >> HHI_FSPAN_SHIFT;
     if (g >= h->managed / HHI_GRANULE) return NULL;
     if (h->free_span[s]) {                            /* its own span, from g up */
-        hhi_block *b = span_free_lowest(h, s, ~(uint64_t)0 << (g % HHI_SPAN));
+        hhi_block *b = span_free_lowest(h, s, ~(uint64_t)0 << (g % HHI_FSPAN));
         if (b) return b;
     }
     s = hhi_bitmap_next(&h->frees, s + 1);            /* then the next span that has one */
@@ -740,8 +741,8 @@ hhi_block *hhi_heap_free_at_or_after(const hh_heap *h, size_t off) {
 hhi_block *hhi_heap_free_at_or_before(const hh_heap *h, size_t off) {
     size_t g = off / HHI_GRANULE;
     if (g >= h->managed / HHI_GRANULE) g = h->managed / HHI_GRANULE - 1;
-    size_t s = g >> HHI_SPAN_SHIFT;
-    unsigned b = (unsigned)(g % HHI_SPAN);
+    size_t s = g >> HHI_FSPAN_SHIFT;
+    unsigned b = (unsigned)(g % HHI_FSPAN);
     if (h->free_span[s]) {                            /* its own span, from g down */
         hhi_block *f = span_free_highest(h, s, b == 63 ? ~(uint64_t)0 : (((uint64_t)1 << (b + 1)) - 1));
         if (f) return f;
@@ -862,7 +863,7 @@ static hh_status heap_desc_defaults(const hh_heap_desc *desc, hh_heap_desc *out)
 }
 
 /* Bytes (= spans) of the free-start index of a range of `limit` bytes (I5). */
-static size_t free_span_bytes(size_t limit) { return (limit / HHI_GRANULE + HHI_SPAN - 1) / HHI_SPAN; }
+static size_t free_span_bytes(size_t limit) { return (limit / HHI_GRANULE + HHI_FSPAN - 1) / HHI_FSPAN; }
 
 /* Bytes of a per-slot side array of elements of `elem` bytes (I6). */
 static size_t side_array_bytes(const hh_heap *h, size_t elem) { return (size_t)h->handles.head.capacity * elem; }
@@ -1003,20 +1004,16 @@ void hh_heap_desc_get(const hh_heap *h, hh_heap_desc *out) {
     *out = h->desc;
 }
 
-/* Makes the per-slot side array *arr (pins or tags) on its first use: one
-   element per handle slot the table can ever hold, in zero pages of its own
-   mapping, so only the pages of slots in use become resident. false (and
-   HH_E_NO_MEMORY reported under `who`) if it cannot be mapped; nothing
-   changed. Lock held. */
-HH_NOINLINE HH_COLD static bool side_array_make(hh_heap *h, void **arr, size_t elem, const char *who, const char *what) {
+/* A per-slot side array (pins or tags) for its first use: one element per
+   handle slot the table can ever hold, in zero pages of its own mapping, so
+   only the pages of slots in use become resident. NULL (and HH_E_NO_MEMORY
+   reported under `who`) if it cannot be mapped. Lock held: the caller
+   stores it. */
+HH_NOINLINE HH_COLD static void *side_array_make(hh_heap *h, size_t elem, const char *who, const char *what) {
     size_t bytes = side_array_bytes(h, elem);
     void *p = hhi_os_map(bytes, 0);
-    if (p == NULL) {
-        hhi_error(HH_E_NO_MEMORY, "%s: cannot map the heap's %s array (%zu bytes)", who, what, bytes);
-        return false;
-    }
-    *arr = p;
-    return true;
+    if (p == NULL) hhi_error(HH_E_NO_MEMORY, "%s: cannot map the heap's %s array (%zu bytes)", who, what, bytes);
+    return p;
 }
 
 /* ---------------------------------------------------------------------------
@@ -1085,7 +1082,7 @@ HH_NOINLINE HH_COLD static hhi_block *heap_grow(hh_heap *h, size_t bs, size_t al
         free_block_make(h, old, delta);
     }
     if (h->dc_lo >= old) {                            /* the new pages were never written */
-        size_t lo = (size_t)(hh_align_up(base + old, page) - base);
+        size_t lo = (size_t)(hh_align_up(base + old + HHI_FREE_HEAD, page) - base);   /* a new top region's links */
         h->dc_lo = lo < nm ? lo : nm;
         if (h->dc_hi < h->dc_lo) h->dc_hi = h->dc_lo;
         h->decommitted = h->dc_hi - h->dc_lo;
@@ -1264,6 +1261,12 @@ HH_INLINE hh_handle heap_alloc(hh_heap *h, size_t size, size_t align, uint32_t t
     size_t bs = plain ? hh_align_up(size + HHI_HDR, HHI_GRANULE) : blk_min_size(h, size);
     if (plain) bs = bs < HHI_MIN_BLOCK ? HHI_MIN_BLOCK : bs;
     if (!plain) heap_lock(h);
+    if (hh_unlikely(tag != 0 && h->tags == NULL)) {   /* the heap's first tag, under the lock like */
+        if ((h->tags = side_array_make(h, sizeof *h->tags, who, "tag")) == NULL) {   /* every use of h->tags */
+            heap_unlock(h);
+            return HH_NULL;
+        }
+    }
     uint32_t slot = hhi_slot_take(&h->handles);      /* first: a full table fails before anything changes */
     if (hh_unlikely(slot == 0)) return alloc_fail(h, size, align, who, true);
     uint32_t cg = align <= HHI_GRANULE && bs <= HHI_CACHE_MAX_BLOCK ? h->cache[bs / HHI_GRANULE] : HHI_NONE;
@@ -1334,12 +1337,6 @@ hh_handle hh_alloc(hh_heap *heap, size_t size) {
 
 hh_handle hh_alloc_ex(hh_heap *heap, size_t size, size_t align, uint32_t tag) {
     if (alloc_args(heap, size, align, "hh_alloc_ex") != HH_OK) return HH_NULL;
-    if (tag != 0 && hh_unlikely(heap->tags == NULL)) {   /* the heap's first tag: before anything changes */
-        heap_lock(heap);
-        bool ok = heap->tags != NULL || side_array_make(heap, (void **)&heap->tags, sizeof *heap->tags, "hh_alloc_ex", "tag");
-        heap_unlock(heap);
-        if (!ok) return HH_NULL;
-    }
     return heap_alloc(heap, size, align, tag, "hh_alloc_ex", false);
 }
 
@@ -1701,7 +1698,7 @@ uint32_t hh_tag(const hh_heap *heap, hh_handle hd) {
 void *hh_pin(hh_heap *heap, hh_handle hd) {
     hhi_block *b = block_locked(heap, hd, "hh_pin");
     if (b == NULL) return NULL;
-    if (hh_unlikely(heap->pins == NULL) && !side_array_make(heap, (void **)&heap->pins, sizeof *heap->pins, "hh_pin", "pin")) {
+    if (hh_unlikely(heap->pins == NULL) && (heap->pins = side_array_make(heap, sizeof *heap->pins, "hh_pin", "pin")) == NULL) {
         heap_unlock(heap);
         return NULL;
     }

@@ -87,14 +87,14 @@ static hh_status check_block(const hh_heap *h, const hhi_block *b, bool prev_fre
         return HH_OK;
     }
     if (blk_quarantined(b)) {                        /* I12: a moved block's old place, bytes dead */
-        if ((b->word & ~(BLK_SIZE_MASK | BLK_PREV_FREE)) != (BLK_QUARANTINE | BLK_PINNED))
-            FAIL("I12: quarantine block at offset %zu has a slot, alignment, slack or flags other than pinned (header %#llx)",
+        /* slack allowed: a hole below it may be absorbed (hhi_heap_absorb_hole, lead_absorb) */
+        if ((b->word & ~(BLK_SIZE_MASK | BLK_PREV_FREE | BLK_SLACK_MASK)) != (BLK_QUARANTINE | BLK_PINNED))
+            FAIL("I12: quarantine block at offset %zu has a slot, alignment or flags other than pinned (header %#llx)",
                  off, (unsigned long long)b->word);
         c->used += size;
         c->quar++;
         return HH_OK;
     }
-    if (b->word & BLK_CACHED) FAIL("I13: block at offset %zu is both cached and quarantine/live", off);
     uint32_t slot = blk_slot(b);
     if (slot == 0 || slot >= h->handles.hwm) FAIL("I6: block at offset %zu has slot %u out of range", off, slot);
     if ((uint8_t)*slot_word(&h->handles, slot) != h->handles.tag)
@@ -197,12 +197,12 @@ static hh_status check_impl(const hh_heap *h, bool report) {
     for (size_t sp = 0; sp < h->frees.nbits; sp++) {  /* the free-start index counts each span's free starts */
         unsigned n = 0;
         for (uint64_t w = h->starts.level[0][sp]; w; w &= w - 1) {
-            size_t o = granule_off((uint32_t)(sp * HHI_SPAN + hh_ctz64(w)));
+            size_t o = granule_off((uint32_t)(sp * HHI_FSPAN + hh_ctz64(w)));
             n += o < h->managed && blk_is_free(blk_at(h, o));
         }
         if (h->free_span[sp] != n || hhi_bitmap_test(&h->frees, sp) != (n != 0))
             FAIL("I5: span %zu (offset %zu) has %u free-block starts, its index says %u (bit %d)", sp,
-                 sp * HHI_SPAN * HHI_GRANULE, n, (unsigned)h->free_span[sp], (int)hhi_bitmap_test(&h->frees, sp));
+                 sp * HHI_FSPAN * HHI_GRANULE, n, (unsigned)h->free_span[sp], (int)hhi_bitmap_test(&h->frees, sp));
     }
     uint32_t listed;
     hh_status s = check_lists(h, report, &listed);

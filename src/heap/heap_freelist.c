@@ -19,12 +19,12 @@
  * (and the top free region, in the largest class, is used last).
  *
  * The same functions keep the free counters exact: free bytes, free blocks,
- * the free-start bitmap and the sum of squares used by the fragmentation metric.
+ * the free-start index and the sum of squares used by the fragmentation metric.
  *
  * The bodies are static inline in heap_internal.h (fl_*): heap.c's alloc/free
  * paths use them directly, and when a split or a merge leaves a free block in
  * the same list, the new block takes the old one's list place (fl_relink) and
- * its free-start bit moves -- no unlink, no link. The new block lies inside
+ * its free-start count moves -- no unlink, no link. The new block lies inside
  * the range the old one and its merged neighbour covered, so it keeps the
  * old block's address order relative to the rest of the list.
  */

@@ -42,9 +42,11 @@
  *   free-block starts in each span and marks the spans that have any. The
  *   lowest hole, the next hole and the block before a given one take
  *   O(log64 n) for the defrag service: the span index finds the span, the
- *   span's start-bitmap word and the headers of its blocks (at most 16 free
- *   ones: I2 and the 32-byte minimum) find the block. Per granule that is
- *   1 + 9/64 bits instead of two.
+ *   span's start-bitmap word and the headers of its blocks find the block --
+ *   up to 32 headers of a span (64 granules of 32-byte blocks, at most 16 of
+ *   them free: I2 and the 32-byte minimum), read when the span's holes lie
+ *   below the place asked about, before the next span's first hole. Per
+ *   granule that is 1 + 9/64 bits instead of two.
  *
  * Invariants (numbered; hh_heap_check verifies each and names it on failure)
  *   I1  blocks tile [0, managed): each size is a multiple of 16, >= HHI_MIN_BLOCK,
@@ -74,7 +76,8 @@
  *   I11 regions[r].used is the number of bytes of live blocks that lie inside
  *       region r ([r << region_shift, (r + 1) << region_shift)); summed, used_bytes.
  *   I12 (HH_HEAP_DEBUG_MOVES) quarantine blocks -- BLK_QUARANTINE, slot 0,
- *       BLK_PINNED so that nothing moves them -- are exactly the ones
+ *       BLK_PINNED so that nothing moves them, slack allowed (a sliver of a
+ *       hole below may join them) -- are exactly the ones
  *       listed in quar[]; they count as used bytes (I8, I11), not as live or
  *       pinned blocks, and no handle names them.
  *   I13 cached blocks -- BLK_CACHED, no pins, slack, alignment or slot bits, a size
@@ -83,7 +86,7 @@
  *       cache_limit - cache_room (so at most cache_limit), the blocks of
  *       each list cache_count[]; low_mark and cache_low are at or below every
  *       one of them. To their neighbours
- *       (I2, I3) and the bitmaps (I5: start bit, no free bit) they are
+ *       (I2, I3) and the bitmaps (I5: start bit, no free count) they are
  *       occupied blocks; they count as used bytes (I8, I11), not as live
  *       blocks, and no handle names them.
  *
@@ -482,7 +485,7 @@ struct hh_heap {
                                      NULL until the first pin */
     uint32_t   *tags;             /* user tag per handle slot, as pins; NULL until the first non-zero tag */
     hhi_bitmap  starts;           /* bit per granule: a block starts here */
-    hhi_bitmap  frees;            /* bit per span of HHI_SPAN granules: free_span[span] > 0 */
+    hhi_bitmap  frees;            /* bit per span of HHI_FSPAN granules: free_span[span] > 0 */
     uint8_t    *free_span;        /* free-block starts per span (<= 16), one byte per KiB of range */
     bool        free_span_mapped; /* free_span in its own mapping (growable heaps), else metadata */
 
@@ -685,7 +688,7 @@ static inline void used_sub(hh_heap *h, size_t off, size_t size) {
 --------------------------------------------------------------------------- */
 /* Inline list primitives (heap_freelist.c wraps fl_find and the mapping for
    the other modules). fl_link/fl_unlink/fl_relink touch only the lists and
-   their two-level bitmaps: the free-start bitmap and the counters are the
+   their two-level bitmaps: the free-start index and the counters are the
    caller's (fl_insert/fl_remove do all of it). */
 static inline void fl_mapping(size_t size, unsigned *fl, unsigned *sl) {
     if (size < HHI_SMALL_BLOCK) {
@@ -830,16 +833,16 @@ HH_INLINE void fl_replace(hh_heap *h, hhi_block *ob, uint32_t og, size_t osize, 
 
 /* The free-start index (I5): one more or one fewer free block starts at
    granule g; a start moving from granule g to granule ng. */
-enum { HHI_SPAN_SHIFT = 6, HHI_SPAN = 1 << HHI_SPAN_SHIFT };   /* granules per span: one start-bitmap word */
-_Static_assert(HHI_SPAN == 64, "a span is one word of the start bitmap");
+enum { HHI_FSPAN_SHIFT = 6, HHI_FSPAN = 1 << HHI_FSPAN_SHIFT };   /* granules per span: one start-bitmap word */
+_Static_assert(HHI_FSPAN == 64, "a span is one word of the start bitmap");
 static inline void free_start_add(hh_heap *h, uint32_t g) {
-    if (h->free_span[g >> HHI_SPAN_SHIFT]++ == 0) hhi_bitmap_set(&h->frees, g >> HHI_SPAN_SHIFT);
+    if (h->free_span[g >> HHI_FSPAN_SHIFT]++ == 0) hhi_bitmap_set_fast(&h->frees, g >> HHI_FSPAN_SHIFT);
 }
 static inline void free_start_sub(hh_heap *h, uint32_t g) {
-    if (--h->free_span[g >> HHI_SPAN_SHIFT] == 0) hhi_bitmap_clear(&h->frees, g >> HHI_SPAN_SHIFT);
+    if (--h->free_span[g >> HHI_FSPAN_SHIFT] == 0) hhi_bitmap_clear_fast(&h->frees, g >> HHI_FSPAN_SHIFT);
 }
 static inline void free_start_move(hh_heap *h, uint32_t g, uint32_t ng) {
-    if ((g ^ ng) >> HHI_SPAN_SHIFT) {               /* another span: else the count stays */
+    if ((g ^ ng) >> HHI_FSPAN_SHIFT) {               /* another span: else the count stays */
         free_start_add(h, ng);
         free_start_sub(h, g);
     }
