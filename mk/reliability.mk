@@ -37,7 +37,7 @@ FUZZ_STRICT     ?= 1
 TSAN_SUITES     ?= reliability binned linear heap
 
 DEPS_PKGS   += clang libclang-rt-14-dev llvm
-CHECK_EXTRA += check-asan check-fuzz-corpus check-wrong-rel check-fuzz
+CHECK_EXTRA += check-asan check-tsan check-fuzz-corpus check-wrong-rel check-fuzz
 CLEAN_EXTRA +=
 
 REL_HEADERS := $(wildcard include/*.h include/hheap/*.h src/*/*.h tests/*.h tests/fuzz/*.h)
