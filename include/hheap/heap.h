@@ -12,7 +12,8 @@
  *
  * Blocks live back to back in one contiguous range; each has an 8-byte header
  * (size, flags, alignment, handle slot); a block's size is its header plus
- * its payload rounded up to 16 bytes. Pin counts and user tags live in
+ * its payload rounded up to 16 bytes, at least 32 (plus guard bytes in
+ * HH_HEAP_DEBUG, and slack: a sliver of a hole too small to stay one). Pin counts and user tags live in
  * arrays indexed by handle slot that a heap makes on its first pin (1 byte a
  * slot) and its first non-zero tag (4 bytes a slot), in zero pages of their
  * own mapping: a heap that never pins or tags pays nothing for them. A
