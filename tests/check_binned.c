@@ -1075,10 +1075,7 @@ START_TEST(purge_thread_restarts_in_a_fork_child) {
         hh_binned_set_purge_thread(false);
 #endif
         if (hh_binned_check() != HH_OK) code = 8;
-        char cmd[16];
-        snprintf(cmd, sizeof cmd, "exit %d", code);
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);   /* see fork_in_a_threaded_program */
-        _exit(code);
+        hh_test_child_exit(code);
     }
     int status = 0;
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
@@ -1173,12 +1170,7 @@ START_TEST(fork_in_a_threaded_program) {
                 hh_bfree(v[i]);
             }
             if (hh_binned_check() != HH_OK) ok = 0;
-            /* Leave through exec: under memcheck a fork child would run a leak
-               check at exit, and a block another thread was just handing out
-               (in a register of a thread the child does not have) would count
-               as lost. */
-            execl("/bin/sh", "sh", "-c", ok ? "exit 0" : "exit 3", (char *)NULL);
-            _exit(ok ? 0 : 3);
+            hh_test_child_exit(ok ? 0 : 3);
         }
         int status = 0;
         ck_assert_int_eq(waitpid(pid, &status, 0), pid);
@@ -1234,10 +1226,7 @@ START_TEST(fork_child_drops_dead_threads_caches) {
         if (s.pages_in_classes > before.pages_in_classes) code = code ? code : 4;   /* pages stranded */
         if (s.small_live_blocks != before.small_live_blocks) code = code ? code : 5;
         if (hh_binned_check() != HH_OK) code = 6;
-        char cmd[16];
-        snprintf(cmd, sizeof cmd, "exit %d", code);
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);   /* see fork_in_a_threaded_program */
-        _exit(code);
+        hh_test_child_exit(code);
     }
     int status = 0;
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
@@ -1295,10 +1284,7 @@ START_TEST(fork_child_gives_back_a_dead_threads_uncounted_block) {
         hh_binned_stats s;
         hh_binned_stats_get(&s);
         int code = s.small_live_blocks != before.small_live_blocks ? 5 : hh_binned_check() != HH_OK ? 6 : 0;
-        char cmd[16];
-        snprintf(cmd, sizeof cmd, "exit %d", code);
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);   /* see fork_in_a_threaded_program */
-        _exit(code);
+        hh_test_child_exit(code);
     }
     int status = 0;
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);

@@ -862,9 +862,7 @@ START_TEST(fork_while_threads_hold_every_lock) {
             hh_bfree(q);
             hh_binned_trim(0);
             if (hh_binned_check() != HH_OK) ok = 0;
-            /* exec, not exit: see fork_in_a_threaded_program in check_binned.c */
-            execl("/bin/sh", "sh", "-c", ok ? "exit 0" : "exit 3", (char *)NULL);
-            _exit(ok ? 0 : 3);
+            hh_test_child_exit(ok ? 0 : 3);
         }
         int status = 0;
         ck_assert_int_eq(waitpid(pid, &status, 0), pid);

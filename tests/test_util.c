@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static hh_status captured_status = HH_OK;
 static unsigned captured_count = 0;
@@ -115,4 +116,11 @@ void hh_shadow_verify(const hh_shadow *s, const hh_heap *heap) {
         long bad = hh_test_verify(p, o->size, o->key);
         if (bad >= 0) ck_abort_msg("object %zu (%zu bytes): byte %ld corrupt", i, o->size, bad);
     }
+}
+
+_Noreturn void hh_test_child_exit(int code) {
+    char cmd[16];
+    snprintf(cmd, sizeof cmd, "exit %d", code);
+    execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+    _exit(code);
 }

@@ -586,7 +586,6 @@ HH_INTERNAL uint64_t hhi_purge_kick_and_wait(void);
 
 /* binned_tcache.c */
 HH_INTERNAL hhi_tcache *hhi_tcache_get(void);      /* NULL (never &hhi_tc_empty): use the cacheless path */
-HH_INTERNAL void     hhi_tcache_flush_bin(hhi_tcache *tc, unsigned c, uint32_t keep);
 /* Cuts bin c after its `keep` newest blocks (keep < the bin's length) and
    returns the older rest, NULL-terminated; the count is the caller's to set. */
 HH_INTERNAL hhi_bblock *hhi_bin_detach_older(hhi_tcache *tc, unsigned c, uint32_t keep);

@@ -65,7 +65,7 @@ hhi_bblock *hhi_bin_detach_older(hhi_tcache *tc, unsigned c, uint32_t keep) {
 
 /* Moves all but `keep` blocks of bin c (the older ones, at the list's end)
    back to the class. */
-void hhi_tcache_flush_bin(hhi_tcache *tc, unsigned c, uint32_t keep) {
+static void tcache_flush_bin(hhi_tcache *tc, unsigned c, uint32_t keep) {
     uint32_t count = hhi_bin_count(tc, c);
     if (count <= keep) return;
     hhi_bblock *rest = hhi_bin_detach_older(tc, c, keep);
@@ -76,7 +76,7 @@ void hhi_tcache_flush_bin(hhi_tcache *tc, unsigned c, uint32_t keep) {
 void hhi_tcache_cap_set(hhi_tcache *tc, unsigned c, uint32_t cap) {
     uint32_t old = hhi_bin_cap(tc, c);
     if (cap == old) return;
-    hhi_tcache_flush_bin(tc, c, cap);
+    tcache_flush_bin(tc, c, cap);
     uint32_t count = hhi_bin_count(tc, c);
     uint64_t ops = (hhi_bin_ops(tc, c) & ~HHI_BIN_COUNT_MASK) | (cap - count);
     /* A reader on another thread (stats) may pair the cap of one moment

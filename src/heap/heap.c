@@ -266,7 +266,7 @@ hhi_block *hhi_heap_find_fit(const hh_heap *h, size_t size, size_t align) {
    slot and tag are the caller's. Split remainders >= HHI_MIN_BLOCK stay free
    unless they are at most `absorb` bytes (< 16 granules); smaller ones become
    slack (tail) or join the previous block (lead). */
-static hhi_block *carve(hh_heap *h, hhi_block *f, size_t bs, size_t align, size_t absorb) {
+static hhi_block *carve(hh_heap *h, hhi_block *f, size_t bs, size_t align, size_t absorb, uint32_t slot) {
     size_t foff = blk_offset(h, f), fsize = blk_size_free(f), dst = 0;
     bool ok = hhi_heap_fits(h, f, bs, align, &dst);
     hh_assert(ok);
@@ -283,7 +283,7 @@ static hhi_block *carve(hh_heap *h, hhi_block *f, size_t bs, size_t align, size_
     if (lead > 0) hhi_bitmap_clear(&h->starts, off_granule(foff));
 
     hhi_block *b = blk_at(h, dst);
-    hdr_write(b, live_word(bs, align, slack, lead >= HHI_MIN_BLOCK));
+    hdr_write(b, live_word(bs, align, slack, lead >= HHI_MIN_BLOCK) | slot_field(slot));
     hhi_bitmap_set(&h->starts, off_granule(dst));
     if (lead >= HHI_MIN_BLOCK) free_block_make(h, foff, lead);
     else if (lead > 0) lead_absorb(h, foff, lead);
@@ -300,7 +300,7 @@ static hhi_block *carve(hh_heap *h, hhi_block *f, size_t bs, size_t align, size_
    large hole or the top region) it takes f's place in the list and f's
    free-start count moves to it (only when the tail starts in another span):
    no list search, one bitmap word in most cases. */
-HH_INLINE hhi_block *carve16(hh_heap *h, hhi_block *f, size_t bs) {
+HH_INLINE hhi_block *carve16(hh_heap *h, hhi_block *f, size_t bs, uint32_t slot) {
     size_t foff = blk_offset(h, f), fsize = blk_size_free(f), tail = fsize - bs;
     hh_assert(blk_is_free(f) && fsize >= bs && !blk_prev_free(f));
     if (foff + fsize == h->managed)                  /* carving the top region: its pages become resident */
@@ -318,11 +318,11 @@ HH_INLINE hhi_block *carve16(hh_heap *h, hhi_block *f, size_t bs) {
         hhi_bitmap_set_fast(&h->starts, tg);
         h->free_bytes -= bs;
         h->free_sumsq = h->free_sumsq - fl_sq(h, fsize) + fl_sq(h, tail);
-        hdr_write(f, live_word(bs, HHI_GRANULE, 0, false));   /* the block after the tail keeps PREV_FREE */
+        hdr_write(f, live_word(bs, HHI_GRANULE, 0, false) | slot_field(slot));   /* the block after the tail keeps PREV_FREE */
         return f;
     }
     fl_remove(h, f);                                 /* a sliver tail becomes slack */
-    hdr_write(f, live_word(fsize, HHI_GRANULE, (unsigned)(tail / HHI_GRANULE), false));
+    hdr_write(f, live_word(fsize, HHI_GRANULE, (unsigned)(tail / HHI_GRANULE), false) | slot_field(slot));
     hhi_block *n = blk_next(h, f);
     if (n) n->word &= ~BLK_PREV_FREE;
     return f;
@@ -521,10 +521,9 @@ hhi_block *hhi_heap_move_into(hh_heap *h, hhi_block *b, hhi_block *f, size_t abs
     size_t bs = blk_size_live(b) - (size_t)blk_slack(b) * HHI_GRANULE;
     uint32_t slot = blk_slot(b);
     void *op = blk_payload(b);
-    hhi_block *nb = carve(h, f, bs, align, absorb);   /* may flip b's PREV_FREE or grow its slack */
+    hhi_block *nb = carve(h, f, bs, align, absorb, slot);   /* may flip b's PREV_FREE or grow its slack */
     size_t bfull = blk_size_live(b);
     used_add(h, blk_offset(h, nb), blk_size_live(nb));
-    nb->word |= slot_field(slot);
     char *np = (char *)blk_payload(nb);
     hh_track_undefined(np, usable);
     memcpy(np, op, usable);                           /* disjoint: nb lies inside the old hole */
@@ -954,7 +953,6 @@ hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
     }
     h->base = base;
     h->managed = managed;
-    h->limit = limit;
     h->commit_end = commit_end;
     if (!hhi_region_init(h)) {
         heap_release(h);
@@ -1201,7 +1199,6 @@ HH_INLINE hh_handle alloc_finish(hh_heap *h, hhi_block *b, size_t boff, size_t s
 HH_INLINE hh_handle alloc_carved(hh_heap *h, hhi_block *b, size_t size, size_t align, uint32_t tag, uint32_t slot,
                                  bool plain, bool no_hook) {
     size_t boff = blk_offset(h, b);
-    b->word |= slot_field(slot);                     /* carve wrote slot 0 */
     used_add(h, boff, blk_size_live(b));
     heap_touch(h, boff);
     return alloc_finish(h, b, boff, size, align, tag, slot, plain, no_hook);
@@ -1246,7 +1243,7 @@ HH_INLINE hh_handle alloc_carve(hh_heap *h, size_t size, size_t bs, size_t align
         hhi_slot_untake(&h->handles, slot);
         return alloc_fail(h, size, align, who, false);
     }
-    hhi_block *b = align <= HHI_GRANULE ? carve16(h, f, bs) : carve(h, f, bs, align, 0);
+    hhi_block *b = align <= HHI_GRANULE ? carve16(h, f, bs, slot) : carve(h, f, bs, align, 0, slot);
     return alloc_carved(h, b, size, align, tag, slot, plain, no_hook);
 }
 
@@ -1257,9 +1254,7 @@ HH_INLINE hh_handle alloc_carve(hh_heap *h, size_t size, size_t bs, size_t align
    nor a debug heap: no lock and no debug tests on its path. */
 HH_INLINE hh_handle heap_alloc(hh_heap *h, size_t size, size_t align, uint32_t tag, const char *who, bool plain) {
     if (align < HHI_GRANULE) align = HHI_GRANULE;
-    /* plain: no guard, size >= 1, so bs >= 32 == HHI_MIN_BLOCK */
-    size_t bs = plain ? hh_align_up(size + HHI_HDR, HHI_GRANULE) : blk_min_size(h, size);
-    if (plain) bs = bs < HHI_MIN_BLOCK ? HHI_MIN_BLOCK : bs;
+    size_t bs = blk_min_size(h, size);
     if (!plain) heap_lock(h);
     if (hh_unlikely(tag != 0 && h->tags == NULL)) {   /* the heap's first tag, under the lock like */
         if ((h->tags = side_array_make(h, sizeof *h->tags, who, "tag")) == NULL) {   /* every use of h->tags */
@@ -1294,7 +1289,7 @@ HH_NOINLINE static hh_handle alloc_plain_miss(hh_heap *heap, size_t size, size_t
            block nothing is flushed first; so take it directly. */
         hhi_block *f = fl_sole(heap);
         if (hh_likely(blk_size_free(f) >= bs))
-            return alloc_carved(heap, carve16(heap, f, bs), size, HHI_GRANULE, 0, slot, true, true);
+            return alloc_carved(heap, carve16(heap, f, bs, slot), size, HHI_GRANULE, 0, slot, true, true);
     }
     return alloc_carve(heap, size, bs, HHI_GRANULE, 0, slot, "hh_alloc", true, true);
 }
@@ -1413,7 +1408,7 @@ HH_NOINLINE HH_COLD static hh_status free_generic(hh_heap *heap, hh_handle hd) {
    path keeps a small frame. hd names b (checked); lock held, released here. */
 HH_NOINLINE static hh_status free_release(hh_heap *heap, hh_handle hd, hhi_block *b, uint64_t w) {
     hhi_slot_drop(&heap->handles, hh_handle_index(hd), (uint32_t)(hd.id >> HH_HANDLE_INDEX_BITS));
-    size_t off = blk_offset(heap, b), size = (size_t)(w >> BLK_SIZE_SHIFT) & HHI_MAX_LIVE_BLOCK;
+    size_t off = blk_offset(heap, b), size = word_size_live(w);
     bool prev_free = (w & BLK_PREV_FREE) != 0;
     heap_touch(heap, prev_free ? blk_offset(heap, blk_prev_free_block(b)) : off);
     used_sub(heap, off, size);
@@ -1453,9 +1448,9 @@ HH_INLINE hh_status free_body(hh_heap *heap, hh_handle hd, bool plain, bool no_h
     if (hh_unlikely(p == NULL || (!plain && heap->debug))) return free_generic(heap, hd);
     hhi_block *b = blk_from_payload(p);
     uint64_t w = b->word;
-    if (hh_unlikely((w & (BLK_FREE | BLK_PINNED)) != 0 || (uint32_t)(w >> BLK_SLOT_SHIFT) != idx))
+    if (hh_unlikely((w & (BLK_FREE | BLK_PINNED)) != 0 || word_slot(w) != idx))
         return free_generic(heap, hd);
-    size_t size = (size_t)(w >> BLK_SIZE_SHIFT) & HHI_MAX_LIVE_BLOCK;
+    size_t size = word_size_live(w);
     if (hh_unlikely(size > HHI_CACHE_MAX_BLOCK || size > heap->cache_room)) return free_release(heap, hd, b, w);
     hhi_slot_drop(t, idx, (uint32_t)(hd.id >> HH_HANDLE_INDEX_BITS));
     cache_push(heap, b, w, size, p);
@@ -1561,9 +1556,8 @@ static hhi_block *resize_move(hh_heap *h, hhi_block *b, size_t nbs) {
     if (f == NULL) return NULL;
     size_t boff = blk_offset(h, b), old_usable = blk_usable(h, b);
     void *op = blk_payload(b);
-    hhi_block *nb = carve(h, f, nbs, align, 0);
+    hhi_block *nb = carve(h, f, nbs, align, 0, slot);     /* tag and pins are the slot's: they follow */
     size_t bfull = blk_size_live(b);                       /* after carve: it may have grown b's slack */
-    nb->word |= slot_field(slot);                     /* tag and pins are the slot's: they follow */
     used_add(h, blk_offset(h, nb), blk_size_live(nb));
     size_t usable = blk_usable(h, nb), keep = HH_MIN(usable, old_usable);
     char *np = blk_payload(nb);

@@ -288,15 +288,6 @@ static inline void hhi_bitmap_clear_fast(hhi_bitmap *bm, size_t i) {
     if (nw) *w = nw;
     else hhi_bitmap_clear(bm, i);
 }
-/* Moves a set bit from i to j (j clear): one word when both share it. */
-static inline void hhi_bitmap_move_fast(hhi_bitmap *bm, size_t i, size_t j) {
-    if (i / 64 == j / 64) {                      /* i set, j clear: toggle both; the word stays non-zero */
-        bm->level[0][i / 64] ^= ((uint64_t)1 << (i % 64)) | ((uint64_t)1 << (j % 64));
-    } else {
-        hhi_bitmap_set_fast(bm, j);
-        hhi_bitmap_clear_fast(bm, i);
-    }
-}
 /* true if every upper-level bit says exactly whether its word below is non-zero (checker, I5). */
 HH_INTERNAL bool   hhi_bitmap_consistent(const hhi_bitmap *bm);
 /* Smallest set index >= i, or HHI_BM_NONE. */
@@ -546,15 +537,18 @@ static inline size_t   blk_size_free(const hhi_block *b) {
     hh_assert_internal((b->word & BLK_FREE) != 0);
     return (size_t)(b->word >> BLK_SIZE_SHIFT) & ~(size_t)(HHI_GRANULE - 1);
 }
+/* The size and the slot of a live block's header word w. */
+static inline size_t   word_size_live(uint64_t w) { return (size_t)(w >> BLK_SIZE_SHIFT) & HHI_MAX_LIVE_BLOCK; }
+static inline uint32_t word_slot(uint64_t w) { return (uint32_t)(w >> BLK_SLOT_SHIFT); }
 static inline size_t   blk_size_live(const hhi_block *b) {
     hh_assert_internal((b->word & BLK_FREE) == 0);
-    return (size_t)(b->word >> BLK_SIZE_SHIFT) & HHI_MAX_LIVE_BLOCK;
+    return word_size_live(b->word);
 }
 /* Header words: a free block of `size` bytes; a size field for a live one. */
 static inline uint64_t free_word(size_t size) { return ((uint64_t)size << BLK_SIZE_SHIFT) | BLK_FREE; }
 static inline uint64_t size_field(size_t size) { return (uint64_t)size << BLK_SIZE_SHIFT; }
 /* The handle slot of a live block (0: a quarantine block). */
-static inline uint32_t blk_slot(const hhi_block *b) { return (uint32_t)(b->word >> BLK_SLOT_SHIFT); }
+static inline uint32_t blk_slot(const hhi_block *b) { return word_slot(b->word); }
 static inline bool     blk_pinned(const hhi_block *b) { return (b->word & BLK_PINNED) != 0; }
 static inline bool     blk_is_free(const hhi_block *b) { return (b->word & BLK_FREE) != 0; }
 static inline bool     blk_prev_free(const hhi_block *b) { return (b->word & BLK_PREV_FREE) != 0; }
@@ -591,10 +585,10 @@ static inline uint64_t heap_cached_sumsq(const hh_heap *h) {
 static inline size_t heap_lowest_hole_bound(const hh_heap *h, size_t lowest_free) {
     return !heap_cache_empty(h) && h->cache_low < lowest_free ? h->cache_low : lowest_free;
 }
-/* Pin count: pins[slot] when BLK_PINNED (the array exists then), HHI_MAX_PINS for a quarantine block. */
+/* Pin count of live block b: pins[slot] when BLK_PINNED (the array exists then). */
 static inline unsigned blk_pins(const hh_heap *h, const hhi_block *b) {
-    if (!blk_pinned(b)) return 0;
-    return blk_quarantined(b) ? HHI_MAX_PINS : h->pins[blk_slot(b)];
+    hh_assert_internal(!blk_quarantined(b));
+    return blk_pinned(b) ? h->pins[blk_slot(b)] : 0;
 }
 /* User tag of live block b (0 until a heap's first non-zero tag). */
 static inline uint32_t blk_tag(const hh_heap *h, const hhi_block *b) { return h->tags ? h->tags[blk_slot(b)] : 0; }
