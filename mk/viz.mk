@@ -50,7 +50,7 @@ demo: deps
 check-demo: $(BUILD)/hh-demo $(BUILD)/hh-viz $(BUILD)/test/viz_render_test
 	@echo "== viz: render test, short demo, hh-viz on its dump and on damaged dumps"
 	@$(BUILD)/test/viz_render_test
-	@rm -rf out/check-demo && mkdir -p out && $(BUILD)/hh-demo --frames 60 --heap-mib 2 --moves 8 --seed 7 --out out/check-demo --quiet > out/check-demo.log 2>&1 \
+	@rm -rf out/check-demo && mkdir -p out && $(BUILD)/hh-demo --frames 60 --heap-mib 2 --moves 8 --seed 7 --outro 15 --out out/check-demo --quiet > out/check-demo.log 2>&1 \
 	  || { cat out/check-demo.log; echo "check-demo: hh-demo failed"; exit 1; }
 	@for f in out/check-demo/demo.hhmap out/check-demo/timeline.png out/check-demo/plot.png out/check-demo/index.html \
 	          out/check-demo/frames/frame_000000.png out/check-demo/frames/frame_000059.png; do \
@@ -59,6 +59,8 @@ check-demo: $(BUILD)/hh-demo $(BUILD)/hh-viz $(BUILD)/test/viz_render_test
 	@grep -q 'frames/frame_' out/check-demo/index.html && grep -c '^\[' out/check-demo/index.html | grep -qx 60 \
 	  || { echo "check-demo: index.html lacks its 60 frames"; exit 1; }
 	@grep -q "defrag moves" out/check-demo.log || { cat out/check-demo.log; echo "check-demo: no summary table"; exit 1; }
+	@grep -Eq "final holes +\| +0 \(0 B\)" out/check-demo.log \
+	  || { cat out/check-demo.log; echo "check-demo: the heap is not compact after the level's end (15 steps of 8 moves)"; exit 1; }
 	@$(BUILD)/hh-viz --quiet --no-progress --every 10 --frames 10:40 --width 640 --out out/check-demo/sub out/check-demo/demo.hhmap
 	@n=$$(ls out/check-demo/sub/frames | wc -l); [ $$n -eq 4 ] || { echo "check-demo: --every 10 --frames 10:40 drew $$n, want 4"; exit 1; }
 	@head -c 5000 out/check-demo/demo.hhmap > out/check-demo/cut.hhmap; \

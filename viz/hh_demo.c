@@ -16,6 +16,12 @@
  *     messages (16-512 B);
  *   - then hh_defrag_step(heap, N), a check of every byte of every object the
  *     demo owns (re-derefed after the step), and one dump frame.
+ * The last frames (--outro, a tenth of the run by default) are the level's end:
+ * the battle is over -- the remaining enemies, their AI paths, the rockets and
+ * the loader temporaries are freed at once, the GPU buffers unpinned, nothing
+ * new spawns on the heap -- and the steps, still N moves a frame, close the
+ * holes: the run's last pictures show what the holes of a running game come
+ * to once the traffic stops (a loading screen, a menu).
  * Every object holds a pattern derived from its own key: a block that was
  * moved wrongly, overwritten or lost fails the check and the demo exits 1.
  *
@@ -23,6 +29,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -45,6 +52,7 @@
 --------------------------------------------------------------------------- */
 typedef struct demo_opts {
     unsigned    frames, moves, every, width;
+    unsigned    outro;        /* the level's end: the last this many frames (UINT_MAX: a tenth of the run) */
     hh_defrag_policy policy;
     uint64_t    seed;
     unsigned    heap_mib;
@@ -109,6 +117,9 @@ typedef struct demo {
     char       label[128];           /* the dump's label and the summary's title */
     bool       tty;                  /* stdout is a terminal: progress on one line */
     unsigned   log_every;            /* progress line every this many frames */
+    unsigned   outro_at;             /* first frame of the level's end (frames: none) */
+    hh_defrag_metrics at_end;        /* the heap when the level ended (before its clear-out) */
+    unsigned   compact_at;           /* first frame of the end after which no hole was left (UINT_MAX: none) */
     hh_mapdump_metrics last;         /* the last frame's metrics (summary) */
     uint64_t   dump_bytes;
     double     t_sim, t_render;      /* seconds: game loop with checks and dump; pictures */
@@ -178,9 +189,34 @@ static void bspawn(demo *d, uint32_t size, uint32_t dies) {
 /* ---------------------------------------------------------------------------
    One frame of the game
 --------------------------------------------------------------------------- */
+/* A frame of the level's end: at its first frame everything short-lived on
+   the heap goes and the GPU buffers are unpinned (only the level chunks and
+   the buffers stay); then no heap traffic, and the binned objects die on
+   their schedule. */
+static void level_end(demo *d, unsigned f) {
+    if (f == d->outro_at) {
+        hh_defrag_metrics_get(d->heap, &d->at_end);
+        for (size_t i = d->nobj; i-- > 0;) {
+            obj *o = &d->objs[i];
+            if (o->tag == TAG_GPU) {
+                if (o->pinned_at) { hh_unpin(d->heap, o->h); o->pinned_at = NULL; }
+                o->pin_from = o->pin_to = -1;
+            } else if (o->tag != TAG_LEVEL) kill_obj(d, i);
+        }
+    }
+    for (size_t i = 0; i < d->nb;) {
+        if (d->bobjs[i].dies <= f) {
+            hh_bfree(d->bobjs[i].p);
+            d->bfrees++;
+            d->bobjs[i] = d->bobjs[--d->nb];
+        } else i++;
+    }
+}
+
 static void simulate(demo *d, unsigned f) {
     hh_memstack *ms = d->ms;
     hh_rng *r = &d->r;
+    if (f >= d->outro_at) { level_end(d, f); return; }
     /* Deaths first: everything whose time has come; dying enemies leave a burst of particles. */
     unsigned bursts = 0;
     for (size_t i = 0; i < d->nobj;) {
@@ -306,7 +342,7 @@ static void verify(demo *d, unsigned f) {
 static unsigned demo_moves_unlimited(void) { return HH_DEFRAG_UNLIMITED; }
 
 enum { OPT_FRAMES, OPT_MOVES, OPT_POLICY, OPT_SEED, OPT_HEAP_MIB, OPT_OUT, OPT_EVERY, OPT_WIDTH, OPT_NO_RENDER,
-       OPT_QUIET, OPT_COUNT };
+       OPT_QUIET, OPT_OUTRO, OPT_COUNT };
 
 /* Command line into *o, whose fields hold the defaults (shown by --help).
    Usage errors exit 2 (hh_cli.h). */
@@ -330,6 +366,9 @@ static void parse_options(demo_opts *o, int argc, char **argv) {
         [OPT_WIDTH]     = { "width", 'w', "PX", "picture width in pixels, 480..8192", def[4] },
         [OPT_NO_RENDER] = { "no-render", 0, NULL, "write the dump and the trace, draw no pictures", "off" },
         [OPT_QUIET]     = { "quiet", 'q', NULL, "no per-frame lines", "off" },
+        [OPT_OUTRO]     = { "outro", 0, "N", "the level's end: the last N frames free everything short-lived, unpin, "
+                            "spawn nothing and let the steps close the holes; 0..1000000 (at most --frames)",
+                            "a tenth of --frames" },
     };
     hh_cli cli;
     hh_cli_init(&cli, "hh-demo", "", "exit status: 0 ok, 1 a check failed or an error, 2 bad usage\n", opts, OPT_COUNT);
@@ -357,10 +396,13 @@ static void parse_options(demo_opts *o, int argc, char **argv) {
         case OPT_WIDTH: o->width = (unsigned)hh_cli_uint(&cli, v, 480, 8192); break;
         case OPT_NO_RENDER: o->render = false; break;
         case OPT_QUIET: o->quiet = true; break;
+        case OPT_OUTRO: o->outro = (unsigned)hh_cli_uint(&cli, v, 0, 1000000); break;
         default: break;
         }
     }
     if (optind < argc) hh_cli_usage_error(&cli, "hh-demo takes no operands");
+    if (o->outro == UINT_MAX) o->outro = o->frames / 10;
+    if (o->outro > o->frames) hh_cli_usage_error(&cli, "--outro is longer than --frames");
 }
 
 /* ---------------------------------------------------------------------------
@@ -566,6 +608,14 @@ static void demo_summary(const demo *d, int render_rc) {
     row("final fragmentation", "%.1f%%", d->last.fragmentation * 100);
     row("final fragmentation (sum of squares)", "%.1f%%", d->last.fragmentation_sq * 100);
     row("final holes", "%u (%s)", (unsigned)d->last.holes, fmt_bytes(b, sizeof b, (double)d->last.hole_bytes));
+    if (d->outro_at < d->o.frames) {
+        row("level's end at frame", "%u", d->outro_at);
+        row("  then: fragmentation", "%.1f%%", d->at_end.fragmentation * 100);
+        row("  then: holes", "%u", (unsigned)d->at_end.hole_count);
+        if (d->compact_at != UINT_MAX) row("  no hole left after frame", "%u (%u steps)", d->compact_at,
+                                           d->compact_at - d->outro_at + 1);
+        else row("  no hole left after frame", "never (%u steps)", d->o.frames - d->outro_at);
+    }
     rule();
     row("bytes checked (every object, every frame)", "%s", fmt_bytes(a, sizeof a, (double)d->checked_bytes));
     row("dump", "%s", fmt_bytes(b, sizeof b, (double)d->dump_bytes));
@@ -588,8 +638,10 @@ static void demo_summary(const demo *d, int render_rc) {
 --------------------------------------------------------------------------- */
 int main(int argc, char **argv) {
     demo d = { .o = { .frames = 600, .moves = 16, .every = 1, .width = 1024, .policy = HH_DEFRAG_AUTO, .seed = 1,
-                      .heap_mib = 4, .out = "out/demo", .render = true } };
+                      .heap_mib = 4, .out = "out/demo", .render = true, .outro = UINT_MAX } };
     parse_options(&d.o, argc, argv);
+    d.outro_at = d.o.frames - d.o.outro;
+    d.compact_at = UINT_MAX;
     /* The demo's own seeding (not hh_rng_make): its dump and pictures follow from it. */
     d.r = (hh_rng){ d.o.seed * 0x9E3779B97F4A7C15ULL + 0x1234567 };
     hh_set_error_handler(on_error, &d);
@@ -606,6 +658,10 @@ int main(int argc, char **argv) {
         uint8_t *cmds = render_list(&d, &rl);
         hh_defrag_report rep = defrag_step(&d);
         if (!frame_check(&d, f, cmds, rl) || !frame_dump(&d, f, &rep)) return 1;
+        if (f >= d.outro_at && d.compact_at == UINT_MAX) {
+            hh_defrag_metrics m;
+            if (hh_defrag_metrics_get(d.heap, &m) == HH_OK && m.hole_count == 0) d.compact_at = f;
+        }
         hh_mark_pop(&render_mark);
         hh_mark_pop(&frame_mark);
         frame_log(&d, f, &rep);
