@@ -207,10 +207,10 @@ void hhi_binned_free_claimed(void *p) {
                    blocks reach the allocating thread in small batches
                    instead of sitting here by the bin-full (up to 32 KiB per
                    class). A hit since restores the full cap at the next
-                   push; a refill at once. (HH_STAT 0 counts no hits: there
-                   every bin keeps its full cap and half its blocks.) */
+                   push; a refill at once. (Hits are counted in every
+                   build, HH_STAT 0 too: see HHI_BIN_POP.) */
                 uint64_t hits = hhi_bin_hits(tc, c);
-                bool free_only = HH_STAT >= 1 && hits == tc->hits_mark[c];
+                bool free_only = hits == tc->hits_mark[c];
                 tc->hits_mark[c] = hits;
                 /* A bin that also allocates keeps its newer half and pushes
                    the older one: pushing it whole left one block, the next
@@ -222,10 +222,9 @@ void hhi_binned_free_claimed(void *p) {
                    of futex waits a second). Half a bin each way, a thread
                    now drifts by half a bin before it locks again. A bin
                    that only frees pushes whole: nothing here would use the
-                   half it kept (HH_STAT 0 tells no bin so: every bin keeps
-                   half). The walk to the middle reads the bin's own links,
-                   with no lock held: a refill's batch became this thread's
-                   under the class lock. */
+                   half it kept. The walk to the middle reads the bin's own
+                   links, with no lock held: a refill's batch became this
+                   thread's under the class lock. */
                 uint32_t keep = free_only ? 0 : cap / 2;
                 hhi_bblock *batch = hhi_bin_detach_older(tc, c, keep);
                 /* Off the bin before it is on the stack: a fork in between
@@ -380,6 +379,9 @@ void hh_binned_stats_get(hh_binned_stats *out) {
         hhi_bclass *k = &hhi_bg.classes[c];
         hh_binned_class_stats *cs = &out->classes[c];
         cs->block_size = hhi_class_size[c];
+#if HH_STAT < 1
+        hits[c] = 0;   /* counted for the free-only rule, but reported only with the misses */
+#endif
         cs->allocs = hits[c] + misses[c] + atomic_load(&k->direct_allocs);
         cs->cache_hits = hits[c];
         cs->cache_hit_rate = cs->allocs ? (double)cs->cache_hits / (double)cs->allocs : 0.0;

@@ -215,8 +215,11 @@ _Static_assert(sizeof(hhi_blarge) <= HHI_LARGE_HDR, "large header size");
    after 2^52 in one bin of one thread (decades at 10^6/s). */
 #define HHI_BIN_COUNT_BITS  12u
 #define HHI_BIN_COUNT_MASK  (((uint64_t)1 << HHI_BIN_COUNT_BITS) - 1)
-/* ops += HHI_BIN_POP on a hit (HH_STAT 0: the room alone). */
-#define HHI_BIN_POP  (HH_STAT >= 1 ? ((uint64_t)1 << HHI_BIN_COUNT_BITS) + 1 : (uint64_t)1)
+/* ops += HHI_BIN_POP on a hit. Hits are counted in every build, HH_STAT 0
+   too: the free-only rule (hhi_binned_free_claimed) needs them, and the one
+   add costs the same with any constant. HH_STAT 0 only leaves them out of
+   hh_binned_stats_get, with the misses. */
+#define HHI_BIN_POP  (((uint64_t)1 << HHI_BIN_COUNT_BITS) + 1)
 _Static_assert(HHI_BIN_MAX <= HHI_BIN_COUNT_MASK, "a bin's room fits its bits");
 
 typedef struct hhi_tcache {
