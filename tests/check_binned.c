@@ -1593,7 +1593,7 @@ typedef struct free_only_run {
 static uint32_t newest_batch(unsigned c) {
     hhi_bclass *k = &hhi_bg.classes[c];
     hhi_lock_acquire(&k->lock);
-    uint32_t n = k->xfer_n ? k->xfer_count[k->xfer_n - 1] : 0;
+    uint32_t n = k->xfer_n ? k->xfer[k->xfer_n - 1].count : 0;
     hhi_lock_release(&k->lock);
     return n;
 }

@@ -636,14 +636,14 @@ static bool check_inv5_thread_cache(check_ctx *cx) {
         uint32_t total = 0;
         for (uint32_t j = 0; j < k->xfer_n; j++) {
             uint32_t n = 0;
-            CHECK(k->xfer_count[j] > 0 && k->xfer_count[j] <= HHI_BIN_MAX, "class %u transfer batch %u holds %u blocks",
-                  c, j, k->xfer_count[j]);
-            for (hhi_bblock *b = k->xfer[j]; b != NULL; b = hhi_block_next(b)) {
-                CHECK(n++ < k->xfer_count[j], "class %u transfer batch %u longer than its count", c, j);
+            CHECK(k->xfer[j].count > 0 && k->xfer[j].count <= HHI_BIN_MAX, "class %u transfer batch %u holds %u blocks",
+                  c, j, k->xfer[j].count);
+            for (hhi_bblock *b = k->xfer[j].head; b != NULL; b = hhi_block_next(b)) {
+                CHECK(n++ < k->xfer[j].count, "class %u transfer batch %u longer than its count", c, j);
                 if (!check_cached_block(cx, what, b, c)) return false;
             }
-            CHECK(n == k->xfer_count[j], "class %u transfer batch %u holds %u blocks, not %u", c, j, n,
-                  k->xfer_count[j]);
+            CHECK(n == k->xfer[j].count, "class %u transfer batch %u holds %u blocks, not %u", c, j, n,
+                  k->xfer[j].count);
             total += n;
         }
         CHECK(total == k->xfer_blocks, "class %u transfer stack holds %u blocks, not %u", c, total, k->xfer_blocks);

@@ -323,6 +323,12 @@ HH_INLINE void hhi_bin_pop_note(hhi_tcache *tc, size_t c) { hhi_owner_add(&tc->o
    batch is a ready bin. Every decay pass and trim give all batches back. */
 #define HHI_XFER_MAX 16u              /* batches per class; a push onto a full stack walks the oldest to its pages */
 #define HHI_XFER_BINS 8u              /* ... and at most this many full bins' worth of blocks */
+/* One batch: its head and block count side by side, so a push or pop
+   touches one 16-byte slot rather than two arrays. */
+typedef struct hhi_xfer_batch {
+    hhi_bblock *head;                     /* NULL-terminated list */
+    uint32_t count;                       /* blocks in it */
+} hhi_xfer_batch;
 typedef struct hhi_bclass {
     _Alignas(64) hhi_lock lock;
     hhi_bpage *head, *tail;       /* partial pages; empty ones at the tail */
@@ -332,8 +338,7 @@ typedef struct hhi_bclass {
     _Atomic uint64_t direct_allocs;   /* cacheless path */
     uint32_t xfer_n;                      /* batches on the transfer stack (class lock) */
     uint32_t xfer_blocks;                 /* blocks in them, all counted in their pages' used */
-    hhi_bblock *xfer[HHI_XFER_MAX];       /* batch heads, oldest first; NULL-terminated lists */
-    uint32_t xfer_count[HHI_XFER_MAX];    /* blocks per batch */
+    hhi_xfer_batch xfer[HHI_XFER_MAX];    /* batches, oldest first */
 } hhi_bclass;
 
 typedef struct hhi_bglobal {
