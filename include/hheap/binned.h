@@ -11,8 +11,7 @@
  *     a thread holds at most hh_binned_thread_cache_limit() bytes in its cache
  *     (default 2 MiB: up to 256 blocks of each class to 1 KiB, 8 of each
  *     to 8 KiB, 4 above; a bin that only frees, as a consumer of another
- *     thread's blocks, 32 -- in builds that count hits, HH_STAT >= 1, the
- *     default); a thread's cache is flushed when it exits;
+ *     thread's blocks, 32); a thread's cache is flushed when it exits;
  *   - blocks above 32 KiB (or with an alignment no class can give) are mapped
  *     straight from the OS with a header, found again in O(1);
  *   - every free is validated in O(1) in every build: a pointer that is not a

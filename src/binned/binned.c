@@ -207,10 +207,10 @@ void hhi_binned_free_claimed(void *p) {
                    blocks reach the allocating thread in small batches
                    instead of sitting here by the bin-full (up to 32 KiB per
                    class). A hit since restores the full cap at the next
-                   push; a refill at once. (HH_STAT 0 counts no hits: there
-                   every bin keeps its full cap and half its blocks.) */
+                   push; a refill at once. (Hits are counted in every
+                   build, HH_STAT 0 too: see HHI_BIN_POP.) */
                 uint64_t hits = hhi_bin_hits(tc, c);
-                bool free_only = HH_STAT >= 1 && hits == tc->hits_mark[c];
+                bool free_only = hits == tc->hits_mark[c];
                 tc->hits_mark[c] = hits;
                 /* A bin that also allocates keeps its newer half and pushes
                    the older one: pushing it whole left one block, the next
@@ -222,10 +222,9 @@ void hhi_binned_free_claimed(void *p) {
                    of futex waits a second). Half a bin each way, a thread
                    now drifts by half a bin before it locks again. A bin
                    that only frees pushes whole: nothing here would use the
-                   half it kept (HH_STAT 0 tells no bin so: every bin keeps
-                   half). The walk to the middle reads the bin's own links,
-                   with no lock held: a refill's batch became this thread's
-                   under the class lock. */
+                   half it kept. The walk to the middle reads the bin's own
+                   links, with no lock held: a refill's batch became this
+                   thread's under the class lock. */
                 uint32_t keep = free_only ? 0 : cap / 2;
                 hhi_bblock *batch = hhi_bin_detach_older(tc, c, keep);
                 /* Off the bin before it is on the stack: a fork in between
@@ -380,6 +379,9 @@ void hh_binned_stats_get(hh_binned_stats *out) {
         hhi_bclass *k = &hhi_bg.classes[c];
         hh_binned_class_stats *cs = &out->classes[c];
         cs->block_size = hhi_class_size[c];
+#if HH_STAT < 1
+        hits[c] = 0;   /* counted for the free-only rule, but reported only with the misses */
+#endif
         cs->allocs = hits[c] + misses[c] + atomic_load(&k->direct_allocs);
         cs->cache_hits = hits[c];
         cs->cache_hit_rate = cs->allocs ? (double)cs->cache_hits / (double)cs->allocs : 0.0;
@@ -634,14 +636,14 @@ static bool check_inv5_thread_cache(check_ctx *cx) {
         uint32_t total = 0;
         for (uint32_t j = 0; j < k->xfer_n; j++) {
             uint32_t n = 0;
-            CHECK(k->xfer_count[j] > 0 && k->xfer_count[j] <= HHI_BIN_MAX, "class %u transfer batch %u holds %u blocks",
-                  c, j, k->xfer_count[j]);
-            for (hhi_bblock *b = k->xfer[j]; b != NULL; b = hhi_block_next(b)) {
-                CHECK(n++ < k->xfer_count[j], "class %u transfer batch %u longer than its count", c, j);
+            CHECK(k->xfer[j].count > 0 && k->xfer[j].count <= HHI_BIN_MAX, "class %u transfer batch %u holds %u blocks",
+                  c, j, k->xfer[j].count);
+            for (hhi_bblock *b = k->xfer[j].head; b != NULL; b = hhi_block_next(b)) {
+                CHECK(n++ < k->xfer[j].count, "class %u transfer batch %u longer than its count", c, j);
                 if (!check_cached_block(cx, what, b, c)) return false;
             }
-            CHECK(n == k->xfer_count[j], "class %u transfer batch %u holds %u blocks, not %u", c, j, n,
-                  k->xfer_count[j]);
+            CHECK(n == k->xfer[j].count, "class %u transfer batch %u holds %u blocks, not %u", c, j, n,
+                  k->xfer[j].count);
             total += n;
         }
         CHECK(total == k->xfer_blocks, "class %u transfer stack holds %u blocks, not %u", c, total, k->xfer_blocks);

@@ -215,8 +215,11 @@ _Static_assert(sizeof(hhi_blarge) <= HHI_LARGE_HDR, "large header size");
    after 2^52 in one bin of one thread (decades at 10^6/s). */
 #define HHI_BIN_COUNT_BITS  12u
 #define HHI_BIN_COUNT_MASK  (((uint64_t)1 << HHI_BIN_COUNT_BITS) - 1)
-/* ops += HHI_BIN_POP on a hit (HH_STAT 0: the room alone). */
-#define HHI_BIN_POP  (HH_STAT >= 1 ? ((uint64_t)1 << HHI_BIN_COUNT_BITS) + 1 : (uint64_t)1)
+/* ops += HHI_BIN_POP on a hit. Hits are counted in every build, HH_STAT 0
+   too: the free-only rule (hhi_binned_free_claimed) needs them, and the one
+   add costs the same with any constant. HH_STAT 0 only leaves them out of
+   hh_binned_stats_get, with the misses. */
+#define HHI_BIN_POP  (((uint64_t)1 << HHI_BIN_COUNT_BITS) + 1)
 _Static_assert(HHI_BIN_MAX <= HHI_BIN_COUNT_MASK, "a bin's room fits its bits");
 
 typedef struct hhi_tcache {
@@ -320,6 +323,12 @@ HH_INLINE void hhi_bin_pop_note(hhi_tcache *tc, size_t c) { hhi_owner_add(&tc->o
    batch is a ready bin. Every decay pass and trim give all batches back. */
 #define HHI_XFER_MAX 16u              /* batches per class; a push onto a full stack walks the oldest to its pages */
 #define HHI_XFER_BINS 8u              /* ... and at most this many full bins' worth of blocks */
+/* One batch: its head and block count side by side, so a push or pop
+   touches one 16-byte slot rather than two arrays. */
+typedef struct hhi_xfer_batch {
+    hhi_bblock *head;                     /* NULL-terminated list */
+    uint32_t count;                       /* blocks in it */
+} hhi_xfer_batch;
 typedef struct hhi_bclass {
     _Alignas(64) hhi_lock lock;
     hhi_bpage *head, *tail;       /* partial pages; empty ones at the tail */
@@ -329,8 +338,7 @@ typedef struct hhi_bclass {
     _Atomic uint64_t direct_allocs;   /* cacheless path */
     uint32_t xfer_n;                      /* batches on the transfer stack (class lock) */
     uint32_t xfer_blocks;                 /* blocks in them, all counted in their pages' used */
-    hhi_bblock *xfer[HHI_XFER_MAX];       /* batch heads, oldest first; NULL-terminated lists */
-    uint32_t xfer_count[HHI_XFER_MAX];    /* blocks per batch */
+    hhi_xfer_batch xfer[HHI_XFER_MAX];    /* batches, oldest first */
 } hhi_bclass;
 
 typedef struct hhi_bglobal {

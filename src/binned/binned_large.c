@@ -150,6 +150,18 @@ static void lcache_unlink(hhi_blarge *e) {
     hhi_bg.lcache_bytes -= e->map_size;
 }
 
+/* Takes extent e off the cache whole: its chunks read NONE (a stale free
+   there is foreign from now on) and its magic goes, for whoever maps or
+   reuses the range next. Returns the range, for the caller to unmap after
+   the lock or to reuse. */
+static lrange registry_release(hhi_blarge *e) {
+    size_t n = e->map_size;
+    lcache_unlink(e);
+    registry_mark((uintptr_t)e, n, HHI_REG_NONE);
+    e->magic = 0;
+    return (lrange){ (char *)e, n };
+}
+
 /* Makes [e, e + size) a cached extent freed at freed_ns: header, list,
    counts, registry. e is 4 MiB aligned, size a page multiple; the caller
    made room (lcache_make_room). */
@@ -186,11 +198,7 @@ static hhi_blarge *lcache_oldest(void) {
 static void lcache_make_room(size_t bytes, lrange *drop, unsigned *nd) {
     while (hhi_bg.n_lcache > 0 &&
            (hhi_bg.n_lcache >= HHI_LCACHE_MAX || hhi_bg.lcache_bytes + bytes > HHI_LCACHE_BYTES)) {
-        hhi_blarge *old = lcache_oldest();
-        lcache_unlink(old);
-        registry_mark((uintptr_t)old, old->map_size, HHI_REG_NONE);
-        old->magic = 0;
-        drop[(*nd)++] = (lrange){ (char *)old, old->map_size };
+        drop[(*nd)++] = registry_release(lcache_oldest());
     }
 }
 
@@ -315,11 +323,9 @@ static lplan lcache_take(size_t map_size) {
         pl.map_size = keep;
         if (keep - map_size > map_size / 2) pl.slack = keep - map_size;
     } else if (grow != NULL) {
-        lcache_unlink(grow);
-        registry_mark((uintptr_t)grow, grow->map_size, HHI_REG_NONE);
-        grow->magic = 0;
-        pl.grow = (char *)grow;
-        pl.grow_bytes = grow->map_size;
+        lrange r = registry_release(grow);
+        pl.grow = r.p;
+        pl.grow_bytes = r.size;
     }
     return pl;
 }
@@ -500,10 +506,7 @@ static size_t lcache_release(uint64_t freed_before_ns, uint64_t deadline_ns) {
                 old->map_size = keep;
                 hhi_bg.lcache_bytes -= LCACHE_PIECE;
             } else {
-                lcache_unlink(old);
-                registry_mark((uintptr_t)old, n, HHI_REG_NONE);
-                old->magic = 0;
-                r = (lrange){ (char *)old, n };
+                r = registry_release(old);
             }
         }
         hhi_lock_release(&hhi_bg.large_lock);

@@ -228,7 +228,7 @@ uint32_t hhi_class_take(unsigned c, hhi_bblock **out, uint32_t want) {
 uint32_t hhi_class_refill(unsigned c, hhi_bblock **out, uint32_t max, uint32_t want) {
     hhi_bclass *k = &hhi_bg.classes[c];
     hhi_lock_acquire(&k->lock);
-    uint32_t got = k->xfer_n > 0 && k->xfer_count[k->xfer_n - 1] <= max ? xfer_pop_locked(k, out)
+    uint32_t got = k->xfer_n > 0 && k->xfer[k->xfer_n - 1].count <= max ? xfer_pop_locked(k, out)
                                                                         : class_take_locked(c, out, want);
     hhi_lock_release(&k->lock);
     return got;
@@ -345,16 +345,14 @@ void hhi_class_xfer_put(unsigned c, hhi_bblock *head, uint32_t n) {
     while (k->xfer_n == HHI_XFER_MAX || (k->xfer_n > 0 && k->xfer_blocks + n > max_blocks)) {
         /* Full: the oldest batch goes back to its pages (nobody took it
            while newer ones arrived), the rest move down one. */
-        hhi_bblock *old = k->xfer[0];
-        uint32_t old_n = k->xfer_count[0];
+        hhi_bblock *old = k->xfer[0].head;
+        uint32_t old_n = k->xfer[0].count;
         memmove(&k->xfer[0], &k->xfer[1], (HHI_XFER_MAX - 1) * sizeof k->xfer[0]);
-        memmove(&k->xfer_count[0], &k->xfer_count[1], (HHI_XFER_MAX - 1) * sizeof k->xfer_count[0]);
         k->xfer_n--;
         k->xfer_blocks -= old_n;
         class_put_locked(c, old, old_n);
     }
-    k->xfer[k->xfer_n] = head;
-    k->xfer_count[k->xfer_n] = n;
+    k->xfer[k->xfer_n] = (hhi_xfer_batch){ head, n };
     k->xfer_n++;
     k->xfer_blocks += n;
     hhi_lock_release(&k->lock);
@@ -363,9 +361,9 @@ void hhi_class_xfer_put(unsigned c, hhi_bblock *head, uint32_t n) {
 /* Takes the newest batch off class k's stack (lock held, xfer_n > 0). */
 static uint32_t xfer_pop_locked(hhi_bclass *k, hhi_bblock **head) {
     k->xfer_n--;
-    *head = k->xfer[k->xfer_n];
-    k->xfer_blocks -= k->xfer_count[k->xfer_n];
-    return k->xfer_count[k->xfer_n];
+    *head = k->xfer[k->xfer_n].head;
+    k->xfer_blocks -= k->xfer[k->xfer_n].count;
+    return k->xfer[k->xfer_n].count;
 }
 
 /* Walks every batch of class c's transfer stack back to its pages (class

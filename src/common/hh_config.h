@@ -6,8 +6,10 @@
  *                       3 + hh_assert_expensive: whole-structure checks (heap walk
  *                         at the start and end of every mutation).
  *   HH_STAT             1 (default): the binned allocator's per-class cache counters
- *                       (allocs, cache_hits of hh_binned_stats_get); 0 compiles them
- *                       out. The heap's counters (hh_heap_stats_get) are always on.
+ *                       (allocs, cache_hits of hh_binned_stats_get); 0 compiles the
+ *                       miss counts out and reports both as 0 (hits are still counted:
+ *                       the free-only bin rule needs them, and the bins behave the same).
+ *                       The heap's counters (hh_heap_stats_get) are always on.
  *                       There is no higher level.
  *   HH_TRACK_VALGRIND   1: memcheck mempool client requests (needs valgrind headers).
  *   HH_TRACK_ASAN       1: AddressSanitizer manual poisoning (build with -fsanitize=address).
