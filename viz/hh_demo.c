@@ -189,21 +189,8 @@ static void bspawn(demo *d, uint32_t size, uint32_t dies) {
 /* ---------------------------------------------------------------------------
    One frame of the game
 --------------------------------------------------------------------------- */
-/* A frame of the level's end: at its first frame everything short-lived on
-   the heap goes and the GPU buffers are unpinned (only the level chunks and
-   the buffers stay); then no heap traffic, and the binned objects die on
-   their schedule. */
-static void level_end(demo *d, unsigned f) {
-    if (f == d->outro_at) {
-        hh_defrag_metrics_get(d->heap, &d->at_end);
-        for (size_t i = d->nobj; i-- > 0;) {
-            obj *o = &d->objs[i];
-            if (o->tag == TAG_GPU) {
-                if (o->pinned_at) { hh_unpin(d->heap, o->h); o->pinned_at = NULL; }
-                o->pin_from = o->pin_to = -1;
-            } else if (o->tag != TAG_LEVEL) kill_obj(d, i);
-        }
-    }
+/* Frees the binned objects whose time has come. */
+static void bobjs_expire(demo *d, unsigned f) {
     for (size_t i = 0; i < d->nb;) {
         if (d->bobjs[i].dies <= f) {
             hh_bfree(d->bobjs[i].p);
@@ -211,6 +198,26 @@ static void level_end(demo *d, unsigned f) {
             d->bobjs[i] = d->bobjs[--d->nb];
         } else i++;
     }
+}
+
+/* A frame of the level's end: at its first frame everything short-lived on
+   the heap goes and the GPU buffers are unpinned (only the level chunks and
+   the buffers stay); then no heap traffic, and the binned objects die on
+   their schedule. */
+static void level_end(demo *d, unsigned f) {
+    if (f == d->outro_at) {
+        if (hh_defrag_metrics_get(d->heap, &d->at_end) != HH_OK) {   /* cannot fail on a live heap: say so if it does */
+            fprintf(stderr, "hh-demo: no defrag metrics at the level's end\n");
+            exit(1);
+        }
+        for (size_t i = d->nobj; i-- > 0;) {
+            obj *o = &d->objs[i];
+            if (o->tag == TAG_GPU) {
+                if (o->pinned_at) { hh_unpin(d->heap, o->h); o->pinned_at = NULL; }
+            } else if (o->tag != TAG_LEVEL) kill_obj(d, i);
+        }
+    }
+    bobjs_expire(d, f);
 }
 
 static void simulate(demo *d, unsigned f) {
@@ -225,13 +232,7 @@ static void simulate(demo *d, unsigned f) {
             kill_obj(d, i);
         } else i++;
     }
-    for (size_t i = 0; i < d->nb;) {
-        if (d->bobjs[i].dies <= f) {
-            hh_bfree(d->bobjs[i].p);
-            d->bfrees++;
-            d->bobjs[i] = d->bobjs[--d->nb];
-        } else i++;
-    }
+    bobjs_expire(d, f);
 
     /* Waves: every 150 frames a wave of enemies arrives over 40 frames; the
        battle dies down, and the quiet frames let the defrag step catch up. */

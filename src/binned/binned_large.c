@@ -154,7 +154,7 @@ static void lcache_unlink(hhi_blarge *e) {
    there is foreign from now on) and its magic goes, for whoever maps or
    reuses the range next. Returns the range, for the caller to unmap after
    the lock or to reuse. */
-static lrange registry_release(hhi_blarge *e) {
+static lrange lcache_evict(hhi_blarge *e) {
     size_t n = e->map_size;
     lcache_unlink(e);
     registry_mark((uintptr_t)e, n, HHI_REG_NONE);
@@ -198,7 +198,7 @@ static hhi_blarge *lcache_oldest(void) {
 static void lcache_make_room(size_t bytes, lrange *drop, unsigned *nd) {
     while (hhi_bg.n_lcache > 0 &&
            (hhi_bg.n_lcache >= HHI_LCACHE_MAX || hhi_bg.lcache_bytes + bytes > HHI_LCACHE_BYTES)) {
-        drop[(*nd)++] = registry_release(lcache_oldest());
+        drop[(*nd)++] = lcache_evict(lcache_oldest());
     }
 }
 
@@ -323,7 +323,7 @@ static lplan lcache_take(size_t map_size) {
         pl.map_size = keep;
         if (keep - map_size > map_size / 2) pl.slack = keep - map_size;
     } else if (grow != NULL) {
-        lrange r = registry_release(grow);
+        lrange r = lcache_evict(grow);
         pl.grow = r.p;
         pl.grow_bytes = r.size;
     }
@@ -506,7 +506,7 @@ static size_t lcache_release(uint64_t freed_before_ns, uint64_t deadline_ns) {
                 old->map_size = keep;
                 hhi_bg.lcache_bytes -= LCACHE_PIECE;
             } else {
-                r = registry_release(old);
+                r = lcache_evict(old);
             }
         }
         hhi_lock_release(&hhi_bg.large_lock);

@@ -7,8 +7,9 @@
  *                         at the start and end of every mutation).
  *   HH_STAT             1 (default): the binned allocator's per-class cache counters
  *                       (allocs, cache_hits of hh_binned_stats_get); 0 compiles the
- *                       miss counts out and reports both as 0 (hits are still counted:
- *                       the free-only bin rule needs them, and the bins behave the same).
+ *                       miss counts out: cache_hits reads 0 and allocs counts only the
+ *                       allocations made without a cache (hits are still counted: the
+ *                       free-only bin rule needs them, and the bins behave the same).
  *                       The heap's counters (hh_heap_stats_get) are always on.
  *                       There is no higher level.
  *   HH_TRACK_VALGRIND   1: memcheck mempool client requests (needs valgrind headers).
