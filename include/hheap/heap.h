@@ -236,9 +236,7 @@ typedef struct hh_heap_head {
 static inline void *hh_deref_inline(const hh_heap *heap, hh_handle h) {
     if (HH_UNLIKELY(heap == NULL)) return (hh_deref)(heap, h);
     const hh_heap_head *t = (const hh_heap_head *)(const void *)heap;
-    uint32_t idx = (uint32_t)(h.id & HH_HANDLE_INDEX_MASK);
-    idx = idx < t->capacity ? idx : 0;                         /* out of range -> the sentinel */
-    uint64_t w = HH_SLOT_LOAD(&t->slots[idx]);                  /* atomic: other threads free (handles.h) */
+    uint64_t w = HH_SLOT_LOAD(&t->slots[h.id & HH_HANDLE_INDEX_MASK]);   /* atomic: other threads free (handles.h) */
     uint64_t key = h.id >> HH_HANDLE_INDEX_BITS;
     if (HH_LIKELY(key == (uint32_t)w && (key & 0xFF) != 0)) return t->base + ((w >> 32) << 4);
     return (hh_deref)(heap, h);

@@ -317,6 +317,12 @@ HH_INTERNAL size_t hhi_bitmap_prev(const hhi_bitmap *bm, size_t i);
    no generation of a slot is issued twice.
 --------------------------------------------------------------------------- */
 enum { HHI_GEN_BITS = 24, HHI_GEN_EPOCH_SHIFT = 16 };
+/* Slots reserved per heap: one for every index a handle can carry (2^24, so
+   128 MiB of address space; only [0, committed) is writable and charged), so
+   the inline hh_deref needs no range test (heap.h). Huge pages: the
+   reservation starts on a 2 MiB boundary. */
+#define HHI_SLOT_SPAN ((uint32_t)HH_HANDLE_INDEX_MASK + 1u)
+enum { HHI_SLOT_HUGE_BYTES = 2u << 20 };
 #define HHI_GEN_MASK (((uint32_t)1 << HHI_GEN_BITS) - 1)
 
 typedef struct hhi_slots {

@@ -15,14 +15,25 @@ bool hhi_slots_commit_more(hhi_slots *t) {
     return true;
 }
 
+/* The reservation spans every index a handle can carry (HHI_SLOT_SPAN slots,
+   128 MiB of address space, no commit charge beyond the committed slots):
+   slots at capacity and above stay read-only zero pages, so hh_deref_inline
+   loads the slot of any handle's index without a clamp (a zero slot matches
+   no handle) and reads nothing of the heap but `slots` and `base`.
+   [0, capacity) is committed at once, or, growable, as slots are first issued. */
 hh_status hhi_slots_init(hhi_slots *t, char *base, uint32_t max_handles, bool growable, bool huge) {
     uint32_t cap = max_handles + 1u;                  /* + sentinel slot 0 */
-    size_t bytes = (size_t)cap * sizeof(uint64_t);
-    uint32_t committed;
-    uint64_t *slots = hhi_slot_array_map(cap, sizeof(uint64_t), growable, huge, &committed);
+    size_t bytes = (size_t)HHI_SLOT_SPAN * sizeof(uint64_t);
+    uint32_t committed = growable && cap > (uint32_t)HH_HANDLE_COMMIT_SLOTS ? (uint32_t)HH_HANDLE_COMMIT_SLOTS : cap;
+    uint64_t *slots = hhi_os_reserve(bytes, huge ? HHI_SLOT_HUGE_BYTES : 0, true);
+    if (slots != NULL && !hhi_os_commit(slots, hh_align_up((size_t)committed * sizeof(uint64_t), hhi_os_page_size()))) {
+        hhi_os_unmap(slots, bytes);
+        slots = NULL;
+    }
     if (slots == NULL)
-        return hhi_error(HH_E_NO_MEMORY, "hh_heap_create: cannot %s %zu bytes for %u handle slots",
-                         growable ? "reserve (and commit the first pages of)" : "map", bytes, cap);
+        return hhi_error(HH_E_NO_MEMORY, "hh_heap_create: cannot reserve %zu bytes (and commit %zu) for %u handle slots",
+                         bytes, (size_t)committed * sizeof(uint64_t), cap);
+    if (huge) hhi_os_hugepages(slots, (size_t)cap * sizeof(uint64_t));
     uint8_t epoch = 0, tag = hhi_handle_tag_acquire(&epoch);
     if (tag == 0) {
         hhi_os_unmap(slots, bytes);
