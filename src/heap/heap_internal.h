@@ -423,9 +423,20 @@ static inline void hhi_slot_drop(hhi_slots *t, uint32_t idx, uint32_t key) {
     t->free_tail = idx;
     t->free_count++;
 }
-/* Maps (growable: reserves and commits the first slots) the slots of a table
-   of max_handles handles for the range at base; HH_E_NO_MEMORY reported. */
-HH_INTERNAL hh_status hhi_slots_init(hhi_slots *t, char *base, uint32_t max_handles, bool growable, bool huge);
+/* One reservation for a heap's slots and the heap object itself:
+   [HHI_SLOT_SPAN slots][obj_bytes, page-rounded]. The slots of every index a
+   handle can carry are readable (zero pages); [0, *committed) of them and the
+   object are writable: all max_handles + 1 at once, or growable, the first
+   HH_HANDLE_COMMIT_SLOTS. Returns the object (zeroed; the table lies just
+   below it, which is what lets hh_deref_inline find it without a load), the
+   reservation's size in *reserved; NULL if the OS refuses (nothing reported). */
+HH_INTERNAL void     *hhi_slots_map(uint32_t max_handles, bool growable, bool huge, size_t obj_bytes,
+                                    uint32_t *committed, size_t *reserved);
+/* Sets up the slots of the heap object t heads (made by hhi_slots_map) for
+   the range at base and takes a table tag; HH_E_NO_MEMORY reported if no tag is free. */
+HH_INTERNAL hh_status hhi_slots_init(hhi_slots *t, char *base, uint32_t max_handles, uint32_t committed,
+                                     size_t reserved);
+/* Gives the tag back (the reservation goes with the heap object: heap_release). */
 HH_INTERNAL void      hhi_slots_fini(hhi_slots *t);
 /* Test hook: free slot idx of heap h will be issued `left` more times before it
    retires (its next generation becomes first_gen - left, mod 2^24). */
@@ -459,6 +470,7 @@ struct hh_heap {
                                      bitmaps, regions and sq_shift are sized for it; constant */
     size_t      commit_end;       /* growable: [base, base + commit_end) is committed (page-aligned end) */
     bool        grow_failed;      /* the last growth attempt was refused by the OS (for the message) */
+    size_t      slots_reserved;   /* bytes of the reservation of the slots and this object (hhi_slots_map) */
     void       *mapping;          /* our own mapping (NULL when the caller gave memory) */
     size_t      mapping_bytes;
     hh_heap_desc desc;            /* resolved desc (defaults applied) */
