@@ -19,7 +19,12 @@
  * own mapping: a heap that never pins or tags pays nothing for them. A
  * block holds at most HH_HEAP_MAX_ALLOC bytes. The handle slots are
  * a separate array that never moves, 8 bytes a slot (key and the payload's
- * place in one word); hh_deref is a load and a compare. A heap's handles have
+ * place in one word); hh_deref is a load and a compare. The array lies just
+ * below the heap object, in one reservation with a readable slot for every
+ * index a handle can carry: 128 MiB of address space per heap (never-used
+ * slots read as zero pages; only the slots in use are committed, and count
+ * against memory), so the inline hh_deref finds it without a load and needs
+ * no range test. A heap's handles have
  * the layout of hheap/handles.h with a generation below 2^24: a slot issued
  * 2^24 times retires (never reused), so a stale handle never names a new block.
  *
@@ -202,8 +207,9 @@ HH_API hh_status hh_unpin(hh_heap *heap, hh_handle h);
 
 /* ---------------------------------------------------------------------------
    hh_deref: the hot path. The real function exists (call it, or take its
-   address, as (hh_deref)); the macro below inlines its fast path -- clamp,
-   one compare, one load -- and calls the function for everything else.
+   address, as (hh_deref)); the macro below inlines its fast path -- one
+   load of the slot, one compare, one load of base -- and calls the function
+   for everything else.
 --------------------------------------------------------------------------- */
 /* The address of h's payload; NULL if h is null, or stale (HH_E_STALE_HANDLE
    reported), or heap is NULL (HH_E_INVALID_ARG). Valid until the next defrag

@@ -309,6 +309,13 @@ HH_INTERNAL size_t hhi_bitmap_prev(const hhi_bitmap *bm, size_t i);
    handle, forged or not, matches a slot that is not live (tag 0) or never
    used (reads 0: zero pages), so lookups need only test the reserved
    capacity. hwm is the first never-used slot.
+   The table and the heap object share one reservation (hhi_slots_map):
+   HHI_SLOT_SPAN slots, then the object, so the table ends where the object
+   begins. Every index a handle can carry has a readable slot -- committed up
+   to `committed`, zero pages above -- so the inline hh_deref (heap.h) takes
+   the table from the heap pointer, loads the slot of the handle's index
+   unclamped and reads only `base` of the heap (each field it reads is a load
+   per handle, reloaded after every possible call of the slow path).
    Policy as the generic table's (hheap/handles.h): a freed slot joins a FIFO
    and rests while at most min_free slots wait; its generation moves up by one
    (mod 2^24). A table's slots start at first_gen = epoch << 16 | 1 (the tag's
