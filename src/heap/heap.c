@@ -883,7 +883,7 @@ static void heap_release(hh_heap *h) {
     hhi_slots_fini(&h->handles);
     if (h->mapping) hhi_os_unmap(h->mapping, h->mapping_bytes);
     size_t reserved = h->slots_reserved;               /* the object lives in the slots' reservation: last */
-    hhi_os_unmap((char *)h - (size_t)HHI_SLOT_SPAN * sizeof(uint64_t), reserved);
+    hhi_os_unmap_untracked((char *)h - (size_t)HHI_SLOT_SPAN * sizeof(uint64_t), reserved);   /* never annotated */
 }
 
 hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
