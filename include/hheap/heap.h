@@ -19,7 +19,12 @@
  * own mapping: a heap that never pins or tags pays nothing for them. A
  * block holds at most HH_HEAP_MAX_ALLOC bytes. The handle slots are
  * a separate array that never moves, 8 bytes a slot (key and the payload's
- * place in one word); hh_deref is a load and a compare. A heap's handles have
+ * place in one word); hh_deref is a load and a compare. The array lies just
+ * below the heap object, in one reservation with a readable slot for every
+ * index a handle can carry: 128 MiB of address space per heap (never-used
+ * slots read as zero pages; only the slots in use are committed, and count
+ * against memory), so the inline hh_deref finds it without a load and needs
+ * no range test. A heap's handles have
  * the layout of hheap/handles.h with a generation below 2^24: a slot issued
  * 2^24 times retires (never reused), so a stale handle never names a new block.
  *
@@ -202,45 +207,56 @@ HH_API hh_status hh_unpin(hh_heap *heap, hh_handle h);
 
 /* ---------------------------------------------------------------------------
    hh_deref: the hot path. The real function exists (call it, or take its
-   address, as (hh_deref)); the macro below inlines its fast path -- clamp,
-   one compare, one load -- and calls the function for everything else.
+   address, as (hh_deref)); the macro below inlines its fast path -- one
+   load of the slot, one compare, one load of base -- and calls the function
+   for everything else.
 --------------------------------------------------------------------------- */
 /* The address of h's payload; NULL if h is null, or stale (HH_E_STALE_HANDLE
    reported), or heap is NULL (HH_E_INVALID_ARG). Valid until the next defrag
    step, resize or free of h. */
 HH_API void *hh_deref(const hh_heap *heap, hh_handle h);
 
-/* The first bytes of struct hh_heap: all that the inline hh_deref reads.
-   Public only so that it inlines; treat every field as private. A heap's
-   handle slot is 8 bytes, read with one atomic load: the low 32 bits are the
-   key (generation << 8 | the heap's tag; tag 0: not live), the high 32 bits
-   the payload's offset from base in 16-byte granules. */
+/* The first bytes of struct hh_heap. Public only so that hh_deref inlines;
+   treat every field as private. A heap's handle slot is 8 bytes, read with
+   one atomic load: the low 32 bits are the key (generation << 8 | the heap's
+   tag; tag 0: not live), the high 32 bits the payload's offset from base in
+   16-byte granules. */
 typedef struct hh_heap_head {
-    uint64_t *slots;    /* reserved for `capacity` slots, never moves; a slot never issued reads 0 */
+    uint64_t *slots;    /* the slot table: HH_HEAP_SLOT_TABLE_BYTES just below the heap object, never moves */
     char     *base;     /* payload base: a block at offset o of the range has its payload at base + o */
-    uint32_t  capacity; /* slots reserved, the sentinel slot 0 (matches no handle) included; <= 2^24 */
+    uint32_t  capacity; /* slots that can be issued, the sentinel slot 0 (matches no handle) included; <= 2^24 */
     uint32_t  tag_bias; /* the heap's tag << 24: the low half of a handle of this heap, less it, is its index
                            (below capacity for no other tag; the out-of-line lookup's one range test) */
 } hh_heap_head;
 
-/* The macro's body: the live-handle fast path -- clamp, one 8-byte load, one
-   compare (and a test of the handle's tag off the load's path) -- else the
-   function above, which looks again and reports. (The out-of-line lookup
-   folds the tag test into the range test instead, tag_bias: one compare less,
-   but as the inline form it measured slower on shuffled handles, the slot
-   load then waiting on a branch rather than a clamp; see CHANGELOG.) The load
-   is relaxed: key and place come in one word, and the moves that change a
-   place are not concurrent with the use of its pointers (the frame contract
-   above). It relies on one layout fact only: struct hh_heap begins with an
-   hh_heap_head (static-asserted in src/heap/heap.c). */
+/* A heap object sits just above its slot table, in one reservation that has
+   a readable slot for every index a handle can carry (2^24 slots, 128 MiB of
+   address space; only the slots in use are committed, the rest read as zero
+   pages, key 0, which no handle matches). So the inline finds the table from
+   the heap pointer itself and needs no range test. */
+#define HH_HEAP_SLOT_TABLE_BYTES ((size_t)8 << 24)
+
+/* The macro's body: the live-handle fast path -- the slot at the heap pointer
+   less HH_HEAP_SLOT_TABLE_BYTES plus the index (no clamp: every index has a
+   readable slot), one 8-byte load, one compare (and a test of the handle's tag,
+   off the load's path), and base, the only field of the heap it reads -- else
+   the function above, which looks again and reports. Every field read here is
+   read again after each possible call of the function (a compiler must assume
+   the call wrote it), and in a loop over handles that misses the cache each
+   extra load per handle holds a load-queue entry until the misses before it
+   return, so fewer handles are in flight: that is why the table is found by
+   address, not through a field. The load is relaxed: key and place come in
+   one word, and the moves that change a place are not concurrent with the use
+   of its pointers (the frame contract above). It relies on two layout facts
+   (static-asserted in src/heap/heap.c): struct hh_heap begins with an
+   hh_heap_head, and its slot table ends where the object begins. */
 static inline void *hh_deref_inline(const hh_heap *heap, hh_handle h) {
     if (HH_UNLIKELY(heap == NULL)) return (hh_deref)(heap, h);
-    const hh_heap_head *t = (const hh_heap_head *)(const void *)heap;
-    uint32_t idx = (uint32_t)(h.id & HH_HANDLE_INDEX_MASK);
-    idx = idx < t->capacity ? idx : 0;                         /* out of range -> the sentinel */
-    uint64_t w = HH_SLOT_LOAD(&t->slots[idx]);                  /* atomic: other threads free (handles.h) */
+    const uint64_t *slots = (const uint64_t *)((uintptr_t)heap - HH_HEAP_SLOT_TABLE_BYTES);
+    uint64_t w = HH_SLOT_LOAD(&slots[h.id & HH_HANDLE_INDEX_MASK]);   /* atomic: other threads free (handles.h) */
     uint64_t key = h.id >> HH_HANDLE_INDEX_BITS;
-    if (HH_LIKELY(key == (uint32_t)w && (key & 0xFF) != 0)) return t->base + ((w >> 32) << 4);
+    if (HH_LIKELY(key == (uint32_t)w && (key & 0xFF) != 0))
+        return ((const hh_heap_head *)(const void *)heap)->base + ((w >> 32) << 4);
     return (hh_deref)(heap, h);
 }
 #define hh_deref(heap, h) hh_deref_inline((heap), (h))

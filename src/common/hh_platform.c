@@ -94,6 +94,10 @@ void hhi_os_unmap(void *p, size_t size) {
     munmap(p, size);
 }
 
+void hhi_os_unmap_untracked(void *p, size_t size) {
+    if (p != NULL) munmap(p, hh_align_up(size, hhi_os_page_size()));
+}
+
 bool hhi_os_move(void *from, size_t size, void *to) {
     if (hhi_fault()) return false;
     /* As for munmap: ASan would keep the poison of the old range (and not

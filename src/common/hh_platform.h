@@ -31,6 +31,10 @@ HH_INTERNAL bool  hhi_os_commit(void *p, size_t size);
 HH_INTERNAL void  hhi_os_hugepages(void *p, size_t size);
 /* Unmaps what hhi_os_map returned; size as passed to hhi_os_map. */
 HH_INTERNAL void  hhi_os_unmap(void *p, size_t size);
+/* munmap alone, for a mapping no tool annotation (hh_track_*) ever touched:
+   hhi_os_unmap's un-poisoning first costs memcheck with --track-origins
+   time in proportion to the size (the heap's 128 MiB slot reservation). */
+HH_INTERNAL void  hhi_os_unmap_untracked(void *p, size_t size);
 /* Moves the pages of the mapping [from, from+size) to [to, to+size), which
    must be part of another mapping (replaced): page tables move, no byte is
    copied and no page faults again. from is unmapped after. false if the OS

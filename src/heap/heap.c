@@ -19,6 +19,8 @@
 
 _Static_assert(offsetof(struct hh_heap, handles) == 0 && offsetof(hhi_slots, head) == 0,
                "hh_deref_inline reads the hh_heap_head at the heap's address");
+_Static_assert((size_t)HH_HEAP_SLOT_TABLE_BYTES == (size_t)HHI_SLOT_SPAN * sizeof(uint64_t),
+               "hh_deref_inline finds the slot table HH_HEAP_SLOT_TABLE_BYTES below the heap object");
 
 #define hhi_def(v, d) ((v) == 0 ? (d) : (v))
 
@@ -880,7 +882,8 @@ static void heap_release(hh_heap *h) {
     else hhi_meta_free(h->free_span);
     hhi_slots_fini(&h->handles);
     if (h->mapping) hhi_os_unmap(h->mapping, h->mapping_bytes);
-    hhi_meta_free(h);
+    size_t reserved = h->slots_reserved;               /* the object lives in the slots' reservation: last */
+    hhi_os_unmap_untracked((char *)h - (size_t)HHI_SLOT_SPAN * sizeof(uint64_t), reserved);   /* never annotated */
 }
 
 hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
@@ -928,15 +931,20 @@ hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
         limit = commit_end = managed;
     }
 
-    hh_heap *h = hhi_meta_alloc(sizeof *h);
+    uint32_t committed;
+    size_t reserved;
+    hh_heap *h = hhi_slots_map(d.max_handles, grow, huge, sizeof *h, &committed, &reserved);
     if (h == NULL) {
         if (mapping) hhi_os_unmap(mapping, mapping_bytes);
-        return hhi_error(HH_E_NO_MEMORY, "hh_heap_create: cannot allocate the heap object");
+        return hhi_error(HH_E_NO_MEMORY, "hh_heap_create: cannot reserve %zu bytes for the handle slots and the heap "
+                         "object (or commit %zu of them)", (size_t)HHI_SLOT_SPAN * sizeof(uint64_t) + sizeof *h,
+                         (size_t)committed * sizeof(uint64_t) + sizeof *h);
     }
+    h->slots_reserved = reserved;
     h->mapping = mapping;
     h->mapping_bytes = mapping_bytes;
     if (huge) hhi_os_hugepages(mapping, mapping_bytes);
-    s = hhi_slots_init(&h->handles, base + HHI_HDR, d.max_handles, grow, huge);   /* slots hold payload offsets */
+    s = hhi_slots_init(&h->handles, base + HHI_HDR, d.max_handles, committed, reserved);   /* slots hold payload offsets */
     if (s != HH_OK) {
         heap_release(h);
         return s;

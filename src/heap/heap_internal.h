@@ -309,6 +309,13 @@ HH_INTERNAL size_t hhi_bitmap_prev(const hhi_bitmap *bm, size_t i);
    handle, forged or not, matches a slot that is not live (tag 0) or never
    used (reads 0: zero pages), so lookups need only test the reserved
    capacity. hwm is the first never-used slot.
+   The table and the heap object share one reservation (hhi_slots_map):
+   HHI_SLOT_SPAN slots, then the object, so the table ends where the object
+   begins. Every index a handle can carry has a readable slot -- committed up
+   to `committed`, zero pages above -- so the inline hh_deref (heap.h) takes
+   the table from the heap pointer, loads the slot of the handle's index
+   unclamped and reads only `base` of the heap (each field it reads is a load
+   per handle, reloaded after every possible call of the slow path).
    Policy as the generic table's (hheap/handles.h): a freed slot joins a FIFO
    and rests while at most min_free slots wait; its generation moves up by one
    (mod 2^24). A table's slots start at first_gen = epoch << 16 | 1 (the tag's
@@ -317,6 +324,12 @@ HH_INTERNAL size_t hhi_bitmap_prev(const hhi_bitmap *bm, size_t i);
    no generation of a slot is issued twice.
 --------------------------------------------------------------------------- */
 enum { HHI_GEN_BITS = 24, HHI_GEN_EPOCH_SHIFT = 16 };
+/* Slots reserved per heap: one for every index a handle can carry (2^24, so
+   128 MiB of address space; only [0, committed) is writable and charged), so
+   the inline hh_deref needs no range test (heap.h). Huge pages: the
+   reservation starts on a 2 MiB boundary. */
+#define HHI_SLOT_SPAN ((uint32_t)HH_HANDLE_INDEX_MASK + 1u)
+enum { HHI_SLOT_HUGE_BYTES = 2u << 20 };
 #define HHI_GEN_MASK (((uint32_t)1 << HHI_GEN_BITS) - 1)
 
 typedef struct hhi_slots {
@@ -417,9 +430,20 @@ static inline void hhi_slot_drop(hhi_slots *t, uint32_t idx, uint32_t key) {
     t->free_tail = idx;
     t->free_count++;
 }
-/* Maps (growable: reserves and commits the first slots) the slots of a table
-   of max_handles handles for the range at base; HH_E_NO_MEMORY reported. */
-HH_INTERNAL hh_status hhi_slots_init(hhi_slots *t, char *base, uint32_t max_handles, bool growable, bool huge);
+/* One reservation for a heap's slots and the heap object itself:
+   [HHI_SLOT_SPAN slots][obj_bytes, page-rounded]. The slots of every index a
+   handle can carry are readable (zero pages); [0, *committed) of them and the
+   object are writable: all max_handles + 1 at once, or growable, the first
+   HH_HANDLE_COMMIT_SLOTS. Returns the object (zeroed; the table lies just
+   below it, which is what lets hh_deref_inline find it without a load), the
+   reservation's size in *reserved; NULL if the OS refuses (nothing reported). */
+HH_INTERNAL void     *hhi_slots_map(uint32_t max_handles, bool growable, bool huge, size_t obj_bytes,
+                                    uint32_t *committed, size_t *reserved);
+/* Sets up the slots of the heap object t heads (made by hhi_slots_map) for
+   the range at base and takes a table tag; HH_E_NO_MEMORY reported if no tag is free. */
+HH_INTERNAL hh_status hhi_slots_init(hhi_slots *t, char *base, uint32_t max_handles, uint32_t committed,
+                                     size_t reserved);
+/* Gives the tag back (the reservation goes with the heap object: heap_release). */
 HH_INTERNAL void      hhi_slots_fini(hhi_slots *t);
 /* Test hook: free slot idx of heap h will be issued `left` more times before it
    retires (its next generation becomes first_gen - left, mod 2^24). */
@@ -453,6 +477,7 @@ struct hh_heap {
                                      bitmaps, regions and sq_shift are sized for it; constant */
     size_t      commit_end;       /* growable: [base, base + commit_end) is committed (page-aligned end) */
     bool        grow_failed;      /* the last growth attempt was refused by the OS (for the message) */
+    size_t      slots_reserved;   /* bytes of the reservation of the slots and this object (hhi_slots_map) */
     void       *mapping;          /* our own mapping (NULL when the caller gave memory) */
     size_t      mapping_bytes;
     hh_heap_desc desc;            /* resolved desc (defaults applied) */

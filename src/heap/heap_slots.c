@@ -15,36 +15,43 @@ bool hhi_slots_commit_more(hhi_slots *t) {
     return true;
 }
 
-hh_status hhi_slots_init(hhi_slots *t, char *base, uint32_t max_handles, bool growable, bool huge) {
+void *hhi_slots_map(uint32_t max_handles, bool growable, bool huge, size_t obj_bytes, uint32_t *committed,
+                    size_t *reserved) {
     uint32_t cap = max_handles + 1u;                  /* + sentinel slot 0 */
-    size_t bytes = (size_t)cap * sizeof(uint64_t);
-    uint32_t committed;
-    uint64_t *slots = hhi_slot_array_map(cap, sizeof(uint64_t), growable, huge, &committed);
-    if (slots == NULL)
-        return hhi_error(HH_E_NO_MEMORY, "hh_heap_create: cannot %s %zu bytes for %u handle slots",
-                         growable ? "reserve (and commit the first pages of)" : "map", bytes, cap);
+    size_t span = (size_t)HHI_SLOT_SPAN * sizeof(uint64_t), obj = hh_align_up(obj_bytes, hhi_os_page_size());
+    *committed = growable && cap > (uint32_t)HH_HANDLE_COMMIT_SLOTS ? (uint32_t)HH_HANDLE_COMMIT_SLOTS : cap;
+    char *r = hhi_os_reserve(span + obj, huge ? HHI_SLOT_HUGE_BYTES : 0, true);
+    if (r == NULL) return NULL;
+    if (!hhi_os_commit(r + span, obj) ||
+        !hhi_os_commit(r, hh_align_up((size_t)*committed * sizeof(uint64_t), hhi_os_page_size()))) {
+        hhi_os_unmap(r, span + obj);
+        return NULL;
+    }
+    if (huge) hhi_os_hugepages(r, (size_t)cap * sizeof(uint64_t));
+    *reserved = span + obj;
+    return r + span;
+}
+
+hh_status hhi_slots_init(hhi_slots *t, char *base, uint32_t max_handles, uint32_t committed, size_t reserved) {
+    uint32_t cap = max_handles + 1u;
+    uint64_t *slots = (uint64_t *)(void *)((char *)t - (size_t)HHI_SLOT_SPAN * sizeof(uint64_t));
     uint8_t epoch = 0, tag = hhi_handle_tag_acquire(&epoch);
-    if (tag == 0) {
-        hhi_os_unmap(slots, bytes);
+    if (tag == 0)
         return hhi_error(HH_E_NO_MEMORY, "hh_heap_create: all %u table tags are held by live heaps and tables",
                          (unsigned)HH_HANDLE_TAG_COUNT);
-    }
     uint32_t min_free = HH_HANDLE_MIN_FREE_DEFAULT;
     if (min_free > max_handles / 4) min_free = max_handles / 4;
     *t = (hhi_slots){ .head = { .slots = slots, .base = base, .capacity = cap, .tag_bias = (uint32_t)tag << HH_HANDLE_INDEX_BITS },
                       .hwm = 1, .committed = committed,
                       .min_free = min_free, .first_gen = ((uint32_t)epoch << HHI_GEN_EPOCH_SHIFT) | 1u,
                       .first_key = (((uint32_t)epoch << HHI_GEN_EPOCH_SHIFT) | 1u) << 8, .tag = tag,
-                      .reserved_bytes = bytes };
+                      .reserved_bytes = reserved };
     /* slot 0, the sentinel, stays 0: tag 0, no handle matches it */
     return HH_OK;
 }
 
 void hhi_slots_fini(hhi_slots *t) {
-    if (t->head.slots == NULL) return;
-    hhi_os_unmap(t->head.slots, t->reserved_bytes);
-    hhi_handle_tag_release(t->tag);
-    t->head.slots = NULL;
+    if (t->tag != 0) hhi_handle_tag_release(t->tag);
     t->tag = 0;
 }
 
