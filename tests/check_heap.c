@@ -682,6 +682,22 @@ START_TEST(check_catches_corrupt_8_byte_header) {
 }
 END_TEST
 
+/* The inline hh_deref finds the slot table HH_HEAP_SLOT_TABLE_BYTES below
+   the heap object without reading the head's pointer: hh_heap_check says
+   so (I7, one message) if the two ever part. */
+START_TEST(check_catches_a_slot_table_away_from_the_heap) {
+    hh_heap_head *head = (hh_heap_head *)(void *)heap;
+    ck_assert_ptr_eq((void *)head->slots, (void *)((char *)heap - HH_HEAP_SLOT_TABLE_BYTES));
+    uint64_t *keep = head->slots;
+    head->slots = keep + 1;
+    hh_test_reset_captured();
+    ck_assert_int_eq(hh_heap_check(heap), HH_E_CORRUPT);
+    ck_assert_uint_eq(hh_test_captured_count(), 1);
+    head->slots = keep;
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------
    Debug heap: fills and guards
 --------------------------------------------------------------------------- */
@@ -1855,6 +1871,7 @@ Suite *hh_test_heap_suite(void) {
     tcase_add_test(tc, pin_and_tag_arrays_made_on_first_use);
     tcase_add_test(tc, tags_and_pins_survive_full_compaction);
     tcase_add_test(tc, check_catches_corrupt_8_byte_header);
+    tcase_add_test(tc, check_catches_a_slot_table_away_from_the_heap);
     tcase_add_test(tc, debug_fills_and_catches_overrun);
     suite_add_tcase(s, tc);
 

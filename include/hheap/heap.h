@@ -22,8 +22,10 @@
  * place in one word); hh_deref is a load and a compare. The array lies just
  * below the heap object, in one reservation with a readable slot for every
  * index a handle can carry: 128 MiB of address space per heap (never-used
- * slots read as zero pages; only the slots in use are committed, and count
- * against memory), so the inline hh_deref finds it without a load and needs
+ * slots read as zero pages; a heap commits its max_handles + 1 slots at
+ * creation, a growable one as they are issued: only committed slots count
+ * against memory). The reservation counts against RLIMIT_AS (ulimit -v)
+ * and valgrind's address-space limit: 30 heaps take about 4 GiB of it, so the inline hh_deref finds it without a load and needs
  * no range test. A heap's handles have
  * the layout of hheap/handles.h with a generation below 2^24: a slot issued
  * 2^24 times retires (never reused), so a stale handle never names a new block.
@@ -49,8 +51,9 @@
  *   commit        HH_HEAP_GROWABLE only: capacity / 8, at least HH_HEAP_MIN_CAPACITY, at most capacity
  *
  * Growable heaps (HH_HEAP_GROWABLE; engines that size heaps by guess): the
- * heap reserves address space for `capacity` bytes and `max_handles` slots
- * and commits it as it is used -- the managed range starts at `commit` bytes
+ * heap reserves address space for `capacity` bytes (its slots have their
+ * reservation whatever the kind of heap, above) and commits both as they
+ * are used -- the managed range starts at `commit` bytes
  * and grows at its top (by at least a quarter, at most to capacity) when an
  * allocation or resize finds no free block that fits -- before it would
  * compact: committing is cheap, compacting may move much, and the defrag
@@ -171,7 +174,9 @@ typedef struct hh_heap_desc {      /* zero-initialise; zero fields take defaults
 /* Creates a heap. HH_E_INVALID_ARG for a bad desc (out left NULL), HH_E_NO_MEMORY
    if the range or the handle table cannot be mapped. */
 HH_API hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out);
-/* Destroys the heap; every handle becomes invalid. NULL is a no-op. */
+/* Destroys the heap; every handle becomes invalid. NULL is a no-op. The heap
+   pointer must not be used after it: its memory is unmapped, and a later
+   heap may get the same address (tools do not flag that reuse). */
 HH_API void      hh_heap_destroy(hh_heap *heap);
 /* The resolved desc the heap runs with (defaults applied). */
 HH_API void      hh_heap_desc_get(const hh_heap *heap, hh_heap_desc *out);

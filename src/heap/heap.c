@@ -936,15 +936,16 @@ hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
     hh_heap *h = hhi_slots_map(d.max_handles, grow, huge, sizeof *h, &committed, &reserved);
     if (h == NULL) {
         if (mapping) hhi_os_unmap(mapping, mapping_bytes);
+        size_t page = hhi_os_page_size(), obj = hh_align_up(sizeof *h, page);
         return hhi_error(HH_E_NO_MEMORY, "hh_heap_create: cannot reserve %zu bytes for the handle slots and the heap "
-                         "object (or commit %zu of them)", (size_t)HHI_SLOT_SPAN * sizeof(uint64_t) + sizeof *h,
-                         (size_t)committed * sizeof(uint64_t) + sizeof *h);
+                         "object (or commit %zu of them)", (size_t)HHI_SLOT_SPAN * sizeof(uint64_t) + obj,
+                         hh_align_up((size_t)committed * sizeof(uint64_t), page) + obj);
     }
     h->slots_reserved = reserved;
     h->mapping = mapping;
     h->mapping_bytes = mapping_bytes;
     if (huge) hhi_os_hugepages(mapping, mapping_bytes);
-    s = hhi_slots_init(&h->handles, base + HHI_HDR, d.max_handles, committed, reserved);   /* slots hold payload offsets */
+    s = hhi_slots_init(&h->handles, base + HHI_HDR, d.max_handles, committed);   /* slots hold payload offsets */
     if (s != HH_OK) {
         heap_release(h);
         return s;

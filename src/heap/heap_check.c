@@ -209,6 +209,9 @@ static hh_status check_impl(const hh_heap *h, bool report) {
     if (s != HH_OK) return s;
     if (listed != c.free_blocks) FAIL("I4: %u blocks in free lists, %u free blocks in the heap", listed, c.free_blocks);
     if (h->handles.live_count != c.live) FAIL("I7: %u live handles, %u live blocks", h->handles.live_count, c.live);
+    if ((const char *)h->handles.head.slots != (const char *)h - HH_HEAP_SLOT_TABLE_BYTES)   /* where the inline looks */
+        FAIL("I7: the slot table is at %p, not %zu bytes below the heap object", (void *)h->handles.head.slots,
+             (size_t)HH_HEAP_SLOT_TABLE_BYTES);
     if (c.used != h->used_bytes || c.free_bytes != h->free_bytes || c.live != h->live_blocks ||
         c.free_blocks != h->free_blocks || c.pinned != h->pinned_blocks || c.pinned_bytes != h->pinned_bytes ||
         c.sumsq != h->free_sumsq)

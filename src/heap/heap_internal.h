@@ -66,7 +66,8 @@
  *       blocks whose pins[] count is non-zero (and on quarantine blocks, I12);
  *       pins[] is zero for every slot that names no live block (tags[] of
  *       such a slot is stale: every allocation writes its slot's tag).
- *   I7  the slot table's live count equals the number of live blocks; each
+ *   I7  the slot table lies HH_HEAP_SLOT_TABLE_BYTES below the heap object
+ *       (where the inline hh_deref looks); its live count equals the number of live blocks; each
  *       live block's slot (below hwm) has the heap's tag and the block's
  *       payload granule (I6 names it).
  *   I8  the counters (used/free bytes, live/free/pinned blocks, sum of squares)
@@ -333,7 +334,7 @@ enum { HHI_SLOT_HUGE_BYTES = 2u << 20 };
 #define HHI_GEN_MASK (((uint32_t)1 << HHI_GEN_BITS) - 1)
 
 typedef struct hhi_slots {
-    hh_heap_head head;            /* MUST stay first: slots, base, capacity (reserved, slot 0 included) */
+    hh_heap_head head;            /* MUST stay first: slots, base, capacity (max_handles + 1: slot 0 included) */
     uint32_t hwm;                 /* first never-used slot (1 at start) */
     uint32_t committed;           /* slots [0, committed) are writable (growable: committed as issued) */
     uint32_t free_head, free_tail;/* FIFO of released slots: oldest ... newest (0: empty) */
@@ -342,7 +343,6 @@ typedef struct hhi_slots {
     uint32_t first_gen;           /* generation of a slot's first handle */
     uint32_t first_key;           /* first_gen << 8: a dead key that comes back to it retires the slot */
     uint8_t  tag;                 /* 1..255, held by no other live table (hhi_handle_tag_acquire) */
-    size_t   reserved_bytes;
 } hhi_slots;
 
 static inline uint64_t *slot_word(const hhi_slots *t, uint32_t idx) { return &t->head.slots[idx]; }
@@ -441,8 +441,7 @@ HH_INTERNAL void     *hhi_slots_map(uint32_t max_handles, bool growable, bool hu
                                     uint32_t *committed, size_t *reserved);
 /* Sets up the slots of the heap object t heads (made by hhi_slots_map) for
    the range at base and takes a table tag; HH_E_NO_MEMORY reported if no tag is free. */
-HH_INTERNAL hh_status hhi_slots_init(hhi_slots *t, char *base, uint32_t max_handles, uint32_t committed,
-                                     size_t reserved);
+HH_INTERNAL hh_status hhi_slots_init(hhi_slots *t, char *base, uint32_t max_handles, uint32_t committed);
 /* Gives the tag back (the reservation goes with the heap object: heap_release). */
 HH_INTERNAL void      hhi_slots_fini(hhi_slots *t);
 /* Test hook: free slot idx of heap h will be issued `left` more times before it

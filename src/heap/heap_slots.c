@@ -24,7 +24,7 @@ void *hhi_slots_map(uint32_t max_handles, bool growable, bool huge, size_t obj_b
     if (r == NULL) return NULL;
     if (!hhi_os_commit(r + span, obj) ||
         !hhi_os_commit(r, hh_align_up((size_t)*committed * sizeof(uint64_t), hhi_os_page_size()))) {
-        hhi_os_unmap(r, span + obj);
+        hhi_os_unmap_untracked(r, span + obj);   /* as hhi_slots_fini: nothing in it was annotated */
         return NULL;
     }
     if (huge) hhi_os_hugepages(r, (size_t)cap * sizeof(uint64_t));
@@ -32,7 +32,7 @@ void *hhi_slots_map(uint32_t max_handles, bool growable, bool huge, size_t obj_b
     return r + span;
 }
 
-hh_status hhi_slots_init(hhi_slots *t, char *base, uint32_t max_handles, uint32_t committed, size_t reserved) {
+hh_status hhi_slots_init(hhi_slots *t, char *base, uint32_t max_handles, uint32_t committed) {
     uint32_t cap = max_handles + 1u;
     uint64_t *slots = (uint64_t *)(void *)((char *)t - (size_t)HHI_SLOT_SPAN * sizeof(uint64_t));
     uint8_t epoch = 0, tag = hhi_handle_tag_acquire(&epoch);
@@ -44,8 +44,7 @@ hh_status hhi_slots_init(hhi_slots *t, char *base, uint32_t max_handles, uint32_
     *t = (hhi_slots){ .head = { .slots = slots, .base = base, .capacity = cap, .tag_bias = (uint32_t)tag << HH_HANDLE_INDEX_BITS },
                       .hwm = 1, .committed = committed,
                       .min_free = min_free, .first_gen = ((uint32_t)epoch << HHI_GEN_EPOCH_SHIFT) | 1u,
-                      .first_key = (((uint32_t)epoch << HHI_GEN_EPOCH_SHIFT) | 1u) << 8, .tag = tag,
-                      .reserved_bytes = reserved };
+                      .first_key = (((uint32_t)epoch << HHI_GEN_EPOCH_SHIFT) | 1u) << 8, .tag = tag };
     /* slot 0, the sentinel, stays 0: tag 0, no handle matches it */
     return HH_OK;
 }
