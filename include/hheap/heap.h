@@ -21,12 +21,13 @@
  * a separate array that never moves, 8 bytes a slot (key and the payload's
  * place in one word); hh_deref is a load and a compare. The array lies just
  * below the heap object, in one reservation with a readable slot for every
- * index a handle can carry: 128 MiB of address space per heap (never-used
- * slots read as zero pages; a heap commits its max_handles + 1 slots at
- * creation, a growable one as they are issued: only committed slots count
- * against memory). The reservation counts against RLIMIT_AS (ulimit -v)
- * and valgrind's address-space limit: 30 heaps take about 4 GiB of it, so the inline hh_deref finds it without a load and needs
- * no range test. A heap's handles have
+ * index a handle can carry, so the inline hh_deref finds it without a load
+ * and needs no range test. That is 128 MiB of address space per heap:
+ * never-used slots read as zero pages; a heap commits its max_handles + 1
+ * slots at creation, a growable one as they are issued, and only committed
+ * slots count against memory. The reservation does count against RLIMIT_AS
+ * (ulimit -v) and valgrind's address-space limit: 30 heaps take about 4 GiB
+ * of it. A heap's handles have
  * the layout of hheap/handles.h with a generation below 2^24: a slot issued
  * 2^24 times retires (never reused), so a stale handle never names a new block.
  *
@@ -236,8 +237,8 @@ typedef struct hh_heap_head {
 
 /* A heap object sits just above its slot table, in one reservation that has
    a readable slot for every index a handle can carry (2^24 slots, 128 MiB of
-   address space; only the slots in use are committed, the rest read as zero
-   pages, key 0, which no handle matches). So the inline finds the table from
+   address space; slots never committed read as zero pages, key 0, which no
+   handle matches). So the inline finds the table from
    the heap pointer itself and needs no range test. */
 #define HH_HEAP_SLOT_TABLE_BYTES ((size_t)8 << 24)
 
