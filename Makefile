@@ -12,7 +12,6 @@
 # Test-only -D switches (see src/common/hh_config.h), used by the test build:
 #   -DHH_DEBUG=2 -DHH_TESTING=1 -DHH_TRACK_VALGRIND=1
 #   -DHH_DEBUG=3 (whole-heap checks around every mutation; slow)
-#   -DHH_STAT=0 (make check-binned-nostat: the binned suite without the miss counters)
 #   (run-time stress: the HH_HEAP_STRESS_MOVES heap flag moves every block at every step)
 #
 # Modules add their own targets in mk/<name>.mk, included below; a fragment may

@@ -3,15 +3,13 @@
 #   make build/libhheap_malloc.so    the shim (part of `make`)
 #   make check-binned-wrong          tests/wrong/binned_*.c must be reported by memcheck
 #   make check-shim                  unmodified programs give the same output on the shim
-#   make check-binned-nostat         the binned suite built with HH_STAT=0 (the bins must
-#                                    behave as in the default build)
 #   make bench-binned                hh_b* vs glibc in-process; the same workloads on
 #                                    glibc, mimalloc, jemalloc, tcmalloc and our shim
 
 LIB_EXCLUDE += src/binned/binned_shim.c
 ALL_EXTRA   += $(BUILD)/libhheap_malloc.so
 INSTALL_LIBS += $(BUILD)/libhheap_malloc.so
-CHECK_EXTRA += check-binned-wrong check-shim check-binned-nostat
+CHECK_EXTRA += check-binned-wrong check-shim
 DEPS_PKGS   += libmimalloc-dev libjemalloc-dev libgoogle-perftools-dev git python3
 CLEAN_EXTRA +=
 
@@ -32,14 +30,7 @@ $(BUILD)/test/wrong/binned_%: tests/wrong/binned_%.c $(BUILD)/test/libhheap-test
 	$(Q)$(CC) $(CPPFLAGS) $(WARN) -O0 -g -pthread -DHH_TRACK_VALGRIND=1 -o $@ $< $(BUILD)/test/libhheap-test.a $(LDLIBS)
 
 # The runner (WRONG_MC_MUST_CATCH) is mk/reliability.mk's.
-.PHONY: check-binned-wrong check-shim check-binned-nostat bench-binned
-# HH_STAT=0 leaves counters out of the stats, never behaviour out of the
-# bins: the binned suite once more on a test build of that configuration
-# (its own build directory; the suite's counter checks follow HH_STAT).
-check-binned-nostat:
-	@echo "== binned suite, HH_STAT=0 build"
-	@$(MAKE) --no-print-directory BUILD=$(BUILD)/nostat TEST_DEFS="$(TEST_DEFS) -DHH_STAT=0" $(BUILD)/nostat/test/hh-tests
-	CK_RUN_SUITE=binned $(BUILD)/nostat/test/hh-tests
+.PHONY: check-binned-wrong check-shim bench-binned
 check-binned-wrong: $(BINNED_WRONG)
 	@echo "== binned: must-be-caught programs under memcheck"
 	$(call WRONG_MC_MUST_CATCH,$(BINNED_WRONG),Invalid read\|Invalid write)

@@ -152,12 +152,8 @@ START_TEST(cache_hits_counted_per_pair_and_cached_state_checked) {
         hh_bfree(p);
     }
     hh_binned_stats_get(&s1);
-#if HH_STAT >= 1
     ck_assert_uint_eq(s1.classes[c].cache_hits, s0.classes[c].cache_hits + N);
     ck_assert_uint_eq(s1.classes[c].allocs, s0.classes[c].allocs + N);
-#else
-    ck_assert_uint_eq(s1.classes[c].cache_hits, 0);   /* HH_STAT 0 reports no counters */
-#endif
     ck_assert_uint_eq(hhi_bin_count(tc, (unsigned)c), count0);
     ck_assert_uint_eq(hhi_bin_hits(tc, (unsigned)c) >= N, 1);
 
@@ -1106,9 +1102,7 @@ START_TEST(stats_walker_and_leak_report) {
     int c = hh_binned_class_of(72);
     ck_assert_uint_eq(s1.classes[c].live_blocks, s0.classes[c].live_blocks + 2);
     ck_assert_uint_eq(s1.classes[c].live_bytes, s1.classes[c].live_blocks * 80);
-#if HH_STAT >= 1
     ck_assert_uint_eq(s1.classes[c].allocs, s0.classes[c].allocs + 2);
-#endif
     ck_assert(s1.classes[c].cache_hit_rate >= 0.0 && s1.classes[c].cache_hit_rate <= 1.0);
     ck_assert_uint_ge(s1.classes[c].pages, 1);
     ck_assert_uint_eq(s1.large_live_blocks, s0.large_live_blocks + 1);
@@ -1563,9 +1557,7 @@ START_TEST(alternating_runs_stay_in_the_bin) {
     hh_binned_thread_flush();
     for (uint32_t i = 0; i <= cap; i++) hh_bfree(v[i]);     /* the bin overflowed once */
     uint32_t batches0 = class_batches(c);
-#if HH_STAT >= 1
     uint64_t misses0 = atomic_load(&tc->misses[c]);
-#endif
     uint32_t run = cap / 4;
     for (int round = 0; round < 100; round++) {
         for (uint32_t i = 0; i < run; i++) REQUIRE((v[i] = hh_bmalloc(200)) != NULL);
@@ -1573,9 +1565,7 @@ START_TEST(alternating_runs_stay_in_the_bin) {
         for (uint32_t i = 0; i < run; i++) hh_bfree(v[i]);
     }
     ck_assert_uint_eq(class_batches(c), batches0);          /* no push */
-#if HH_STAT >= 1   /* an HH_STAT=0 build keeps no miss counts: the push test above only */
     ck_assert_uint_eq(atomic_load(&tc->misses[c]), misses0);   /* no refill (a pop and a push cancel out above) */
-#endif
     free(v);
     ck_assert_int_eq(hh_binned_check(), HH_OK);
     ck_assert_uint_eq(hh_test_captured_count(), 0);
@@ -1630,8 +1620,7 @@ static void *free_only_thread(void *arg) {
    its blocks reach the allocating thread in small batches instead of
    waiting by the bin-full (up to 32 KiB per class) in a bin nobody takes
    from. An allocation of its own gives the bin its full cap back at the
-   next push. In every build: an HH_STAT=0 build (make check-binned-nostat)
-   once kept full caps, counting no hits. */
+   next push. (A build that counted no hits once kept full caps here.) */
 START_TEST(a_bin_that_only_frees_pushes_small_batches) {
     unsigned c = (unsigned)hh_binned_class_of(200);
     hh_bfree(hh_bmalloc(200));                        /* initialised: the caps are set */

@@ -113,9 +113,8 @@ typedef struct hh_binned_class_stats {
     uint64_t live_bytes;      /* live_blocks * block_size */
     uint32_t pages;           /* 64 KiB pages owned by the class */
     uint32_t empty_pages;     /* of those, pages with no block handed out (kept as spare) */
-    uint64_t allocs;          /* allocations served: cache hits + misses + those made without a cache
-                                 (a build with HH_STAT=0 counts only the last) */
-    uint64_t cache_hits;      /* allocations served from a thread cache without a refill (HH_STAT=0: 0) */
+    uint64_t allocs;          /* allocations served: cache hits + misses + those made without a cache */
+    uint64_t cache_hits;      /* allocations served from a thread cache without a refill */
     double   cache_hit_rate;  /* cache_hits / allocs, 0 when allocs == 0 */
 } hh_binned_class_stats;
 

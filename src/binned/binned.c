@@ -59,7 +59,7 @@ static void *small_alloc_slow(unsigned c, unsigned flags) {
             hhi_bblock *list = NULL;
             uint32_t got = hhi_class_refill(c, &list, cap, (cap + 1) / 2);   /* one lock, not two */
             if (got > 0) {
-                hhi_stat_inc(&tc->misses[c]);
+                hhi_owner_add(&tc->misses[c], 1);
                 b = list;
                 tc->head[c] = hhi_block_next(list);
                 hhi_bin_count_set(tc, c, got - 1);
@@ -207,8 +207,7 @@ void hhi_binned_free_claimed(void *p) {
                    blocks reach the allocating thread in small batches
                    instead of sitting here by the bin-full (up to 32 KiB per
                    class). A hit since restores the full cap at the next
-                   push; a refill at once. (Hits are counted in every
-                   build, HH_STAT 0 too: see HHI_BIN_POP.) */
+                   push; a refill at once. */
                 uint64_t hits = hhi_bin_hits(tc, c);
                 bool free_only = hits == tc->hits_mark[c];
                 tc->hits_mark[c] = hits;
@@ -379,9 +378,6 @@ void hh_binned_stats_get(hh_binned_stats *out) {
         hhi_bclass *k = &hhi_bg.classes[c];
         hh_binned_class_stats *cs = &out->classes[c];
         cs->block_size = hhi_class_size[c];
-#if HH_STAT < 1
-        hits[c] = 0;   /* counted for the free-only rule, but reported only with the misses */
-#endif
         cs->allocs = hits[c] + misses[c] + atomic_load(&k->direct_allocs);
         cs->cache_hits = hits[c];
         cs->cache_hit_rate = cs->allocs ? (double)cs->cache_hits / (double)cs->allocs : 0.0;

@@ -215,10 +215,9 @@ _Static_assert(sizeof(hhi_blarge) <= HHI_LARGE_HDR, "large header size");
    after 2^52 in one bin of one thread (decades at 10^6/s). */
 #define HHI_BIN_COUNT_BITS  12u
 #define HHI_BIN_COUNT_MASK  (((uint64_t)1 << HHI_BIN_COUNT_BITS) - 1)
-/* ops += HHI_BIN_POP on a hit. Hits are counted in every build, HH_STAT 0
-   too: the free-only rule (hhi_binned_free_claimed) needs them, and the one
-   add costs the same with any constant. HH_STAT 0 only leaves them out of
-   hh_binned_stats_get, with the misses. */
+/* ops += HHI_BIN_POP on a hit: the room and the hit count in one add (the
+   free-only rule, hhi_binned_free_claimed, needs the hits as well as the
+   statistics). */
 #define HHI_BIN_POP  (((uint64_t)1 << HHI_BIN_COUNT_BITS) + 1)
 _Static_assert(HHI_BIN_MAX <= HHI_BIN_COUNT_MASK, "a bin's room fits its bits");
 
@@ -480,14 +479,6 @@ HH_INLINE void hhi_block_set_cached(hhi_bblock *b, hhi_bblock *n, _Atomic uint8_
     b->next = n;
     atomic_store_explicit(&b->state, st, memory_order_relaxed);
     hh_track_noaccess(b, sizeof *b);
-}
-
-HH_INLINE void hhi_stat_inc(_Atomic uint64_t *c) {
-#if HH_STAT >= 1
-    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
-#else
-    (void)c;
-#endif
 }
 
 /* A block leaves the allocator (memcheck chunk + debug fill). */

@@ -285,15 +285,14 @@ typedef struct lplan {
     char *base;            /* a cached extent's start that serves the request; NULL: map fresh */
     size_t map_size;       /* bytes the block's mapping gets */
     size_t slack;          /* bytes past the request in it to decommit (0: none) */
-    char *grow;            /* a cached extent too small: its pages move to the head of the fresh mapping */
-    size_t grow_bytes;
+    lrange grow;           /* a cached extent too small: its pages move to the head of the fresh mapping */
 } lplan;
 
 /* Takes what serves a request of map_size bytes (a page multiple) off the
    cache: the smallest extent that holds it, split if the rest is worth
    keeping; else the largest extent, to grow (large lock held). */
 static lplan lcache_take(size_t map_size) {
-    lplan pl = { NULL, map_size, 0, NULL, 0 };
+    lplan pl = { NULL, map_size, 0, { NULL, 0 } };
     hhi_blarge *best = NULL, *grow = NULL;
     for (hhi_blarge *e = hhi_bg.lcache; e != NULL; e = e->next) {
         if (e->map_size >= map_size) {
@@ -323,9 +322,7 @@ static lplan lcache_take(size_t map_size) {
         pl.map_size = keep;
         if (keep - map_size > map_size / 2) pl.slack = keep - map_size;
     } else if (grow != NULL) {
-        lrange r = lcache_evict(grow);
-        pl.grow = r.p;
-        pl.grow_bytes = r.size;
+        pl.grow = lcache_evict(grow);
     }
     return pl;
 }
@@ -363,14 +360,14 @@ void *hhi_large_alloc(size_t size, size_t align, unsigned flags) {
         large_advise(base, map_size);
         /* A cached extent too small: move its faulted-in pages to the head
            of the new mapping (mremap), so only the rest faults. */
-        if (pl.grow != NULL) {
-            if (base != NULL && hhi_os_move(pl.grow, pl.grow_bytes, base)) {
-                dirty = pl.grow_bytes;
+        if (pl.grow.p != NULL) {
+            if (base != NULL && hhi_os_move(pl.grow.p, pl.grow.size, base)) {
+                dirty = pl.grow.size;
 #if HH_TESTING
                 atomic_fetch_add_explicit(&hhi_test_large_moves, 1, memory_order_relaxed);
 #endif
             } else {
-                large_unmap_range(pl.grow, pl.grow_bytes);
+                large_unmap_range(pl.grow.p, pl.grow.size);
             }
         }
     }

@@ -5,13 +5,6 @@
  *                       2 + hh_assert_internal: internal state.
  *                       3 + hh_assert_expensive: whole-structure checks (heap walk
  *                         at the start and end of every mutation).
- *   HH_STAT             1 (default): the binned allocator's per-class cache counters
- *                       (allocs, cache_hits of hh_binned_stats_get); 0 compiles the
- *                       miss counts out: cache_hits reads 0 and allocs counts only the
- *                       allocations made without a cache (hits are still counted: the
- *                       free-only bin rule needs them, and the bins behave the same).
- *                       The heap's counters (hh_heap_stats_get) are always on.
- *                       There is no higher level.
  *   HH_TRACK_VALGRIND   1: memcheck mempool client requests (needs valgrind headers).
  *   HH_TRACK_ASAN       1: AddressSanitizer manual poisoning (build with -fsanitize=address).
  *   HH_TESTING          1: test seam (fault injection countdown, test-only hooks).
@@ -21,9 +14,6 @@
 
 #ifndef HH_DEBUG
 #  define HH_DEBUG 0
-#endif
-#ifndef HH_STAT
-#  define HH_STAT 1
 #endif
 #ifndef HH_TRACK_VALGRIND
 #  define HH_TRACK_VALGRIND 0

@@ -47,7 +47,7 @@ static inline void hdr_write(hhi_block *b, uint64_t word) {
 /* A free block's header, and its links after it (defined to the tools: they
    lie where a payload was). */
 static inline void hdr_write_free(hhi_block *b, size_t size) {
-    hh_track_defined(b, HHI_HDR + sizeof b->u);
+    hh_track_defined(b, HHI_FREE_HEAD);
     b->word = free_word(size);
 }
 
@@ -882,8 +882,7 @@ static void heap_release(hh_heap *h) {
     else hhi_meta_free(h->free_span);
     hhi_slots_fini(&h->handles);
     if (h->mapping) hhi_os_unmap(h->mapping, h->mapping_bytes);
-    size_t reserved = h->slots_reserved;               /* the object lives in the slots' reservation: last */
-    hhi_os_unmap_untracked((char *)h - (size_t)HHI_SLOT_SPAN * sizeof(uint64_t), reserved);   /* never annotated */
+    hhi_slots_unmap(h, sizeof *h);                     /* the object lives in the slots' reservation: last */
 }
 
 hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
@@ -932,16 +931,14 @@ hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
     }
 
     uint32_t committed;
-    size_t reserved;
-    hh_heap *h = hhi_slots_map(d.max_handles, grow, huge, sizeof *h, &committed, &reserved);
+    hh_heap *h = hhi_slots_map(d.max_handles, grow, huge, sizeof *h, &committed);
     if (h == NULL) {
         if (mapping) hhi_os_unmap(mapping, mapping_bytes);
-        size_t page = hhi_os_page_size(), obj = hh_align_up(sizeof *h, page);
+        size_t obj = hhi_slots_reservation(sizeof *h) - HH_HEAP_SLOT_TABLE_BYTES;
         return hhi_error(HH_E_NO_MEMORY, "hh_heap_create: cannot reserve %zu bytes for the handle slots and the heap "
-                         "object (or commit %zu of them)", (size_t)HHI_SLOT_SPAN * sizeof(uint64_t) + obj,
-                         hh_align_up((size_t)committed * sizeof(uint64_t), page) + obj);
+                         "object (or commit %zu of them)", hhi_slots_reservation(sizeof *h),
+                         hh_align_up((size_t)committed * sizeof(uint64_t), hhi_os_page_size()) + obj);
     }
-    h->slots_reserved = reserved;
     h->mapping = mapping;
     h->mapping_bytes = mapping_bytes;
     if (huge) hhi_os_hugepages(mapping, mapping_bytes);
@@ -1321,11 +1318,9 @@ HH_NOINLINE static hh_handle alloc_slow(hh_heap *heap, size_t size) {
    debug, no event hook), a cached block of the size and a rested slot. It
    makes no call, so it needs no stack frame; everything else is alloc_slow. */
 hh_handle hh_alloc(hh_heap *heap, size_t size) {
-    /* sizes 9..: the header and the payload make at least HHI_MIN_BLOCK (1..8 go the slow way) */
-    if (hh_likely(heap != NULL && size - (HHI_MIN_BLOCK - HHI_GRANULE - HHI_HDR + 1) <
-                                      HHI_CACHE_MAX_BLOCK - HHI_HDR - (HHI_MIN_BLOCK - HHI_GRANULE - HHI_HDR) &&
+    if (hh_likely(heap != NULL && size - 1 < HHI_CACHE_MAX_BLOCK - HHI_HDR &&
                   !(heap->flags & (HH_HEAP_THREADSAFE | HH_HEAP_DEBUG)) && heap->event_fn == NULL)) {
-        size_t bs = hh_align_up(size + HHI_HDR, HHI_GRANULE);
+        size_t bs = blk_size_for(size);              /* no guard on a plain heap */
         hhi_slots *t = &heap->handles;
         uint32_t cg = heap->cache[bs / HHI_GRANULE];
         if (hh_likely(cg != HHI_NONE && t->free_count > t->min_free))

@@ -345,6 +345,9 @@ typedef struct hhi_slots {
     uint8_t  tag;                 /* 1..255, held by no other live table (hhi_handle_tag_acquire) */
 } hhi_slots;
 
+/* Loaded from head.slots, not computed from t's address (the table lies
+   HH_HEAP_SLOT_TABLE_BYTES below): computed, gcc rebuilt the address at each
+   use and hh_free took 92 instructions and a stack frame instead of 90. */
 static inline uint64_t *slot_word(const hhi_slots *t, uint32_t idx) { return &t->head.slots[idx]; }
 /* The handle issued in live slot idx, the payload it names. */
 static inline hh_handle hhi_slot_handle(const hhi_slots *t, uint32_t idx) {
@@ -435,14 +438,17 @@ static inline void hhi_slot_drop(hhi_slots *t, uint32_t idx, uint32_t key) {
    handle can carry are readable (zero pages); [0, *committed) of them and the
    object are writable: all max_handles + 1 at once, or growable, the first
    HH_HANDLE_COMMIT_SLOTS. Returns the object (zeroed; the table lies just
-   below it, which is what lets hh_deref_inline find it without a load), the
-   reservation's size in *reserved; NULL if the OS refuses (nothing reported). */
+   below it, which is what lets hh_deref_inline find it without a load); NULL
+   if the OS refuses (nothing reported). */
 HH_INTERNAL void     *hhi_slots_map(uint32_t max_handles, bool growable, bool huge, size_t obj_bytes,
-                                    uint32_t *committed, size_t *reserved);
+                                    uint32_t *committed);
+/* Bytes of that reservation; and its unmapping, given the object. */
+HH_INTERNAL size_t    hhi_slots_reservation(size_t obj_bytes);
+HH_INTERNAL void      hhi_slots_unmap(void *obj, size_t obj_bytes);
 /* Sets up the slots of the heap object t heads (made by hhi_slots_map) for
    the range at base and takes a table tag; HH_E_NO_MEMORY reported if no tag is free. */
 HH_INTERNAL hh_status hhi_slots_init(hhi_slots *t, char *base, uint32_t max_handles, uint32_t committed);
-/* Gives the tag back (the reservation goes with the heap object: heap_release). */
+/* Gives the tag back (the reservation goes with the heap object: hhi_slots_unmap). */
 HH_INTERNAL void      hhi_slots_fini(hhi_slots *t);
 /* Test hook: free slot idx of heap h will be issued `left` more times before it
    retires (its next generation becomes first_gen - left, mod 2^24). */
@@ -476,7 +482,6 @@ struct hh_heap {
                                      bitmaps, regions and sq_shift are sized for it; constant */
     size_t      commit_end;       /* growable: [base, base + commit_end) is committed (page-aligned end) */
     bool        grow_failed;      /* the last growth attempt was refused by the OS (for the message) */
-    size_t      slots_reserved;   /* bytes of the reservation of the slots and this object (hhi_slots_map) */
     void       *mapping;          /* our own mapping (NULL when the caller gave memory) */
     size_t      mapping_bytes;
     hh_heap_desc desc;            /* resolved desc (defaults applied) */
@@ -559,7 +564,7 @@ static inline size_t   blk_size(const hhi_block *b) {
 /* blk_size of a block known to be free, or known not to be. */
 static inline size_t   blk_size_free(const hhi_block *b) {
     hh_assert_internal((b->word & BLK_FREE) != 0);
-    return (size_t)(b->word >> BLK_SIZE_SHIFT) & ~(size_t)(HHI_GRANULE - 1);
+    return (size_t)(b->word >> BLK_SIZE_SHIFT);      /* a free word is size << 9 | BLK_FREE, nothing else (checked) */
 }
 /* The size and the slot of a live block's header word w. */
 static inline size_t   word_size_live(uint64_t w) { return (size_t)(w >> BLK_SIZE_SHIFT) & HHI_MAX_LIVE_BLOCK; }
@@ -636,13 +641,15 @@ static inline hhi_block *blk_prev_free_block(const hhi_block *b) {
     uint64_t psize = ((const uint64_t *)(const void *)b)[-1];
     return (hhi_block *)(void *)((char *)b - psize);
 }
-/* Minimal whole-block size for a payload of n bytes (n already validated):
-   header, payload and guard rounded up to a granule -- a payload of 16k + 8
-   bytes or less pays no padding for the header. */
-static inline size_t blk_min_size(const hh_heap *h, size_t n) {
-    size_t s = hh_align_up(HHI_HDR + n + h->guard, HHI_GRANULE);
+/* Minimal whole-block size for n bytes after the header (n already
+   validated): header and n rounded up to a granule, at least HHI_MIN_BLOCK
+   -- a payload of 16k + 8 bytes or less pays no padding for the header.
+   blk_min_size adds the heap's guard to the payload. */
+static inline size_t blk_size_for(size_t n) {
+    size_t s = hh_align_up(HHI_HDR + n, HHI_GRANULE);
     return s < HHI_MIN_BLOCK ? HHI_MIN_BLOCK : s;
 }
+static inline size_t blk_min_size(const hh_heap *h, size_t n) { return blk_size_for(n + h->guard); }
 /* Usable payload bytes of a live block (constant across moves). */
 static inline size_t blk_usable(const hh_heap *h, const hhi_block *b) {
     return blk_size_live(b) - (size_t)blk_slack(b) * HHI_GRANULE - HHI_HDR - h->guard;

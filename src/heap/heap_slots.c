@@ -15,26 +15,34 @@ bool hhi_slots_commit_more(hhi_slots *t) {
     return true;
 }
 
-void *hhi_slots_map(uint32_t max_handles, bool growable, bool huge, size_t obj_bytes, uint32_t *committed,
-                    size_t *reserved) {
+size_t hhi_slots_reservation(size_t obj_bytes) {
+    return HH_HEAP_SLOT_TABLE_BYTES + hh_align_up(obj_bytes, hhi_os_page_size());
+}
+
+void *hhi_slots_map(uint32_t max_handles, bool growable, bool huge, size_t obj_bytes, uint32_t *committed) {
     uint32_t cap = max_handles + 1u;                  /* + sentinel slot 0 */
-    size_t span = (size_t)HHI_SLOT_SPAN * sizeof(uint64_t), obj = hh_align_up(obj_bytes, hhi_os_page_size());
     *committed = growable && cap > (uint32_t)HH_HANDLE_COMMIT_SLOTS ? (uint32_t)HH_HANDLE_COMMIT_SLOTS : cap;
-    char *r = hhi_os_reserve(span + obj, huge ? HHI_SLOT_HUGE_BYTES : 0, true);
+    char *r = hhi_os_reserve(hhi_slots_reservation(obj_bytes), huge ? HHI_SLOT_HUGE_BYTES : 0, true);
     if (r == NULL) return NULL;
-    if (!hhi_os_commit(r + span, obj) ||
+    char *obj = r + HH_HEAP_SLOT_TABLE_BYTES;
+    if (!hhi_os_commit(obj, obj_bytes) ||
         !hhi_os_commit(r, hh_align_up((size_t)*committed * sizeof(uint64_t), hhi_os_page_size()))) {
-        hhi_os_unmap_untracked(r, span + obj);   /* as hhi_slots_fini: nothing in it was annotated */
+        hhi_slots_unmap(obj, obj_bytes);
         return NULL;
     }
     if (huge) hhi_os_hugepages(r, (size_t)cap * sizeof(uint64_t));
-    *reserved = span + obj;
-    return r + span;
+    return obj;
+}
+
+void hhi_slots_unmap(void *obj, size_t obj_bytes) {
+    /* Untracked: no tool annotation ever touched the reservation, and
+       hhi_os_unmap's un-poisoning costs memcheck time by the 128 MiB. */
+    hhi_os_unmap_untracked((char *)obj - HH_HEAP_SLOT_TABLE_BYTES, hhi_slots_reservation(obj_bytes));
 }
 
 hh_status hhi_slots_init(hhi_slots *t, char *base, uint32_t max_handles, uint32_t committed) {
     uint32_t cap = max_handles + 1u;
-    uint64_t *slots = (uint64_t *)(void *)((char *)t - (size_t)HHI_SLOT_SPAN * sizeof(uint64_t));
+    uint64_t *slots = (uint64_t *)(void *)((char *)t - HH_HEAP_SLOT_TABLE_BYTES);
     uint8_t epoch = 0, tag = hhi_handle_tag_acquire(&epoch);
     if (tag == 0)
         return hhi_error(HH_E_NO_MEMORY, "hh_heap_create: all %u table tags are held by live heaps and tables",
