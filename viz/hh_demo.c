@@ -161,9 +161,17 @@ static obj *spawn(demo *d, uint32_t size, uint32_t tag, uint32_t dies) {
     return o;
 }
 
+/* Drops o's pin, if it has one; an unpin that fails means the demo lost track
+   of its own pins, which must not pass silently. */
+static void obj_unpin(demo *d, obj *o) {
+    if (!o->pinned_at) return;
+    if (hh_unpin(d->heap, o->h) != HH_OK) { fprintf(stderr, "hh-demo: unpin of a pinned object failed\n"); exit(1); }
+    o->pinned_at = NULL;
+}
+
 static void kill_obj(demo *d, size_t i) {
     obj *o = &d->objs[i];
-    if (o->pinned_at) { hh_unpin(d->heap, o->h); o->pinned_at = NULL; }
+    obj_unpin(d, o);
     if (hh_free(d->heap, o->h) != HH_OK) { fprintf(stderr, "hh-demo: free of a live object failed\n"); exit(1); }
     d->frees++;
     d->objs[i] = d->objs[--d->nobj];
@@ -212,9 +220,8 @@ static void level_end(demo *d, unsigned f) {
         }
         for (size_t i = d->nobj; i-- > 0;) {
             obj *o = &d->objs[i];
-            if (o->tag == TAG_GPU) {
-                if (o->pinned_at) { hh_unpin(d->heap, o->h); o->pinned_at = NULL; }
-            } else if (o->tag != TAG_LEVEL) kill_obj(d, i);
+            if (o->tag == TAG_GPU) obj_unpin(d, o);
+            else if (o->tag != TAG_LEVEL) kill_obj(d, i);
         }
     }
     bobjs_expire(d, f);
@@ -291,7 +298,7 @@ static void simulate(demo *d, unsigned f) {
         if (o->tag != TAG_GPU) continue;
         bool want = (int)f >= o->pin_from && (int)f < o->pin_to;
         if (want && !o->pinned_at) o->pinned_at = hh_pin(d->heap, o->h);
-        else if (!want && o->pinned_at) { hh_unpin(d->heap, o->h); o->pinned_at = NULL; }
+        else if (!want) obj_unpin(d, o);
     }
     /* Binned: sound events and network messages. */
     unsigned nb = hh_rng_range(r, 8, 30);
