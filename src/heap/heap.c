@@ -1425,11 +1425,10 @@ HH_NOINLINE static hh_status free_release(hh_heap *heap, hh_handle hd, hhi_block
     return HH_OK;
 }
 
-/* Puts the block b (header word w, `size` bytes, payload p) of a handle just
-   dropped into the cache: it stays as it is to its neighbours (I13). The one
-   body of hh_free's (free_body). */
-static inline void cache_push(hh_heap *heap, hhi_block *b, uint64_t w, size_t size, char *p) {
-    size_t off = blk_offset(heap, b);
+/* Puts the block b (at offset off, header word w, `size` bytes, payload p)
+   of a handle just dropped into the cache: it stays as it is to its
+   neighbours (I13). The one body of hh_free's (free_body). */
+static inline void cache_push(hh_heap *heap, hhi_block *b, size_t off, uint64_t w, size_t size, char *p) {
     heap_touch(heap, off);                           /* low_mark: no cached block lies below it (I13) */
     heap->live_blocks--;
     hh_track_free(heap, p, blk_usable(heap, b));
@@ -1447,17 +1446,18 @@ static inline void cache_push(hh_heap *heap, hhi_block *b, uint64_t w, size_t si
 HH_INLINE hh_status free_body(hh_heap *heap, hh_handle hd, bool plain, bool no_hook) {
     if (!plain) heap_lock(heap);
     hhi_slots *t = &heap->handles;
-    uint32_t idx = hh_handle_index(hd);
-    char *p = hhi_slot_lookup(t, hd);
-    if (hh_unlikely(p == NULL || (!plain && heap->debug))) return free_generic(heap, hd);
+    uint32_t idx;
+    uint64_t *sp, sw;                                /* the slot word: tested here, not a payload against NULL */
+    if (hh_unlikely(!hhi_slot_find(t, hd, &idx, &sp, &sw) || (!plain && heap->debug))) return free_generic(heap, hd);
+    size_t off = hhi_slot_offset(sw);                /* from the slot: the block need not be kept for it */
+    char *p = t->head.base + off;
     hhi_block *b = blk_from_payload(p);
     uint64_t w = b->word;
-    if (hh_unlikely((w & (BLK_FREE | BLK_PINNED)) != 0 || word_slot(w) != idx))
-        return free_generic(heap, hd);
+    if (hh_unlikely(!word_live_unpinned(w, idx))) return free_generic(heap, hd);
     size_t size = word_size_live(w);
     if (hh_unlikely(size > HHI_CACHE_MAX_BLOCK || size > heap->cache_room)) return free_release(heap, hd, b, w);
-    hhi_slot_drop(t, idx, (uint32_t)(hd.id >> HH_HANDLE_INDEX_BITS));
-    cache_push(heap, b, w, size, p);
+    hhi_slot_drop_at(t, sp, idx, (uint32_t)(hd.id >> HH_HANDLE_INDEX_BITS));
+    cache_push(heap, b, off, w, size, p);
     if (!no_hook && hh_unlikely(heap->event_fn != NULL)) event_free(heap, hd);
     hh_assert_expensive(hhi_heap_is_valid(heap));
     if (!plain) heap_unlock(heap);

@@ -358,12 +358,26 @@ static inline void *hhi_slot_ptr(const hhi_slots *t, uint32_t idx) {
 }
 /* h's slot index: below capacity only if h carries this heap's tag (heap.h). */
 static inline uint32_t hhi_slot_index(const hhi_slots *t, hh_handle h) { return (uint32_t)h.id - t->head.tag_bias; }
+/* The offset of the block a live slot word w names (its payload's from
+   head.base is the same), and that payload. */
+static inline size_t hhi_slot_offset(uint64_t w) { return (size_t)(w >> 32) << 4; }
+static inline char *hhi_slot_payload(const hhi_slots *t, uint64_t w) { return t->head.base + hhi_slot_offset(w); }
+/* true if h is live: its slot index in *idx, the slot in *sp and its word in
+   *w (lock-free). The index is the tag-biased one (hhi_slot_index), the only
+   one callers use: computing h's index a second way (the mask) cost hh_free
+   two instructions, and its slot's address a third. */
+static inline bool hhi_slot_find(const hhi_slots *t, hh_handle h, uint32_t *idx, uint64_t **sp, uint64_t *w) {
+    *idx = hhi_slot_index(t, h);
+    if (*idx >= t->head.capacity) return false;
+    *sp = slot_word(t, *idx);
+    *w = HH_SLOT_LOAD(*sp);
+    return (h.id >> HH_HANDLE_INDEX_BITS) == (uint32_t)*w;
+}
 /* The payload behind h if h is live, else NULL (nothing reported; lock-free). */
 static inline void *hhi_slot_lookup(const hhi_slots *t, hh_handle h) {
-    uint32_t idx = hhi_slot_index(t, h);
-    if (idx >= t->head.capacity) return NULL;
-    uint64_t w = HH_SLOT_LOAD(slot_word(t, idx));
-    return (h.id >> HH_HANDLE_INDEX_BITS) == (uint32_t)w ? t->head.base + ((w >> 32) << 4) : NULL;
+    uint32_t idx;
+    uint64_t *sp, w;
+    return hhi_slot_find(t, h, &idx, &sp, &w) ? hhi_slot_payload(t, w) : NULL;
 }
 HH_INTERNAL bool hhi_slots_commit_more(hhi_slots *t);
 /* The oldest slot of the FIFO (free_count > 0). */
@@ -412,11 +426,10 @@ static inline void hhi_slot_repoint(hhi_slots *t, uint32_t idx, const void *p) {
     uint64_t *w = slot_word(t, idx);
     HH_SLOT_STORE(w, (uint64_t)((size_t)((const char *)p - t->head.base) >> 4) << 32 | (uint32_t)*w);
 }
-/* Releases live slot idx whose key is `key`: the next generation, tag 0
+/* Releases live slot idx (its word at w) whose key is `key`: the next generation, tag 0
    (dead), at the FIFO's tail; or retired (tag 0, never queued) when that
    generation would be the first again. */
-static inline void hhi_slot_drop(hhi_slots *t, uint32_t idx, uint32_t key) {
-    uint64_t *w = slot_word(t, idx);
+static inline void hhi_slot_drop_at(hhi_slots *t, uint64_t *w, uint32_t idx, uint32_t key) {
     uint32_t nk = (key & ~(uint32_t)0xFF) + ((uint32_t)1 << 8);   /* generation + 1 mod 2^24, tag 0 */
     t->live_count--;
     if (HH_UNLIKELY(nk == t->first_key)) {
@@ -433,6 +446,8 @@ static inline void hhi_slot_drop(hhi_slots *t, uint32_t idx, uint32_t key) {
     t->free_tail = idx;
     t->free_count++;
 }
+/* The same by index. */
+static inline void hhi_slot_drop(hhi_slots *t, uint32_t idx, uint32_t key) { hhi_slot_drop_at(t, slot_word(t, idx), idx, key); }
 /* One reservation for a heap's slots and the heap object itself:
    [HHI_SLOT_SPAN slots][obj_bytes, page-rounded]. The slots of every index a
    handle can carry are readable (zero pages); [0, *committed) of them and the
@@ -569,6 +584,15 @@ static inline size_t   blk_size_free(const hhi_block *b) {
 /* The size and the slot of a live block's header word w. */
 static inline size_t   word_size_live(uint64_t w) { return (size_t)(w >> BLK_SIZE_SHIFT) & HHI_MAX_LIVE_BLOCK; }
 static inline uint32_t word_slot(uint64_t w) { return (uint32_t)(w >> BLK_SLOT_SHIFT); }
+/* true if header word w is a live, unpinned block's (not free, cached or
+   quarantined) whose slot is idx: one test for what hh_free must know of a
+   block before it frees it. Rotated, the slot field lands in bits 0..23 and
+   the flags in 24..28 (BLK_PREV_FREE masked off), so a single compare
+   against idx checks them all. */
+static inline bool word_live_unpinned(uint64_t w, uint32_t idx) {
+    uint64_t r = (w >> BLK_SLOT_SHIFT) | (w << (64 - BLK_SLOT_SHIFT));
+    return (r & (((BLK_FLAGS & ~BLK_PREV_FREE) << (64 - BLK_SLOT_SHIFT)) | HH_HANDLE_INDEX_MASK)) == idx;
+}
 static inline size_t   blk_size_live(const hhi_block *b) {
     hh_assert_internal((b->word & BLK_FREE) == 0);
     return word_size_live(b->word);
