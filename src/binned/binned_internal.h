@@ -554,8 +554,9 @@ HH_INTERNAL size_t   hhi_pool_trim(uint64_t deadline_ns);
 /* Decommits dirty pool pages that joined the pool before tick `older_than`
    (and retires wholly free spans), until the deadline. */
 HH_INTERNAL size_t   hhi_pool_decay(uint32_t older_than, uint64_t deadline_ns);
-/* Decay: a pass if one is due (cheap check otherwise; sampled: the clock is
-   read on every 32nd call only -- small-block refills and flushes). Holds
+/* Decay: a pass if one is due and no purge thread runs (that one does the
+   passes; cheap check otherwise; sampled: the clock is read on every 32nd
+   call only -- small-block refills and flushes). Holds
    no lock on entry, and no thread-cache bin is half updated: it may start
    the purge thread, and pthread_create may allocate. */
 HH_INTERNAL void     hhi_decay_maybe(bool sampled);
