@@ -1026,6 +1026,75 @@ START_TEST(purge_thread_returns_memory_of_an_idle_program) {
 }
 END_TEST
 
+START_TEST(purge_thread_takes_decay_passes_off_the_programs_path) {
+    /* With the purge thread running, a program thread's slow path does no
+       decay pass even when one is due -- its madvise/munmap calls must not
+       land inside malloc or free -- and the thread gives the memory back.
+       Once the thread is stopped, the slow paths do the passes again. The
+       virtual clock (0.1 ms per reading, period 1 ms) makes a pass due every
+       few readings: nothing is timed. */
+    enum { N = 3000 };
+    hh_binned_trim(0);
+    hhi_test_clock_step(100000);
+    ck_assert_int_eq(hh_binned_set_decay_ms(1), HH_OK);
+    ck_assert_int_eq(hh_binned_set_purge_thread(true), HH_OK);
+    void **v = malloc(N * sizeof *v);
+    for (int i = 0; i < N; i++) v[i] = hh_bmalloc(1000);
+    for (int i = 0; i < N; i++) hh_bfree(v[i]);
+    hh_binned_thread_flush();                       /* pages back to the pool, dirty */
+    hh_bfree(hh_bmalloc((size_t)1 << 20));          /* a slow path: the thread starts */
+    ck_assert(hhi_purge_running());
+    uint64_t mine = atomic_load(&hhi_test_decay_passes_program);
+    for (int i = 0; i < 40; i++) hh_bfree(hh_bmalloc((size_t)2 << 20));   /* unsampled slow paths, passes due */
+    for (int i = 0; i < N; i++) v[i] = hh_bmalloc(1000);                  /* refills and flushes too */
+    for (int i = 0; i < N; i++) hh_bfree(v[i]);
+    hh_binned_thread_flush();
+    uint64_t during = atomic_load(&hhi_test_decay_passes_program) - mine;
+    bool done = purge_until_tick(atomic_load(&hhi_bg.decay_tick));
+    hh_binned_stats after;
+    hh_binned_stats_get(&after);
+    ck_assert_int_eq(hh_binned_set_purge_thread(false), HH_OK);
+    mine = atomic_load(&hhi_test_decay_passes_program);
+    for (int i = 0; i < 40; i++) hh_bfree(hh_bmalloc((size_t)2 << 20));   /* no thread: the program's own */
+    uint64_t without = atomic_load(&hhi_test_decay_passes_program) - mine;
+    free(v);
+    ck_assert_int_eq(hh_binned_set_decay_ms(0), HH_OK);
+    hhi_test_clock_step(0);
+    ck_assert_msg(during == 0, "the program's slow paths ran %llu decay passes beside the purge thread",
+                  (unsigned long long)during);
+    ck_assert_msg(done, "the purge thread ran no decay passes");
+    ck_assert_uint_eq(after.large_cached_bytes, 0);
+    ck_assert_uint_eq(after.pages_free, after.pages_decommitted);      /* none left dirty */
+    ck_assert_uint_gt(without, 0);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+}
+END_TEST
+
+START_TEST(a_new_decay_period_reaches_a_sleeping_purge_thread) {
+    /* The thread sleeps half a period; the slow paths leave passes to it.
+       Shortening the period from 60 s must wake it, or freed memory would
+       wait up to 30 s. Real time here (a sleeping thread): the wait is
+       bounded only by the thread's own period, far below the test's. */
+    hh_binned_trim(0);
+    ck_assert_int_eq(hh_binned_set_decay_ms(60000), HH_OK);
+    ck_assert_int_eq(hh_binned_set_purge_thread(true), HH_OK);
+    hh_bfree(hh_bmalloc((size_t)1 << 20));          /* the thread starts, asleep for 30 s */
+    ck_assert(hhi_purge_running());
+    hh_bfree(hh_bmalloc((size_t)3 << 20));          /* cached: 3 MiB for decay */
+    ck_assert_int_eq(hh_binned_set_decay_ms(1), HH_OK);
+    hh_binned_stats s;
+    for (int i = 0; i < 20000; i++) {               /* 20 s at most; a pass within ms */
+        hh_binned_stats_get(&s);
+        if (s.large_cached_bytes == 0) break;
+        struct timespec ms = { 0, 1000000 };
+        nanosleep(&ms, NULL);
+    }
+    ck_assert_int_eq(hh_binned_set_purge_thread(false), HH_OK);
+    ck_assert_int_eq(hh_binned_set_decay_ms(0), HH_OK);
+    ck_assert_uint_eq(s.large_cached_bytes, 0);
+}
+END_TEST
+
 START_TEST(purge_thread_is_off_by_default_and_without_decay) {
     /* The library default: no thread, ever, without a call; asked for with
        decay off, it is not started either (nothing to do). */
@@ -2440,6 +2509,8 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, trim_honours_its_time_budget);
     tcase_add_test(tc, decay_returns_memory_without_trim_calls);
     tcase_add_test(tc, purge_thread_returns_memory_of_an_idle_program);
+    tcase_add_test(tc, purge_thread_takes_decay_passes_off_the_programs_path);
+    tcase_add_test(tc, a_new_decay_period_reaches_a_sleeping_purge_thread);
     tcase_add_test(tc, purge_thread_is_off_by_default_and_without_decay);
     tcase_add_test(tc, purge_thread_restarts_in_a_fork_child);
     tcase_add_test(tc, new_span_under_a_tight_address_space_limit);

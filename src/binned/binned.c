@@ -431,6 +431,7 @@ hh_status hh_binned_set_decay_ms(uint32_t ms) {
     uint64_t ns = (uint64_t)ms * 1000000u;
     if (ns != 0) atomic_store_explicit(&hhi_bg.decay_next_ns, hhi_now_ns() + ns, memory_order_relaxed);
     atomic_store_explicit(&hhi_bg.decay_ns, ns, memory_order_relaxed);
+    hhi_purge_nudge();   /* a running purge thread sleeps by the old period; the slow paths leave the passes to it */
     return HH_OK;
 }
 

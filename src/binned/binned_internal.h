@@ -554,8 +554,9 @@ HH_INTERNAL size_t   hhi_pool_trim(uint64_t deadline_ns);
 /* Decommits dirty pool pages that joined the pool before tick `older_than`
    (and retires wholly free spans), until the deadline. */
 HH_INTERNAL size_t   hhi_pool_decay(uint32_t older_than, uint64_t deadline_ns);
-/* Decay: a pass if one is due (cheap check otherwise; sampled: the clock is
-   read on every 32nd call only -- small-block refills and flushes). Holds
+/* Decay: a pass if one is due and no purge thread runs (that one does the
+   passes; cheap check otherwise; sampled: the clock is read on every 32nd
+   call only -- small-block refills and flushes). Holds
    no lock on entry, and no thread-cache bin is half updated: it may start
    the purge thread, and pthread_create may allocate. */
 HH_INTERNAL void     hhi_decay_maybe(bool sampled);
@@ -564,9 +565,12 @@ HH_INTERNAL _Atomic uint64_t hhi_test_large_moves;   /* grows of a cached extent
 /* Called first in every hhi_decay_maybe: a test allocates and frees there,
    as the purge thread's creation may. */
 HH_INTERNAL void (*hhi_binned_test_decay_hook)(void);
+/* Decay passes run by the program's own slow paths (hhi_decay_maybe). */
+HH_INTERNAL _Atomic uint64_t hhi_test_decay_passes_program;
 #endif
-/* The pass alone, without starting the purge thread (the thread's own). */
-HH_INTERNAL void     hhi_decay_pass(bool sampled);
+/* The pass alone, without starting the purge thread (the thread's own);
+   true if this call ran one. */
+HH_INTERNAL bool     hhi_decay_pass(bool sampled);
 /* One more bounded slice of a pass that ran out of budget; false when
    nothing is left (or a trim holds the trim lock: it does the work). */
 HH_INTERNAL bool     hhi_decay_continue(void);
@@ -579,7 +583,11 @@ HH_INLINE void hhi_decay_work_note(void) {
 }
 
 /* binned_purge.c: the background purge thread (hh_binned_set_purge_thread). */
-HH_INTERNAL bool     hhi_purge_wanted(void);     /* asked for and not started yet */
+enum { HHI_PURGE_OFF = 0, HHI_PURGE_WANTED, HHI_PURGE_STARTING, HHI_PURGE_RUNNING };
+HH_INTERNAL int      hhi_purge_state(void);      /* HHI_PURGE_*: one relaxed load */
+/* Wakes a running thread for a pass now (the decay period changed: its
+   sleep was planned for the old one). */
+HH_INTERNAL void     hhi_purge_nudge(void);
 HH_INTERNAL void     hhi_purge_start(void);      /* starts it if still wanted (no lock held) */
 HH_INTERNAL void     hhi_purge_fork_prepare(void);
 HH_INTERNAL void     hhi_purge_fork_parent(void);

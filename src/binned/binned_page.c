@@ -492,8 +492,9 @@ static size_t spans_retire(uint64_t deadline_ns) {
 
 /* ---------------------------------------------------------------------------
    Decay: one bounded pass per period, run by whichever thread notices it is
-   due (the CAS on decay_next_ns elects one): a slow path (refill, flush,
-   large block) or the purge thread (binned_purge.c). A pass unmaps large
+   due (the CAS on decay_next_ns elects one): the purge thread
+   (binned_purge.c) while it runs, else a slow path (refill, flush, large
+   block). A pass unmaps large
    mappings cached for at least a period and decommits pool pages that were
    dirty at the previous pass already (so one to two periods old).
 --------------------------------------------------------------------------- */
@@ -512,20 +513,21 @@ static void decay_work(uint32_t tick, uint64_t cutoff_ns, uint64_t deadline_ns) 
     atomic_store_explicit(&hhi_bg.decay_more, more, memory_order_release);
 }
 
-void hhi_decay_pass(bool sampled) {
+bool hhi_decay_pass(bool sampled) {
     uint64_t period = atomic_load_explicit(&hhi_bg.decay_ns, memory_order_relaxed);
-    if (period == 0) return;
+    if (period == 0) return false;
     /* Refills and flushes look at the clock only every 32nd time: a clock
        read costs as much as the rest of a refill of a small class. */
     static _Thread_local uint32_t calls HHI_TLS_MODEL;
-    if (sampled && (++calls & 31u) != 0) return;
+    if (sampled && (++calls & 31u) != 0) return false;
     uint64_t now = hhi_now_ns(), due = atomic_load_explicit(&hhi_bg.decay_next_ns, memory_order_relaxed);
-    if (now < due) return;
-    if (!atomic_compare_exchange_strong(&hhi_bg.decay_next_ns, &due, now + period)) return;   /* another thread */
-    if (pthread_mutex_trylock(&hhi_bg.trim_lock.m) != 0) return;   /* a trim is running: it does the work */
+    if (now < due) return false;
+    if (!atomic_compare_exchange_strong(&hhi_bg.decay_next_ns, &due, now + period)) return false;   /* another thread */
+    if (pthread_mutex_trylock(&hhi_bg.trim_lock.m) != 0) return false;   /* a trim is running: it does the work */
     uint32_t tick = atomic_fetch_add(&hhi_bg.decay_tick, 1);       /* pages of this tick or later stay */
     decay_work(tick, now - period, now + HHI_DECAY_BUDGET_NS);
     hhi_lock_release(&hhi_bg.trim_lock);
+    return true;
 }
 
 bool hhi_decay_continue(void) {
@@ -542,6 +544,7 @@ bool hhi_decay_continue(void) {
 
 #if HH_TESTING
 void (*hhi_binned_test_decay_hook)(void) = NULL;
+_Atomic uint64_t hhi_test_decay_passes_program;
 #endif
 
 void hhi_decay_maybe(bool sampled) {
@@ -549,11 +552,23 @@ void hhi_decay_maybe(bool sampled) {
     if (hhi_binned_test_decay_hook != NULL) hhi_binned_test_decay_hook();   /* stands for the purge thread's creation */
 #endif
     if (hh_likely(atomic_load_explicit(&hhi_bg.decay_ns, memory_order_relaxed) == 0)) return;
+    /* With the purge thread running the passes are its alone: their
+       madvise/munmap calls (up to 1 ms) stay off the program's threads --
+       a frame thread must not pay for them inside malloc or free. The
+       thread looks every half period, so nothing needs to tell it that a
+       pass is due (telling it would be a futex call here). */
+    int st = hhi_purge_state();
+    if (hh_likely(st == HHI_PURGE_RUNNING)) return;
     /* The thread starts once there is something for it to give back: a
        program that never frees a page's worth never gets one. */
-    if (hh_unlikely(hhi_purge_wanted()) && atomic_load_explicit(&hhi_bg.decay_work, memory_order_relaxed))
+    if (hh_unlikely(st == HHI_PURGE_WANTED) && atomic_load_explicit(&hhi_bg.decay_work, memory_order_relaxed))
         hhi_purge_start();
-    hhi_decay_pass(sampled);
+    bool ran = hhi_decay_pass(sampled);
+#if HH_TESTING
+    if (ran) atomic_fetch_add_explicit(&hhi_test_decay_passes_program, 1, memory_order_relaxed);
+#else
+    (void)ran;
+#endif
 }
 
 /* ---------------------------------------------------------------------------

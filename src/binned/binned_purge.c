@@ -1,10 +1,15 @@
 /* binned_purge.c -- the optional background purge thread: decay passes for a
  * program that has gone quiet.
  *
- * Decay (hh_binned_set_decay_ms) runs from the allocator's own slow paths, so
- * a program that frees 400 MB and then waits -- for input, a timer, the next
- * level -- keeps it all resident: no slow path runs to notice that time has
- * passed. This thread runs the same bounded pass every half period instead.
+ * Without it, decay (hh_binned_set_decay_ms) runs from the allocator's own
+ * slow paths, so a program that frees 400 MB and then waits -- for input, a
+ * timer, the next level -- keeps it all resident: no slow path runs to notice
+ * that time has passed. This thread looks every half period instead, and
+ * while it runs the passes are its alone: the slow paths do none, so the
+ * madvise/munmap calls of a pass never land inside the program's malloc or
+ * free (a game's frame thread). A page freed at t is decommitted by about
+ * t + 2.5 periods (it must be dirty at one pass to go at the next; passes
+ * come a period apart, seen at most half a period late).
  *
  * Life cycle (purge_state):
  *   OFF      no thread; hh_binned_set_purge_thread(false), the library default
@@ -31,7 +36,8 @@
 #include <signal.h>
 #include <time.h>
 
-enum { PURGE_OFF = 0, PURGE_WANTED, PURGE_STARTING, PURGE_RUNNING };
+enum { PURGE_OFF = HHI_PURGE_OFF, PURGE_WANTED = HHI_PURGE_WANTED,
+       PURGE_STARTING = HHI_PURGE_STARTING, PURGE_RUNNING = HHI_PURGE_RUNNING };
 
 /* The thread's bookkeeping. `lock` guards current/kick and the state changes
    that start or end the thread; the thread holds it only around its waits.
@@ -156,8 +162,14 @@ void hhi_purge_start(void) {
     if (made) pthread_join(tid, NULL);
 }
 
-bool hhi_purge_wanted(void) {
-    return atomic_load_explicit(&purge.state, memory_order_relaxed) == PURGE_WANTED;
+int hhi_purge_state(void) { return atomic_load_explicit(&purge.state, memory_order_relaxed); }
+
+void hhi_purge_nudge(void) {
+    if (atomic_load(&purge.state) != PURGE_RUNNING) return;
+    pthread_mutex_lock(&purge.lock);
+    purge.kick = true;
+    pthread_cond_broadcast(&purge.wake);
+    pthread_mutex_unlock(&purge.lock);
 }
 
 /* fork: the purge lock is held across fork() (after every allocator lock),

@@ -24,42 +24,101 @@ size_t hhi_os_page_size(void) {
     return p;
 }
 
-/* mmap of size bytes at alignment align with the given protection and flags. */
+#if HH_TESTING
+_Atomic uint64_t hhi_test_os_maps, hhi_test_os_unmaps;
+#  define COUNT_OS(c) atomic_fetch_add_explicit(&(c), 1, memory_order_relaxed)
+#else
+#  define COUNT_OS(c) ((void)0)
+#endif
+
+/* The map and unmap calls of map_aligned, counted under HH_TESTING. */
+static void *os_mmap(void *at, size_t size, int prot, int flags) {
+    COUNT_OS(hhi_test_os_maps);
+    return mmap(at, size, prot, flags, -1, 0);
+}
+
+static void os_munmap(void *p, size_t size) {
+    COUNT_OS(hhi_test_os_unmaps);
+    munmap(p, size);
+}
+
+/* Maps [at, at+size) only if that range is free: with MAP_FIXED_NOREPLACE
+   a taken range fails without creating anything (one syscall). Kernels
+   before 4.17 ignore the flag and treat `at` as a hint: a mapping made
+   elsewhere is undone. */
+static bool map_exact(uintptr_t at, size_t size, int prot, int flags) {
+#ifdef MAP_FIXED_NOREPLACE
+    flags |= MAP_FIXED_NOREPLACE;
+#endif
+    void *q = os_mmap((void *)at, size, prot, flags);
+    if (q == (void *)at) return true;
+    if (q != MAP_FAILED) os_munmap(q, size);
+    return false;
+}
+
+/* Base of the last aligned mapping map_aligned made: the kernel hands out
+   addresses top-down, so the aligned range just below it is usually free
+   and the next span or large block can go there in a single mmap. Only a
+   hint (any thread may overwrite it; map_exact never takes a used range). */
+static _Atomic uintptr_t last_aligned;
+
+/* mmap of size bytes at alignment align with the given protection and flags.
+   Never more than size bytes of address space before the over-map step, and
+   that one only after cheaper ways failed and itself falls back to exact
+   ranges: under a tight RLIMIT_AS (ulimit -v) a 4 MiB span must not need
+   8 MiB of address space, or small blocks fail while bigger mappings of
+   exactly their size still succeed. */
 static void *map_aligned(size_t size, size_t align, int prot, int flags) {
     if (hhi_fault()) return NULL;
     size_t page = hhi_os_page_size();
     if (size == 0 || size > SIZE_MAX / 2) return NULL;
     size = hh_align_up(size, page);
     if (align <= page) {
-        void *p = mmap(NULL, size, prot, flags, -1, 0);
+        void *p = os_mmap(NULL, size, prot, flags);
         return p == MAP_FAILED ? NULL : p;
     }
-    /* First exactly size bytes: where the kernel put them, or at the aligned
-       address just below or above (mappings grow downwards, so the range
-       below a fresh mapping is usually free). Only if that fails, over-map
-       by align and trim both ends -- which needs size + align of address
-       space for a moment: under a tight RLIMIT_AS (ulimit -v) a 4 MiB span
-       would need 8 MiB and fail while smaller mappings still succeed. */
-    void *first = mmap(NULL, size, prot, flags, -1, 0);
-    if (first == MAP_FAILED) return NULL;
-    if (((uintptr_t)first & (align - 1)) == 0) return first;
-    munmap(first, size);
-    uintptr_t down = (uintptr_t)first & ~(uintptr_t)(align - 1);
-    uintptr_t hints[2] = { down, down + align };
-    for (int i = 0; i < 2; i++) {
-        void *q = mmap((void *)hints[i], size, prot, flags, -1, 0);
-        if (q == (void *)hints[i]) return q;
-        if (q != MAP_FAILED) munmap(q, size);
+    uintptr_t mask = (uintptr_t)(align - 1), done = 0;
+    /* 1. Just below the last one: one mmap in the common case. */
+    uintptr_t last = atomic_load_explicit(&last_aligned, memory_order_relaxed);
+    if (last > size + align && map_exact((last - size) & ~mask, size, prot, flags)) done = (last - size) & ~mask;
+    /* 2. Where the kernel puts it: aligned by luck, or extended down to the
+       aligned address below it (that range is usually free: mappings grow
+       downwards) and the surplus top cut off -- 2 mmap and 1 munmap. */
+    uintptr_t first = 0;
+    if (done == 0) {
+        void *f = os_mmap(NULL, size, prot, flags);
+        if (f == MAP_FAILED) return NULL;
+        first = (uintptr_t)f;
+        if ((first & mask) == 0) {
+            done = first;
+        } else if (map_exact(first & ~mask, first - (first & ~mask), prot, flags)) {
+            done = first & ~mask;
+            os_munmap((void *)(done + size), first - done);
+        } else {
+            os_munmap(f, size);
+        }
     }
-    if (size > SIZE_MAX - align) return NULL;
-    size_t span = size + align;
-    char *raw = mmap(NULL, span, prot, flags, -1, 0);
-    if (raw == MAP_FAILED) return NULL;
-    char *p = (char *)hh_align_up_ptr((uintptr_t)raw, align);
-    size_t lead = (size_t)(p - raw), tail = span - lead - size;
-    if (lead) munmap(raw, lead);
-    if (tail) munmap(p + size, tail);
-    return p;
+    /* 3. The range below was taken (the kernel filled a hole): over-map by
+       align and trim both ends, or, when the address-space limit refuses
+       that, exactly size bytes at the aligned addresses around the hole. */
+    if (done == 0 && size <= SIZE_MAX - align) {
+        size_t span = size + align;
+        void *raw = os_mmap(NULL, span, prot, flags);
+        if (raw != MAP_FAILED) {
+            uintptr_t r = (uintptr_t)raw;
+            done = (r + mask) & ~mask;
+            size_t lead = (size_t)(done - r), tail = span - lead - size;
+            if (lead) os_munmap(raw, lead);
+            if (tail) os_munmap((void *)(done + size), tail);
+        }
+    }
+    if (done == 0) {
+        uintptr_t hints[2] = { first & ~mask, (first & ~mask) + align };
+        for (int i = 0; i < 2 && done == 0; i++)
+            if (hints[i] != 0 && map_exact(hints[i], size, prot, flags)) done = hints[i];
+    }
+    if (done != 0) atomic_store_explicit(&last_aligned, done, memory_order_relaxed);
+    return (void *)done;
 }
 
 void *hhi_os_map(size_t size, size_t align) {

@@ -51,6 +51,8 @@ HH_INTERNAL uint64_t hhi_now_ns(void);
    this many ns at every call, so a test can assert how much work a budgeted
    call did without timing anything. 0: the real clock. */
 HH_INTERNAL void hhi_test_clock_step(uint64_t step_ns);
+/* mmap and munmap calls made by hhi_os_map/hhi_os_reserve so far. */
+HH_INTERNAL _Atomic uint64_t hhi_test_os_maps, hhi_test_os_unmaps;
 #endif
 
 /* Resident set size of this process in bytes (from /proc/self/statm), 0 if unknown. */
