@@ -984,8 +984,13 @@ END_TEST
    pass reads the virtual clock, so a pass is due every few kicks. */
 static bool purge_until_tick(uint32_t from) {
     for (int k = 0; k < 1000; k++) {
-        if ((int32_t)(atomic_load(&hhi_bg.decay_tick) - (from + 2)) >= 0 && !atomic_load(&hhi_bg.decay_more))
+        if ((int32_t)(atomic_load(&hhi_bg.decay_tick) - (from + 2)) >= 0 && !atomic_load(&hhi_bg.decay_more)) {
+            /* The tick moves when a pass starts, and decay_more is still the
+               last pass's: one more whole pass, so that none is in flight
+               when the caller reads the stats. */
+            hhi_purge_kick_and_wait();
             return true;
+        }
         hhi_purge_kick_and_wait();
     }
     return false;

@@ -154,6 +154,29 @@ START_TEST(aligned_mappings_take_few_syscalls) {
 }
 END_TEST
 
+/* A big block mapped and unmapped over and over comes back to about the same
+   place: the hint below the last aligned mapping is forgotten when that
+   mapping goes (kept, each cycle went 6 MiB lower: 2.4 GiB over this run). */
+START_TEST(aligned_map_unmap_cycles_reuse_the_range) {
+    enum { CYCLES = 400 };
+    const size_t align = (size_t)2 << 20, size = ((size_t)5 << 20) + 4096;
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (int i = 0; i < CYCLES; i++) {
+        char *p = hhi_os_map(size, align);
+        ck_assert_ptr_nonnull(p);
+        ck_assert_uint_eq((uintptr_t)p % align, 0);
+        p[0] = 1;
+        if ((uintptr_t)p < lo) lo = (uintptr_t)p;
+        if ((uintptr_t)p > hi) hi = (uintptr_t)p;
+        hhi_os_unmap(p, size);
+    }
+    const char *vg = getenv("HH_TEST_UNDER_VALGRIND");
+    if (vg != NULL && *vg == '1') return;           /* the tool places mappings itself */
+    ck_assert_msg(hi - lo < ((uintptr_t)256 << 20), "%d map/unmap cycles spread over %llu MiB", CYCLES,
+                  (unsigned long long)((hi - lo) >> 20));
+}
+END_TEST
+
 START_TEST(clock_is_monotonic) {
     uint64_t a = hhi_now_ns(), b = hhi_now_ns();
     ck_assert_uint_ge(b, a);
@@ -173,6 +196,7 @@ Suite *hh_test_common_suite(void) {
     tcase_add_test(tc, clock_is_monotonic);
     tcase_add_test(tc, aligned_reservations_keep_their_protection);
     tcase_add_test(tc, aligned_mappings_take_few_syscalls);
+    tcase_add_test(tc, aligned_map_unmap_cycles_reuse_the_range);
     suite_add_tcase(s, tc);
     return s;
 }

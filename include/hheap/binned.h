@@ -148,16 +148,21 @@ HH_API size_t hh_binned_trim(uint64_t max_ns);
 
 /* Time-based decay: with a period of ms > 0, freed memory that stayed unused
    for one to two periods (empty pool pages, cached large mappings) goes back
-   to the OS without a call from the program -- the allocator's own slow
-   paths (refills, flushes, large blocks) notice the time and do a bounded
-   trim of what is old enough (at most about 1 ms each). 0 (the library's
-   default: a game calls hh_binned_trim itself) turns it off. The LD_PRELOAD
-   shim turns it on with 250 ms. HH_E_INVALID_ARG above 60000 ms. */
+   to the OS without a call from the program: while the purge thread below
+   runs, it alone does that work (malloc and free then make no madvise or
+   munmap call for it); without it the allocator's own slow paths (refills,
+   flushes, large blocks) notice the time and do a bounded trim of what is
+   old enough (at most about 1 ms each). A new period reaches a sleeping
+   purge thread at once. 0 (the library's default: a game calls
+   hh_binned_trim itself) turns it off. The LD_PRELOAD shim turns it on with
+   250 ms. HH_E_INVALID_ARG above 60000 ms. */
 HH_API hh_status hh_binned_set_decay_ms(uint32_t ms);
 
-/* Background purge thread: with on, one thread runs the decay pass twice per
-   period, so memory freed by a program that then goes quiet (no more slow
-   paths) still goes back -- one to two and a half periods after the free.
+/* Background purge thread: with on, one thread looks twice a period and runs
+   the decay pass when it is due (once a period), so memory freed by a
+   program that then goes quiet (no more slow paths) still goes back -- one
+   to two and a half periods after the free -- and the program's own calls
+   do no decay work while it runs.
    Started lazily, by the first slow path that sees decay on after memory
    first became decay's to give back (an empty page, a freed large block): a
    program that never frees that much never gets it. Its creation allocates

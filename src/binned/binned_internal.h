@@ -80,14 +80,6 @@
 /* ---------------------------------------------------------------------------
    Geometry
 --------------------------------------------------------------------------- */
-/* Prefetch for writing (a hint: no fault, whatever the address; nothing
-   where the compiler has no builtin). */
-#if defined(__GNUC__) || defined(__clang__)
-#  define HHI_PREFETCH_W(p) __builtin_prefetch((p), 1, 3)
-#else
-#  define HHI_PREFETCH_W(p) ((void)(p))
-#endif
-
 #define HHI_CLASS_COUNT     HH_BINNED_CLASS_COUNT
 #define HHI_SMALL_MAX       ((size_t)HH_BINNED_SMALL_MAX)
 #define HHI_PAGE_SHIFT      16u
@@ -585,8 +577,8 @@ HH_INLINE void hhi_decay_work_note(void) {
 /* binned_purge.c: the background purge thread (hh_binned_set_purge_thread). */
 enum { HHI_PURGE_OFF = 0, HHI_PURGE_WANTED, HHI_PURGE_STARTING, HHI_PURGE_RUNNING };
 HH_INTERNAL int      hhi_purge_state(void);      /* HHI_PURGE_*: one relaxed load */
-/* Wakes a running thread for a pass now (the decay period changed: its
-   sleep was planned for the old one). */
+/* Wakes a running thread so that it plans its sleep by the new decay period
+   (it slept by the old one, up to 30 s). */
 HH_INTERNAL void     hhi_purge_nudge(void);
 HH_INTERNAL void     hhi_purge_start(void);      /* starts it if still wanted (no lock held) */
 HH_INTERNAL void     hhi_purge_fork_prepare(void);
@@ -666,7 +658,7 @@ HH_INLINE void hhi_bfree_fast(void *p, unsigned flags) {
        object freed) cost two misses one after the other. Asked for now, the
        block's line arrives while the page and the state byte are read. A
        hint: it never faults, whatever p is. */
-    HHI_PREFETCH_W(p);
+    HH_PREFETCH_W(p);
     if (hh_likely(chunk < tc->registry_len &&
                   atomic_load_explicit(&tc->registry[chunk], memory_order_relaxed) == HHI_REG_SPAN)) {
         hhi_bpage *pg = hhi_page_of(a);

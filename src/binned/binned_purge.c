@@ -36,8 +36,6 @@
 #include <signal.h>
 #include <time.h>
 
-enum { PURGE_OFF = HHI_PURGE_OFF, PURGE_WANTED = HHI_PURGE_WANTED,
-       PURGE_STARTING = HHI_PURGE_STARTING, PURGE_RUNNING = HHI_PURGE_RUNNING };
 
 /* The thread's bookkeeping. `lock` guards current/kick and the state changes
    that start or end the thread; the thread holds it only around its waits.
@@ -100,7 +98,7 @@ static void *purge_main(void *arg) {
         /* A pass stopped at its 1 ms budget: finish it in more slices (the
            locks are let go between them, so allocating threads get in). */
         for (unsigned slices = 0; slices < 4096 && hhi_decay_continue(); slices++)
-            if (atomic_load_explicit(&purge.state, memory_order_relaxed) != PURGE_RUNNING) break;
+            if (atomic_load_explicit(&purge.state, memory_order_relaxed) != HHI_PURGE_RUNNING) break;
         pthread_mutex_lock(&purge.lock);
         atomic_fetch_add(&purge.passes, 1);
         pthread_cond_broadcast(&purge.passed);
@@ -116,17 +114,17 @@ static void purge_stop(int then) {
        and stops what it started. */
     atomic_store(&purge.state, then);
     pthread_t tid = purge.tid;
-    if (st == PURGE_RUNNING) {
+    if (st == HHI_PURGE_RUNNING) {
         purge.current = 0;
         pthread_cond_broadcast(&purge.wake);
     }
     pthread_mutex_unlock(&purge.lock);
-    if (st == PURGE_RUNNING) pthread_join(tid, NULL);
+    if (st == HHI_PURGE_RUNNING) pthread_join(tid, NULL);
 }
 
 void hhi_purge_start(void) {
-    int expect = PURGE_WANTED;
-    if (!atomic_compare_exchange_strong(&purge.state, &expect, PURGE_STARTING)) return;
+    int expect = HHI_PURGE_WANTED;
+    if (!atomic_compare_exchange_strong(&purge.state, &expect, HHI_PURGE_STARTING)) return;
     pthread_mutex_lock(&purge.lock);
     if (!purge.cond_ready) purge_cond_init();
     purge.kick = false;
@@ -143,8 +141,8 @@ void hhi_purge_start(void) {
     bool made = pthread_create(&tid, NULL, purge_main, (void *)(uintptr_t)id) == 0;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_mutex_lock(&purge.lock);
-    expect = PURGE_STARTING;
-    if (made && atomic_compare_exchange_strong(&purge.state, &expect, PURGE_RUNNING)) {
+    expect = HHI_PURGE_STARTING;
+    if (made && atomic_compare_exchange_strong(&purge.state, &expect, HHI_PURGE_RUNNING)) {
         purge.tid = tid;
         pthread_mutex_unlock(&purge.lock);
         return;
@@ -153,8 +151,8 @@ void hhi_purge_start(void) {
        retry on every call). Or the state changed meanwhile (a stop, perhaps
        a new start): it says what to do, and this thread goes. */
     if (!made) {
-        expect = PURGE_STARTING;
-        atomic_compare_exchange_strong(&purge.state, &expect, PURGE_OFF);
+        expect = HHI_PURGE_STARTING;
+        atomic_compare_exchange_strong(&purge.state, &expect, HHI_PURGE_OFF);
     }
     if (purge.current == id) purge.current = 0;   /* else a newer start owns it */
     pthread_cond_broadcast(&purge.wake);
@@ -165,7 +163,7 @@ void hhi_purge_start(void) {
 int hhi_purge_state(void) { return atomic_load_explicit(&purge.state, memory_order_relaxed); }
 
 void hhi_purge_nudge(void) {
-    if (atomic_load(&purge.state) != PURGE_RUNNING) return;
+    if (atomic_load(&purge.state) != HHI_PURGE_RUNNING) return;
     pthread_mutex_lock(&purge.lock);
     purge.kick = true;
     pthread_cond_broadcast(&purge.wake);
@@ -182,7 +180,7 @@ void hhi_purge_fork_parent(void) { pthread_mutex_unlock(&purge.lock); }
    a shell's do, never pays for a thread). */
 void hhi_purge_fork_child(void) {
     int st = atomic_load(&purge.state);
-    if (st == PURGE_RUNNING || st == PURGE_STARTING) atomic_store(&purge.state, PURGE_WANTED);
+    if (st == HHI_PURGE_RUNNING || st == HHI_PURGE_STARTING) atomic_store(&purge.state, HHI_PURGE_WANTED);
     atomic_store_explicit(&hhi_bg.decay_work, false, memory_order_relaxed);
     if (purge.cond_ready) purge_cond_init();
     purge.kick = false;
@@ -190,7 +188,7 @@ void hhi_purge_fork_child(void) {
 }
 
 #if HH_TESTING
-bool hhi_purge_running(void) { return atomic_load(&purge.state) == PURGE_RUNNING; }
+bool hhi_purge_running(void) { return atomic_load(&purge.state) == HHI_PURGE_RUNNING; }
 
 /* Kicks the thread until it has ended a pass that began after this call
    (a pass under way at the kick may have begun before it): returns the
@@ -198,7 +196,7 @@ bool hhi_purge_running(void) { return atomic_load(&purge.state) == PURGE_RUNNING
 uint64_t hhi_purge_kick_and_wait(void) {
     pthread_mutex_lock(&purge.lock);
     uint64_t want = atomic_load(&purge.passes) + 2;
-    while (atomic_load(&purge.passes) < want && atomic_load(&purge.state) == PURGE_RUNNING) {
+    while (atomic_load(&purge.passes) < want && atomic_load(&purge.state) == HHI_PURGE_RUNNING) {
         purge.kick = true;
         pthread_cond_broadcast(&purge.wake);
         pthread_cond_wait(&purge.passed, &purge.lock);
@@ -211,17 +209,17 @@ uint64_t hhi_purge_kick_and_wait(void) {
 
 /* Process exit (or the library's unload): no thread outlives us. */
 #if defined(__GNUC__) || defined(__clang__)
-__attribute__((destructor)) static void purge_at_exit(void) { purge_stop(PURGE_OFF); }
+__attribute__((destructor)) static void purge_at_exit(void) { purge_stop(HHI_PURGE_OFF); }
 #endif
 
 hh_status hh_binned_set_purge_thread(bool on) {
     if (on) {
-        int expect = PURGE_OFF;
-        atomic_compare_exchange_strong(&purge.state, &expect, PURGE_WANTED);
+        int expect = HHI_PURGE_OFF;
+        atomic_compare_exchange_strong(&purge.state, &expect, HHI_PURGE_WANTED);
     } else {
-        purge_stop(PURGE_OFF);
+        purge_stop(HHI_PURGE_OFF);
     }
     return HH_OK;
 }
 
-bool hh_binned_purge_thread(void) { return atomic_load(&purge.state) != PURGE_OFF; }
+bool hh_binned_purge_thread(void) { return atomic_load(&purge.state) != HHI_PURGE_OFF; }

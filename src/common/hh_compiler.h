@@ -15,6 +15,10 @@
 #  define HH_INTERNAL     __attribute__((visibility("hidden"))) extern
 #  define HH_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #  define HH_UNUSED       __attribute__((unused))
+/* Prefetch hints (no fault, whatever the address): for reading, with little
+   reuse expected; for writing, to be kept. */
+#  define HH_PREFETCH(p)   __builtin_prefetch((p), 0, 1)
+#  define HH_PREFETCH_W(p) __builtin_prefetch((p), 1, 3)
 #else
 #  define hh_likely(x)    (x)
 #  define hh_unlikely(x)  (x)
@@ -25,6 +29,8 @@
 #  define HH_INTERNAL     extern
 #  define HH_PRINTF(f, a)
 #  define HH_UNUSED
+#  define HH_PREFETCH(p)   ((void)(p))
+#  define HH_PREFETCH_W(p) ((void)(p))
 #endif
 
 #define HH_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))

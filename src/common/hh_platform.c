@@ -59,15 +59,26 @@ static bool map_exact(uintptr_t at, size_t size, int prot, int flags) {
 /* Base of the last aligned mapping map_aligned made: the kernel hands out
    addresses top-down, so the aligned range just below it is usually free
    and the next span or large block can go there in a single mmap. Only a
-   hint (any thread may overwrite it; map_exact never takes a used range). */
+   hint (any thread may overwrite it; map_exact never takes a used range).
+   Forgotten when that mapping goes (hint_forget): kept, a program that maps
+   and unmaps one big block over and over would walk down the address space
+   a block at a time and never reuse the range it gave back. */
 static _Atomic uintptr_t last_aligned;
 
+/* [p, p + size) is unmapped or moved away: if the hint lies in it, the
+   kernel's placement decides the next mapping again. */
+static void hint_forget(const void *p, size_t size) {
+    uintptr_t last = atomic_load_explicit(&last_aligned, memory_order_relaxed);
+    if (last - (uintptr_t)p < size)
+        atomic_compare_exchange_strong_explicit(&last_aligned, &last, 0, memory_order_relaxed, memory_order_relaxed);
+}
+
 /* mmap of size bytes at alignment align with the given protection and flags.
-   Never more than size bytes of address space before the over-map step, and
-   that one only after cheaper ways failed and itself falls back to exact
-   ranges: under a tight RLIMIT_AS (ulimit -v) a 4 MiB span must not need
-   8 MiB of address space, or small blocks fail while bigger mappings of
-   exactly their size still succeed. */
+   Step 2 holds up to size + align - page bytes of address space for a
+   moment and step 3 size + align; each failing leaves nothing behind, and
+   the last step needs exactly size bytes: under a tight RLIMIT_AS (ulimit
+   -v) a 4 MiB span must not need 8 MiB of address space, or small blocks
+   fail while bigger mappings of exactly their size still succeed. */
 static void *map_aligned(size_t size, size_t align, int prot, int flags) {
     if (hhi_fault()) return NULL;
     size_t page = hhi_os_page_size();
@@ -150,11 +161,15 @@ void hhi_os_unmap(void *p, size_t size) {
     /* ASan keeps shadow bytes across munmap: un-poison first, or the next
        mapping at this address would be reported as use-after-poison. */
     hh_track_undefined(p, size);
+    hint_forget(p, size);
     munmap(p, size);
 }
 
 void hhi_os_unmap_untracked(void *p, size_t size) {
-    if (p != NULL) munmap(p, hh_align_up(size, hhi_os_page_size()));
+    if (p == NULL) return;
+    size = hh_align_up(size, hhi_os_page_size());
+    hint_forget(p, size);
+    munmap(p, size);
 }
 
 bool hhi_os_move(void *from, size_t size, void *to) {
@@ -163,6 +178,7 @@ bool hhi_os_move(void *from, size_t size, void *to) {
        move it with the pages). */
     hh_track_undefined(from, size);
     hh_track_undefined(to, size);
+    hint_forget(from, size);
     return mremap(from, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, to) == to;
 }
 

@@ -593,7 +593,7 @@ size_t hhi_heap_sweep_compact(hh_heap *h, size_t *bytes) {
         /* The walk chases headers through memory: stream the lines ahead
            (the memmoves read them all anyway) so the loads below do not wait
            on DRAM one block at a time. */
-        for (size_t end = HH_MIN(off + HHI_SWEEP_AHEAD, h->managed); pf < end; pf += 64) HHI_PREFETCH(h->base + pf);
+        for (size_t end = HH_MIN(off + HHI_SWEEP_AHEAD, h->managed); pf < end; pf += 64) HH_PREFETCH(h->base + pf);
         size_t size = blk_size(b);
         if (blk_is_free(b)) {                          /* the run so far moves; the gap grows */
             sweep_move_run(h, run, off, gap, bytes, &count);
@@ -1644,7 +1644,7 @@ void *(hh_deref)(const hh_heap *heap, hh_handle hd) {
 /* Starts loading h's slot if h carries this heap's tag (no load otherwise). */
 static inline void slot_prefetch(const hhi_slots *t, hh_handle h) {
     uint32_t idx = hhi_slot_index(t, h);
-    if (idx < t->head.capacity) HHI_PREFETCH(slot_word(t, idx));
+    if (idx < t->head.capacity) HH_PREFETCH(slot_word(t, idx));
 }
 
 /* Software pipelining over the handles: the slot of handle i + AHEAD is
@@ -1667,7 +1667,7 @@ size_t hh_deref_many(const hh_heap *heap, const hh_handle *hs, size_t n, void **
         if (i + AHEAD < n) slot_prefetch(t, hs[i + AHEAD]);
         void *p = hhi_slot_lookup(t, hs[i]);
         if (hh_likely(p != NULL)) {
-            HHI_PREFETCH(p);
+            HH_PREFETCH(p);
             live++;
         } else {
             deref_fail(heap, hs[i], "hh_deref_many");
