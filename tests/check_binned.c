@@ -1400,8 +1400,7 @@ START_TEST(new_span_under_a_tight_address_space_limit) {
     /* ulimit -v: a new 4 MiB span must not need 8 MiB of address space for a
        moment (an over-mapped aligned reservation). The child allows itself
        6 MiB more than it has mapped, then needs a new span. */
-    const char *vg = getenv("HH_TEST_UNDER_VALGRIND");
-    if (UNDER_SANITIZER || (vg != NULL && *vg == '1')) return;   /* the tool maps memory of its own */
+    if (UNDER_SANITIZER || hh_test_under_valgrind()) return;   /* the tool maps memory of its own */
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {

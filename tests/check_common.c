@@ -148,8 +148,7 @@ START_TEST(aligned_mappings_take_few_syscalls) {
         ck_assert_int_eq(p[i][size[i] - 1], 2);
         hhi_os_unmap(p[i], size[i]);
     }
-    const char *vg = getenv("HH_TEST_UNDER_VALGRIND");
-    if (vg != NULL && *vg == '1') return;           /* the tool places mappings itself */
+    if (hh_test_under_valgrind()) return;           /* the tool places mappings itself */
     ck_assert_msg(calls <= 2 * N, "%llu mmap/munmap calls for %d aligned mappings", (unsigned long long)calls, N);
 }
 END_TEST
@@ -170,8 +169,7 @@ START_TEST(aligned_map_unmap_cycles_reuse_the_range) {
         if ((uintptr_t)p > hi) hi = (uintptr_t)p;
         hhi_os_unmap(p, size);
     }
-    const char *vg = getenv("HH_TEST_UNDER_VALGRIND");
-    if (vg != NULL && *vg == '1') return;           /* the tool places mappings itself */
+    if (hh_test_under_valgrind()) return;           /* the tool places mappings itself */
     ck_assert_msg(hi - lo < ((uintptr_t)256 << 20), "%d map/unmap cycles spread over %llu MiB", CYCLES,
                   (unsigned long long)((hi - lo) >> 20));
 }

@@ -1012,7 +1012,7 @@ START_TEST(rss_falls_after_compaction) {
     hh_defrag_metrics_get(hp, &m);
     size_t freed = cap * 3 / 4 * 3 / 4;                      /* the freed share of what was touched */
     ck_assert_uint_gt(m.decommitted_bytes, freed * 8 / 10);
-    if (rss_before && !getenv("HH_TEST_UNDER_VALGRIND"))     /* memcheck's own accounting blurs RSS */
+    if (rss_before && !hh_test_under_valgrind())     /* memcheck's own accounting blurs RSS */
         ck_assert_msg(rss_after + freed / 2 < rss_before, "RSS %zu -> %zu", rss_before, rss_after);
     /* A second step finds nothing new to give back; allocating from the top
        region makes those pages ours again and the count drops. */

@@ -516,7 +516,7 @@ START_TEST(largest_block_fits_its_header) {
     ck_assert_uint_eq(hh_test_captured_count(), 3);
     ck_assert_uint_eq(hh_size(hp, small), 104);               /* unchanged: 8 + 100 -> 112, less the header */
     ck_assert_int_eq(hh_heap_check(hp), HH_OK);
-    if (!getenv("HH_TEST_UNDER_VALGRIND")) {                  /* 2 GiB of range: only the ends are touched */
+    if (!hh_test_under_valgrind()) {                  /* 2 GiB of range: only the ends are touched */
         hh_handle big = hh_alloc_ex(hp, HH_HEAP_MAX_ALLOC, 4096, 9);
         ck_assert(!hh_is_null(big));
         ck_assert_uint_ge(hh_size(hp, big), (size_t)HH_HEAP_MAX_ALLOC);
@@ -710,7 +710,7 @@ START_TEST(debug_fills_and_catches_overrun) {
     ck_assert_uint_eq(p[39], 0xA5);                            /* usable is 40: 8 + 40 + 16 (guard) = 64 */
     size_t u = hh_size(h, a);
     ck_assert_uint_eq(u, 40);
-    if (getenv("HH_TEST_UNDER_VALGRIND")) {                    /* memcheck reports the overrun itself */
+    if (hh_test_under_valgrind()) {                    /* memcheck reports the overrun itself */
         ck_assert_int_eq(hh_free(h, a), HH_OK);
         hh_heap_destroy(h);
         return;
@@ -1554,7 +1554,7 @@ START_TEST(bounded_decommit_gives_back_resident_pages) {
     }
     for (unsigned i = 0; i < n; i++)
         if (i % 4) ck_assert_int_eq(hh_free(hp, hs[i]), HH_OK);
-    bool rss_ok = hhi_os_rss_bytes() != 0 && !getenv("HH_TEST_UNDER_VALGRIND");   /* memcheck blurs RSS */
+    bool rss_ok = hhi_os_rss_bytes() != 0 && !hh_test_under_valgrind();   /* memcheck blurs RSS */
     size_t rss_start = hhi_os_rss_bytes(), prev = 0, early_rss = 0, early_dc = 0;
     hh_defrag_metrics m;
     unsigned steps = 0, quiet = 0;

@@ -44,9 +44,12 @@ void hh_test_expect_one(hh_status want, const char *fn) {
 double hh_test_scale(void) {
     const char *e = getenv("HH_TEST_SCALE");
     if (e && *e) return atof(e);
-    e = getenv("HH_TEST_UNDER_VALGRIND");
-    if (e && *e == '1') return 0.1;
-    return 1.0;
+    return hh_test_under_valgrind() ? 0.1 : 1.0;
+}
+
+bool hh_test_under_valgrind(void) {
+    const char *e = getenv("HH_TEST_UNDER_VALGRIND");
+    return e != NULL && *e == '1';
 }
 
 unsigned hh_test_scaled(unsigned n, unsigned min) {

@@ -30,7 +30,10 @@ void      hh_test_reset_captured(void);
    "fn:" (the contract of every NULL-argument report); then resets. */
 void      hh_test_expect_one(hh_status want, const char *fn);
 
-/* 1 normally; HH_TEST_SCALE env overrides; under Valgrind (HH_TEST_UNDER_VALGRIND=1) 0.1. */
+/* true when the suites run under Valgrind (make check-valgrind sets
+   HH_TEST_UNDER_VALGRIND=1): the tool places mappings itself and blurs RSS. */
+bool      hh_test_under_valgrind(void);
+/* 1 normally; HH_TEST_SCALE env overrides; under Valgrind 0.1. */
 double    hh_test_scale(void);
 /* n scaled, at least `min`. */
 unsigned  hh_test_scaled(unsigned n, unsigned min);

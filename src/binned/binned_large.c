@@ -363,9 +363,7 @@ void *hhi_large_alloc(size_t size, size_t align, unsigned flags) {
         if (pl.grow.p != NULL) {
             if (base != NULL && hhi_os_move(pl.grow.p, pl.grow.size, base)) {
                 dirty = pl.grow.size;
-#if HH_TESTING
-                atomic_fetch_add_explicit(&hhi_test_large_moves, 1, memory_order_relaxed);
-#endif
+                HHI_TEST_COUNT(hhi_test_large_moves);
             } else {
                 large_unmap_range(pl.grow.p, pl.grow.size);
             }

@@ -563,12 +563,7 @@ void hhi_decay_maybe(bool sampled) {
        program that never frees a page's worth never gets one. */
     if (hh_unlikely(st == HHI_PURGE_WANTED) && atomic_load_explicit(&hhi_bg.decay_work, memory_order_relaxed))
         hhi_purge_start();
-    bool ran = hhi_decay_pass(sampled);
-#if HH_TESTING
-    if (ran) atomic_fetch_add_explicit(&hhi_test_decay_passes_program, 1, memory_order_relaxed);
-#else
-    (void)ran;
-#endif
+    if (hhi_decay_pass(sampled)) HHI_TEST_COUNT(hhi_test_decay_passes_program);
 }
 
 /* ---------------------------------------------------------------------------

@@ -24,6 +24,13 @@
 #ifndef HH_TESTING
 #  define HH_TESTING 0
 #endif
+/* Counts an event in a test-only counter (an _Atomic uint64_t that exists
+   under HH_TESTING only; the caller includes <stdatomic.h>). */
+#if HH_TESTING
+#  define HHI_TEST_COUNT(c) atomic_fetch_add_explicit(&(c), 1, memory_order_relaxed)
+#else
+#  define HHI_TEST_COUNT(c) ((void)0)
+#endif
 
 #if HH_DEBUG < 0 || HH_DEBUG > 3
 #  error "HH_DEBUG must be 0..3"

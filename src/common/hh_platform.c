@@ -26,19 +26,16 @@ size_t hhi_os_page_size(void) {
 
 #if HH_TESTING
 _Atomic uint64_t hhi_test_os_maps, hhi_test_os_unmaps;
-#  define COUNT_OS(c) atomic_fetch_add_explicit(&(c), 1, memory_order_relaxed)
-#else
-#  define COUNT_OS(c) ((void)0)
 #endif
 
 /* The map and unmap calls of map_aligned, counted under HH_TESTING. */
 static void *os_mmap(void *at, size_t size, int prot, int flags) {
-    COUNT_OS(hhi_test_os_maps);
+    HHI_TEST_COUNT(hhi_test_os_maps);
     return mmap(at, size, prot, flags, -1, 0);
 }
 
 static void os_munmap(void *p, size_t size) {
-    COUNT_OS(hhi_test_os_unmaps);
+    HHI_TEST_COUNT(hhi_test_os_unmaps);
     munmap(p, size);
 }
 

@@ -343,23 +343,24 @@ typedef struct hhi_slots {
    HH_HEAP_SLOT_TABLE_BYTES below): computed, gcc rebuilt the address at each
    use and hh_free took two instructions more and a stack frame. */
 static inline uint64_t *slot_word(const hhi_slots *t, uint32_t idx) { return &t->head.slots[idx]; }
+/* The offset of the block a live slot word w names (its payload's from
+   head.base is the same), and that payload. */
+static inline size_t hhi_slot_offset(uint64_t w) { return (size_t)(w >> 32) << 4; }
+static inline char *hhi_slot_payload(const hhi_slots *t, uint64_t w) { return t->head.base + hhi_slot_offset(w); }
 /* The handle issued in live slot idx, the payload it names. */
 static inline hh_handle hhi_slot_handle(const hhi_slots *t, uint32_t idx) {
     return hh_handle_from_key(idx, (uint32_t)*slot_word(t, idx));
 }
 static inline void *hhi_slot_ptr(const hhi_slots *t, uint32_t idx) {
-    return t->head.base + ((*slot_word(t, idx) >> 32) << 4);
+    return hhi_slot_payload(t, *slot_word(t, idx));
 }
 /* h's slot index: below capacity only if h carries this heap's tag (heap.h). */
 static inline uint32_t hhi_slot_index(const hhi_slots *t, hh_handle h) { return (uint32_t)h.id - t->head.tag_bias; }
-/* The offset of the block a live slot word w names (its payload's from
-   head.base is the same), and that payload. */
-static inline size_t hhi_slot_offset(uint64_t w) { return (size_t)(w >> 32) << 4; }
-static inline char *hhi_slot_payload(const hhi_slots *t, uint64_t w) { return t->head.base + hhi_slot_offset(w); }
 /* true if h is live: its slot index in *idx, the slot in *sp and its word in
-   *w (lock-free). The index is the tag-biased one (hhi_slot_index), the only
-   one callers use: computing h's index a second way (the mask) cost hh_free
-   two instructions, and its slot's address a third. */
+   *w (lock-free). The index is the tag-biased one (hhi_slot_index), which
+   equals hh_handle_index(h) whenever this returns true: a caller that has
+   it need not mask h again (in hh_free that cost two instructions, and the
+   slot's address a third). */
 static inline bool hhi_slot_find(const hhi_slots *t, hh_handle h, uint32_t *idx, uint64_t **sp, uint64_t *w) {
     *idx = hhi_slot_index(t, h);
     if (*idx >= t->head.capacity) return false;
