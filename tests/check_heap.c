@@ -3,11 +3,15 @@
  * fault injection and a threaded smoke test. */
 #include "hheap/heap.h"
 
+#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "hheap/defrag.h"
 #include "hheap/testing.h"
@@ -679,6 +683,40 @@ START_TEST(check_catches_corrupt_8_byte_header) {
     ck_assert_int_eq(hh_heap_check(heap), HH_OK);
     ck_assert_int_eq(hh_free(heap, a), HH_OK);
     ck_assert_int_eq(hh_free(heap, c), HH_OK);
+}
+END_TEST
+
+/* hh_free of a live handle whose block header has been damaged to say
+   "cached" or "quarantine" (flag bits 3 and 2; the slot bits still match)
+   frees nothing: that block would be in a free list and in the cache or the
+   quarantine at once. Debug builds trap (HH_NEVER), release builds return
+   HH_E_CORRUPT; before the fix hh_free returned HH_OK and freed it. Each
+   attempt runs in a child so that the trap ends only the child. */
+START_TEST(free_refuses_a_live_block_marked_cached_or_quarantine) {
+    hh_handle a = hh_alloc(heap, 40);
+    hh_test_fill(hh_deref(heap, a), 40, 5);
+    uint64_t *ha = (uint64_t *)(void *)((char *)hh_deref(heap, a) - HH_HEAP_HEADER_BYTES);
+    const uint64_t flags[] = { 8, 4 };                         /* BLK_CACHED, BLK_QUARANTINE */
+    for (unsigned i = 0; i < HH_ARRAY_LEN_T(flags); i++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            int fd = open("/dev/null", O_WRONLY);              /* the trap's one line is expected */
+            if (fd >= 0) dup2(fd, 2);
+            *ha |= flags[i];
+            hh_status st = hh_free(heap, a);
+            _exit(st == HH_E_CORRUPT ? 40 : 50 + (int)st);
+        }
+        int ws = 0;
+        ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
+        bool refused = (WIFSIGNALED(ws) && WTERMSIG(ws) == SIGABRT) || (WIFEXITED(ws) && WEXITSTATUS(ws) == 40);
+        ck_assert_msg(refused, "flag %#llx: child %s %d", (unsigned long long)flags[i],
+                      WIFEXITED(ws) ? "exited" : "signalled", WIFEXITED(ws) ? WEXITSTATUS(ws) : WTERMSIG(ws));
+    }
+    ck_assert_int_eq(hh_test_verify(hh_deref(heap, a), 40, 5), -1);
+    ck_assert_int_eq(hh_free(heap, a), HH_OK);
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
 }
 END_TEST
 
@@ -1871,6 +1909,7 @@ Suite *hh_test_heap_suite(void) {
     tcase_add_test(tc, pin_and_tag_arrays_made_on_first_use);
     tcase_add_test(tc, tags_and_pins_survive_full_compaction);
     tcase_add_test(tc, check_catches_corrupt_8_byte_header);
+    tcase_add_test(tc, free_refuses_a_live_block_marked_cached_or_quarantine);
     tcase_add_test(tc, check_catches_a_slot_table_away_from_the_heap);
     tcase_add_test(tc, debug_fills_and_catches_overrun);
     suite_add_tcase(s, tc);

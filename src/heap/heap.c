@@ -1350,7 +1350,10 @@ static hhi_block *block_checked(const hh_heap *heap, hh_handle hd, const char *w
             hhi_error(HH_E_STALE_HANDLE, "%s: handle %#llx does not name a live block", who, (unsigned long long)hd.id);
         return NULL;
     }
-    if (HH_NEVER(blk_is_free(b) || blk_slot(b) != hh_handle_index(hd))) {
+    /* A cached or quarantine block is no live block even when its slot bits
+       match (they are zero there; only a damaged header gets here): freeing
+       it would put it in a free list while the cache or quar[] still holds it. */
+    if (HH_NEVER(blk_is_free(b) || blk_cached(b) || blk_quarantined(b) || blk_slot(b) != hh_handle_index(hd))) {
         hhi_error(HH_E_CORRUPT, "%s: block of handle %#llx has a broken header", who, (unsigned long long)hd.id);
         return NULL;
     }
