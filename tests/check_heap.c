@@ -948,6 +948,25 @@ START_TEST(cache_near_size_before_the_top_grows) {
 }
 END_TEST
 
+/* The near-size take comes before the free lists: a free hole that would
+   hold the request stays whole (for sizes the cache does not serve) while a
+   cached block a granule larger waits. */
+START_TEST(cache_near_size_before_a_hole) {
+    hh_handle big = hh_alloc(heap, 2000), f1 = hh_alloc(heap, 16);     /* too large for the cache */
+    hh_handle c = hh_alloc(heap, 200), f2 = hh_alloc(heap, 16);         /* a 208-byte block */
+    char *big_at = hh_deref(heap, big), *c_at = hh_deref(heap, c);
+    ck_assert_int_eq(hh_free(heap, big), HH_OK);                        /* a 2016-byte hole */
+    ck_assert_int_eq(hh_free(heap, c), HH_OK);                          /* cached */
+    hh_handle n = hh_alloc(heap, 170);                                  /* a 192-byte block */
+    ck_assert_ptr_eq(hh_deref(heap, n), c_at);
+    hh_handle b2 = hh_alloc(heap, 2000);                                /* the hole is whole */
+    ck_assert_ptr_eq(hh_deref(heap, b2), big_at);
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+    (void)f1;
+    (void)f2;
+}
+END_TEST
+
 /* Cached holes of half the cache limit or more (32 KiB on this 1 MiB heap):
    a size the cache does not hold, which would be carved from the top region,
    takes the merged cached holes instead (the footprint stays). */
@@ -1888,6 +1907,7 @@ Suite *hh_test_heap_suite(void) {
     tcase_add_test(tc, same_size_reuses_its_hole);
     tcase_add_test(tc, cache_hands_back_newest_block_of_its_size);
     tcase_add_test(tc, cache_near_size_before_the_top_grows);
+    tcase_add_test(tc, cache_near_size_before_a_hole);
     tcase_add_test(tc, cache_merged_before_the_top_grows);
     tcase_add_test(tc, cache_merged_before_the_top_grows_by_live_bytes);
     tcase_add_test(tc, cache_is_holes_to_every_observer);
