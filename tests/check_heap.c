@@ -951,6 +951,60 @@ START_TEST(cache_hands_back_newest_block_of_its_size) {
 }
 END_TEST
 
+/* A size the cache does not hold, which would be carved from the top region,
+   takes a cached block at most two granules larger instead, the extra bytes
+   as slack (not usable); a cached block further up is left alone. Freed, the
+   block is cached again at its whole size. */
+START_TEST(cache_near_size_before_the_top_grows) {
+    hh_handle h = hh_alloc(heap, 200), wide = hh_alloc(heap, 600);   /* 208- and 608-byte blocks */
+    hh_handle fence = hh_alloc(heap, 16);
+    char *at = hh_deref(heap, h), *wide_at = hh_deref(heap, wide);
+    ck_assert_int_eq(hh_free(heap, h), HH_OK);
+    ck_assert_int_eq(hh_free(heap, wide), HH_OK);
+    hh_heap_stats before, after;
+    hh_heap_stats_get(heap, &before);
+    hh_handle n = hh_alloc(heap, 170);                         /* a 192-byte block: the 208-byte one, a granule up */
+    ck_assert_ptr_eq(hh_deref(heap, n), at);
+    ck_assert_uint_eq(hh_size(heap, n), 184);                  /* as a 192-byte block's */
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+    hh_heap_stats_get(heap, &after);
+    ck_assert_uint_eq(after.capacity - after.largest_free, before.capacity - before.largest_free);   /* no top carved */
+    ck_assert_uint_eq(after.used_bytes, before.used_bytes + 208);
+    hh_handle m = hh_alloc(heap, 550);                         /* 560 bytes: the 608-byte block is 3 granules up */
+    ck_assert((char *)hh_deref(heap, m) > (char *)hh_deref(heap, fence));
+    hh_handle m2 = hh_alloc(heap, 560);                        /* 576 bytes: 2 granules up, taken */
+    ck_assert_ptr_eq(hh_deref(heap, m2), wide_at);
+    ck_assert_uint_eq(hh_size(heap, m2), 568);
+    ck_assert_int_eq(hh_free(heap, n), HH_OK);
+    hh_handle again = hh_alloc(heap, 200);                     /* cached at its whole 208 bytes */
+    ck_assert_ptr_eq(hh_deref(heap, again), at);
+    ck_assert_uint_eq(hh_size(heap, again), 200);
+    ck_assert_int_eq(hh_free(heap, m2), HH_OK);
+    hh_handle w2 = hh_alloc(heap, 600);
+    ck_assert_ptr_eq(hh_deref(heap, w2), wide_at);
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+}
+END_TEST
+
+/* The near-size take comes before the free lists: a free hole that would
+   hold the request stays whole (for sizes the cache does not serve) while a
+   cached block a granule larger waits. */
+START_TEST(cache_near_size_before_a_hole) {
+    hh_handle big = hh_alloc(heap, 2000), f1 = hh_alloc(heap, 16);     /* too large for the cache */
+    hh_handle c = hh_alloc(heap, 200), f2 = hh_alloc(heap, 16);         /* a 208-byte block */
+    char *big_at = hh_deref(heap, big), *c_at = hh_deref(heap, c);
+    ck_assert_int_eq(hh_free(heap, big), HH_OK);                        /* a 2016-byte hole */
+    ck_assert_int_eq(hh_free(heap, c), HH_OK);                          /* cached */
+    hh_handle n = hh_alloc(heap, 170);                                  /* a 192-byte block */
+    ck_assert_ptr_eq(hh_deref(heap, n), c_at);
+    hh_handle b2 = hh_alloc(heap, 2000);                                /* the hole is whole */
+    ck_assert_ptr_eq(hh_deref(heap, b2), big_at);
+    ck_assert_int_eq(hh_heap_check(heap), HH_OK);
+    (void)f1;
+    (void)f2;
+}
+END_TEST
+
 /* Cached holes of half the cache limit or more (32 KiB on this 1 MiB heap):
    a size the cache does not hold, which would be carved from the top region,
    takes the merged cached holes instead (the footprint stays). */
@@ -1890,6 +1944,8 @@ Suite *hh_test_heap_suite(void) {
     tcase_add_test(tc, accounting_matches_walk);
     tcase_add_test(tc, same_size_reuses_its_hole);
     tcase_add_test(tc, cache_hands_back_newest_block_of_its_size);
+    tcase_add_test(tc, cache_near_size_before_the_top_grows);
+    tcase_add_test(tc, cache_near_size_before_a_hole);
     tcase_add_test(tc, cache_merged_before_the_top_grows);
     tcase_add_test(tc, cache_merged_before_the_top_grows_by_live_bytes);
     tcase_add_test(tc, cache_is_holes_to_every_observer);

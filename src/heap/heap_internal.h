@@ -94,7 +94,10 @@
  * Free-block cache: hh_free puts a freed block of at most HHI_CACHE_MAX_BLOCK
  * bytes (not on a debug heap) at the head of a LIFO list of its exact size
  * instead of coalescing it, while the cache holds at most cache_limit bytes;
- * an allocation of that block size (alignment 16) takes the newest one back.
+ * an allocation of that block size (alignment 16) takes the newest one back,
+ * and one of a size whose list is empty takes, before it searches the free
+ * lists, the newest of a size at most HHI_CACHE_NEAR_GRANULES larger, if any,
+ * its extra granules as slack.
  * Neither touches the TLSF lists, bitmaps, footers, neighbours or the region
  * summary: that is what makes the churn of game objects cheap (the same sizes
  * come and go every frame). A cached block is a hole to everyone else, so
@@ -239,6 +242,8 @@ enum {
     HHI_CACHE_TOP_USED_SHIFT = 3,                                  /* carving the top flushes the cache from 1/8 of */
     HHI_CACHE_TOP_MIN     = 64 << 10,                              /* the used bytes (at least this, at most half */
                                                                    /* the limit: cache_top_flush_at in heap.c) */
+    HHI_CACHE_NEAR_GRANULES = 2,                                   /* a miss takes a cached block up to this much */
+                                                                   /* larger first (cache_near in heap.c) */
 };
 _Static_assert(HHI_SL_COUNT <= 32, "second-level bitmaps are 32 bits");
 
