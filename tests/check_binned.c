@@ -1912,6 +1912,90 @@ START_TEST(a_refill_carves_at_most_one_os_page_of_fresh_blocks) {
 }
 END_TEST
 
+/* The class whose lock the carve hook probes, and what it saw: calls, and
+   calls during which the lock was held (by anyone: the carving thread too,
+   as a default mutex does not recurse). */
+static _Atomic unsigned carve_probe_cls, carve_probe_calls, carve_probe_locked;
+static void carve_probe(unsigned c) {
+    if (c != atomic_load(&carve_probe_cls)) return;
+    atomic_fetch_add(&carve_probe_calls, 1);
+    pthread_mutex_t *m = &hhi_bg.classes[c].lock.m;
+    if (pthread_mutex_trylock(m) == 0) pthread_mutex_unlock(m);
+    else atomic_fetch_add(&carve_probe_locked, 1);
+}
+
+/* A refill writes the fresh blocks it carves -- their first touch, a page
+   fault each new OS page -- after it has released the class lock: a fault
+   under the lock stalled every thread of the class behind it. */
+START_TEST(a_refill_writes_fresh_blocks_without_the_class_lock) {
+    static const size_t sizes[] = { 200, 48, 3000 };
+    for (size_t t = 0; t < HH_ARRAY_LEN(sizes); t++) {
+        unsigned c = (unsigned)hh_binned_class_of(sizes[t]);
+        hh_bfree(hh_bmalloc(hhi_class_size[c]));    /* initialised */
+        hhi_bblock *held = NULL;
+        uint32_t n_held = class_hold_free_blocks(c, &held);
+        atomic_store(&carve_probe_cls, c);
+        atomic_store(&carve_probe_calls, 0);
+        atomic_store(&carve_probe_locked, 0);
+        hhi_binned_test_carve_hook = carve_probe;
+        first_refill fr = { c, NULL, 0 };
+        pthread_t th;
+        ck_assert_int_eq(pthread_create(&th, NULL, first_refill_thread, &fr), 0);
+        pthread_join(th, NULL);
+        hhi_binned_test_carve_hook = NULL;
+        ck_assert_ptr_nonnull(fr.block);
+        ck_assert_uint_ge(atomic_load(&carve_probe_calls), 1);   /* it did carve */
+        ck_assert_msg(atomic_load(&carve_probe_locked) == 0, "class %u: fresh blocks written under the class lock", c);
+        if (n_held > 0) hhi_class_put(c, held, n_held);
+        ck_assert_int_eq(hh_binned_check(), HH_OK);
+    }
+}
+END_TEST
+
+/* A take that finds a few freed blocks and then carves returns one list:
+   the freed blocks first, the fresh ones linked behind them after the
+   lock, each block once, each carrying its own state-byte address. */
+START_TEST(a_take_links_freed_then_fresh_blocks_into_one_list) {
+    unsigned c = (unsigned)hh_binned_class_of(200);
+    hh_bfree(hh_bmalloc(200));                        /* initialised */
+    hhi_bblock *held = NULL;
+    uint32_t n_held = class_hold_free_blocks(c, &held);
+    /* Five blocks from the head page, three of them back on its free list:
+       the next take finds them there, then carves. */
+    hhi_bblock *five = NULL;
+    ck_assert_uint_eq(class_take_exactly(c, &five, 5), 5);
+    hhi_bblock *three[3], *two = five;
+    for (int i = 0; i < 3; i++) {
+        three[i] = two;
+        two = hhi_block_next(two);
+    }
+    hhi_block_set_next(three[2], NULL);
+    hhi_class_put(c, three[0], 3);
+    hhi_bblock *list = NULL;
+    uint32_t want = 10, got = hhi_class_take(c, &list, want);
+    uint32_t fresh_most = HHI_CARVE_BYTES / hhi_class_size[c] + 1;
+    ck_assert_uint_ge(got, 4);                        /* the 3 freed ones and at least one fresh one */
+    ck_assert_uint_le(got, HH_MIN(want, 3 + fresh_most));
+    uint32_t n = 0;
+    for (hhi_bblock *b = list; b != NULL; b = hhi_block_next(b), n++) {
+        ck_assert_uint_lt(n, got);                    /* the list ends: no cycle */
+        hhi_bpage *pg = hhi_page_of((uintptr_t)b);
+        uint32_t i = hhi_block_index(pg, (uintptr_t)b);
+        ck_assert_uint_eq(pg->cls, c);
+        ck_assert_uint_eq((uintptr_t)b & HHI_PAGE_MASK, (uintptr_t)i * pg->block_size);
+        ck_assert_ptr_eq(hhi_block_state(b), &pg->state[i]);
+        bool was_put = b == three[0] || b == three[1] || b == three[2];
+        ck_assert_msg(was_put == (n < 3), "block %u of the take: freed blocks come first, fresh ones after", n);
+        if (n >= 3) ck_assert_uint_eq(hhi_state_get(pg, i), HHI_ST_NEVER);   /* never handed out */
+    }
+    ck_assert_uint_eq(n, got);
+    hhi_class_put(c, list, got);
+    hhi_class_put(c, two, 2);
+    if (n_held > 0) hhi_class_put(c, held, n_held);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+}
+END_TEST
+
 /* The transfer stack holds many small batches (a consumer's, see
    a_bin_that_only_frees_pushes_small_batches) but no more blocks than
    HHI_XFER_BINS full bins: one more full bin pushes the oldest batch back
@@ -2492,6 +2576,8 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, alternating_runs_stay_in_the_bin);
     tcase_add_test(tc, transfer_stack_is_bounded_and_trim_empties_it);
     tcase_add_test(tc, a_refill_carves_at_most_one_os_page_of_fresh_blocks);
+    tcase_add_test(tc, a_refill_writes_fresh_blocks_without_the_class_lock);
+    tcase_add_test(tc, a_take_links_freed_then_fresh_blocks_into_one_list);
     tcase_add_test(tc, a_bin_that_only_frees_pushes_small_batches);
     tcase_add_test(tc, transfer_stack_holds_at_most_its_bins_worth_of_blocks);
     tcase_add_test(tc, threads_start_on_the_empty_cache_which_stays_empty);

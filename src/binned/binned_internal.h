@@ -25,7 +25,8 @@
  *     as a double free).
  *  3. Every block of a class page is exactly one of: uncarved (index >=
  *     carved, state NEVER); on the page free list (state != LIVE); held by a
- *     thread cache or a batch of its class's transfer stack (state != LIVE);
+ *     thread cache (or carved for one and being linked, outside the class
+ *     lock: state NEVER) or a batch of its class's transfer stack (state != LIVE);
  *     live with the user (state LIVE). page->used counts the blocks held by
  *     caches, batches or users, so used + free-list length == carved <=
  *     capacity.
@@ -517,6 +518,9 @@ HH_INTERNAL hh_status hhi_binned_fail(hh_status s, unsigned flags, const char *m
    page metadata (the window in which a trim on another thread may retire
    the span). NULL: none. */
 HH_INTERNAL void (*hhi_binned_test_lookup_hook)(void);
+/* Test hook: a take calls it (class c) just before it writes the fresh
+   blocks it reserved (binned_page.c, fresh_link). NULL: none. */
+HH_INTERNAL void (*hhi_binned_test_carve_hook)(unsigned c);
 #endif
 
 /* binned_page.c (class and pool layer) */

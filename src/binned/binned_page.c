@@ -214,31 +214,81 @@ void hhi_page_setup_class(hhi_bpage *pg, unsigned c) {
 /* ---------------------------------------------------------------------------
    Class lists
 --------------------------------------------------------------------------- */
-static uint32_t class_take_locked(unsigned c, hhi_bblock **out, uint32_t want);
+/* Fresh blocks a take reserved under the class lock (the page's carved
+   count already covers them) and links after releasing it: their first
+   write faults the memory in, and a page fault -- microseconds, more in a
+   VM -- under the class lock stalled every thread of the class behind it
+   (16 threads filling their arrays at once slept on the locks thousands of
+   times a run). The reserved blocks are the taker's alone: their state is
+   NEVER, so no free can claim them, and nothing walks them. */
+typedef struct fresh_run {
+    uintptr_t first;            /* address of the first block; 0: none */
+    uint32_t block_size;        /* bytes */
+    uint32_t count;             /* blocks */
+    _Atomic uint8_t *state;     /* state byte of the first block (the others follow) */
+} fresh_run;
+
+static uint32_t class_take_locked(unsigned c, hhi_bblock **out, hhi_bblock **out_tail, uint32_t want,
+                                  fresh_run *fresh);
 static uint32_t xfer_pop_locked(hhi_bclass *k, hhi_bblock **head);
+
+#if HH_TESTING
+void (*hhi_binned_test_carve_hook)(unsigned c) = NULL;
+#endif
+
+/* Links a fresh run behind *tail (or as the list when *head is NULL), no
+   lock held: each block gets its link and state address, as a bin needs. */
+static void fresh_link(unsigned c, hhi_bblock **head, hhi_bblock *tail, const fresh_run *fr) {
+    if (fr->count == 0) return;
+#if HH_TESTING
+    if (hhi_binned_test_carve_hook != NULL) hhi_binned_test_carve_hook(c);
+#else
+    (void)c;
+#endif
+    hhi_bblock *first = (hhi_bblock *)fr->first;
+    for (uint32_t i = 0; i < fr->count; i++) {
+        hhi_bblock *b = (hhi_bblock *)(fr->first + (uintptr_t)i * fr->block_size);
+        hhi_bblock *next = i + 1 < fr->count ? (hhi_bblock *)((uintptr_t)b + fr->block_size) : NULL;
+        hhi_block_set_cached(b, next, fr->state + i);
+    }
+    if (tail != NULL) hhi_block_set_next(tail, first);
+    else *head = first;
+}
 
 uint32_t hhi_class_take(unsigned c, hhi_bblock **out, uint32_t want) {
     hhi_bclass *k = &hhi_bg.classes[c];
+    hhi_bblock *tail;
+    fresh_run fresh;
     hhi_lock_acquire(&k->lock);
-    uint32_t got = class_take_locked(c, out, want);
+    uint32_t got = class_take_locked(c, out, &tail, want, &fresh);
     hhi_lock_release(&k->lock);
+    fresh_link(c, out, tail, &fresh);
     return got;
 }
 
 uint32_t hhi_class_refill(unsigned c, hhi_bblock **out, uint32_t max, uint32_t want) {
     hhi_bclass *k = &hhi_bg.classes[c];
+    hhi_bblock *tail = NULL;
+    fresh_run fresh = { 0, 0, 0, NULL };
     hhi_lock_acquire(&k->lock);
-    uint32_t got = k->xfer_n > 0 && k->xfer[k->xfer_n - 1].count <= max ? xfer_pop_locked(k, out)
-                                                                        : class_take_locked(c, out, want);
+    uint32_t got = k->xfer_n > 0 && k->xfer[k->xfer_n - 1].count <= max
+                       ? xfer_pop_locked(k, out)
+                       : class_take_locked(c, out, &tail, want, &fresh);
     hhi_lock_release(&k->lock);
+    fresh_link(c, out, tail, &fresh);
     return got;
 }
 
-/* hhi_class_take with the class lock held. */
-static uint32_t class_take_locked(unsigned c, hhi_bblock **out, uint32_t want) {
+/* hhi_class_take with the class lock held: the blocks of page free lists
+   linked (*out, its last block *out_tail), and fresh blocks reserved in
+   *fresh, for the caller to link once the lock is released (fresh_link).
+   Returns the count of both. */
+static uint32_t class_take_locked(unsigned c, hhi_bblock **out, hhi_bblock **out_tail, uint32_t want,
+                                  fresh_run *fresh) {
     hhi_bclass *k = &hhi_bg.classes[c];
     hhi_bblock *head = NULL, *tail = NULL;
     uint32_t got = 0;
+    *fresh = (fresh_run){ 0, 0, 0, NULL };
     while (got < want) {
         hhi_bpage *pg = k->head;
         if (pg == NULL) {
@@ -264,21 +314,18 @@ static uint32_t class_take_locked(unsigned c, hhi_bblock **out, uint32_t want) {
            in (at least one block), then the take stops. Carving writes
            every block's link, so it faults its memory in: a refill of half
            a bin of 16 KiB touched four OS pages per class when one block
-           was used (a program's first malloc of each size). */
-        uintptr_t base = hhi_page_base(pg), carve_end = 0;
+           was used (a program's first malloc of each size). Reserved here,
+           written by fresh_link without the lock. */
         bool carved_fresh = false;
-        while (got + n < want && pg->carved < pg->capacity) {
-            uintptr_t at = base + (uintptr_t)pg->carved * pg->block_size;
-            if (!carved_fresh) carve_end = (at & ~(uintptr_t)(HHI_CARVE_BYTES - 1)) + HHI_CARVE_BYTES;
-            else if (at >= carve_end) break;
+        if (got + n < want && pg->carved < pg->capacity) {
+            uintptr_t at = hhi_page_base(pg) + (uintptr_t)pg->carved * pg->block_size;
+            uintptr_t carve_end = (at & ~(uintptr_t)(HHI_CARVE_BYTES - 1)) + HHI_CARVE_BYTES;
+            uint32_t fit = (uint32_t)((carve_end - at + pg->block_size - 1) / pg->block_size);   /* >= 1 */
+            uint32_t m = HH_MIN(HH_MIN(want - got - n, pg->capacity - pg->carved), fit);
+            *fresh = (fresh_run){ at, pg->block_size, m, &pg->state[pg->carved] };
+            pg->carved += m;
+            n += m;
             carved_fresh = true;
-            hhi_bblock *b = (hhi_bblock *)at;
-            hhi_block_set_cached(b, NULL, &pg->state[pg->carved]);
-            pg->carved++;
-            if (tail) hhi_block_set_next(tail, b);
-            else head = b;
-            tail = b;
-            n++;
         }
         pg->used += n;
         k->used += n;
@@ -290,6 +337,7 @@ static uint32_t class_take_locked(unsigned c, hhi_bblock **out, uint32_t want) {
         if (carved_fresh) break;   /* one OS page of fresh memory per take */
     }
     *out = head;
+    *out_tail = tail;
     return got;
 }
 
