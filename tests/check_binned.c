@@ -277,6 +277,36 @@ START_TEST(alignment_above_2mib) {
 }
 END_TEST
 
+START_TEST(far_aligned_blocks_take_one_mapping_each) {
+    /* A block aligned to 4 MiB or more gets one mapping of exactly the
+       header chunk and its body, skewed so the body is aligned: usually one
+       mmap (just below the last mapping). Before, each over-mapped by the
+       alignment and trimmed both ends: an mmap and one or two munmaps, up to
+       twice the address space. */
+    enum { N = 16 };
+    char *p[N];
+    uint64_t maps = atomic_load(&hhi_test_os_maps), unmaps = atomic_load(&hhi_test_os_unmaps);
+    for (int i = 0; i < N; i++) {
+        size_t align = (size_t)4 << 20 << (i % 3), size = ((size_t)1 << 20) + (size_t)i * 4096;
+        p[i] = hh_bmemalign(align, size);
+        REQUIRE(p[i] != NULL && (uintptr_t)p[i] % align == 0);
+        REQUIRE(hhi_registry_get((uintptr_t)p[i]) == HHI_REG_LARGE_FAR);
+        p[i][0] = 1;                                    /* writable at both ends */
+        p[i][size - 1] = 2;
+    }
+    uint64_t calls = (atomic_load(&hhi_test_os_maps) - maps) + (atomic_load(&hhi_test_os_unmaps) - unmaps);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    for (int i = 0; i < N; i++) {
+        size_t size = ((size_t)1 << 20) + (size_t)i * 4096;
+        REQUIRE(p[i][0] == 1 && p[i][size - 1] == 2);
+        hh_bfree(p[i]);
+    }
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    if (hh_test_under_valgrind()) return;           /* the tool places mappings itself */
+    ck_assert_msg(calls <= N + N / 2, "%llu mmap/munmap calls for %d far-aligned blocks", (unsigned long long)calls, N);
+}
+END_TEST
+
 START_TEST(realloc_grows_and_shrinks_across_classes_and_to_large) {
     size_t size = 1;
     unsigned char *p = hh_brealloc(NULL, size);
@@ -2466,6 +2496,7 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, every_class_boundary_size);
     tcase_add_test(tc, alignment_up_to_4096_and_beyond);
     tcase_add_test(tc, alignment_above_2mib);
+    tcase_add_test(tc, far_aligned_blocks_take_one_mapping_each);
     tcase_add_test(tc, realloc_grows_and_shrinks_across_classes_and_to_large);
     tcase_add_test(tc, calloc_zeroes_and_overflow_fails_cleanly);
     suite_add_tcase(s, tc);

@@ -246,9 +246,11 @@ static void lcache_insert(char *base, size_t size, uint64_t now, lrange *drop, u
 --------------------------------------------------------------------------- */
 /* An alignment above 2 MiB: the user pointer p is a multiple of align (so of
    4 MiB too) and the header sits at p - 4 MiB, the chunk below, which free
-   finds from p's LARGE_FAR registry byte. Over-maps by align and trims both
-   ends; the header chunk is address space only (one page touched). Never
-   cached for reuse. */
+   finds from p's LARGE_FAR registry byte. One mapping of exactly the header
+   chunk and the body, skewed so that the body is aligned (usually one mmap;
+   over-mapping by align and trimming both ends cost two munmaps more and up
+   to twice the address space); the header chunk is address space only (one
+   page touched). Never cached for reuse. */
 static void *large_alloc_far(size_t size, size_t align, unsigned flags) {
     size_t page = hhi_os_page_size();
     if (size > SIZE_MAX / 4 - align - HHI_SPAN_SIZE - page) {
@@ -257,17 +259,14 @@ static void *large_alloc_far(size_t size, size_t align, unsigned flags) {
     }
     if (size == 0) size = 1;
     size_t body = hh_align_up(size, page), map_size = HHI_SPAN_SIZE + body;
-    size_t len = map_size + align;
-    char *raw = hhi_os_map(len, HHI_SPAN_SIZE);
-    if (raw == NULL) {
+    /* align >= 4 MiB: the header, a chunk below an aligned address, starts
+       on a chunk. */
+    char *base = hhi_os_map_skewed(map_size, align, HHI_SPAN_SIZE);
+    if (base == NULL) {
         hhi_binned_fail(HH_E_NO_MEMORY, flags, "binned: the OS refused a large block", NULL);
         return NULL;
     }
-    char *p = (char *)hh_align_up_ptr((uintptr_t)raw + HHI_SPAN_SIZE, align);
-    char *base = p - HHI_SPAN_SIZE;
-    size_t lead = (size_t)(base - raw), tail = len - lead - map_size;
-    if (lead) hhi_os_unmap(raw, lead);
-    if (tail) hhi_os_unmap(base + map_size, tail);
+    char *p = base + HHI_SPAN_SIZE;
     large_advise(p, body);   /* the block only: the header chunk stays one small page */
     large_register((hhi_blarge *)(void *)base, map_size, HHI_SPAN_SIZE, size);
     if (flags & HHI_ZERO) {
