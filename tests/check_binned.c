@@ -2204,6 +2204,72 @@ START_TEST(large_cache_grows_a_too_small_extent) {
 }
 END_TEST
 
+/* A cached extent reused by a smaller block leaves slack past it up to the
+   next chunk. A slack over half the block used to be decommitted right in
+   that malloc (an madvise on the program's thread); it is the block's tail
+   now, mapped with it but not usable, given back by decay or trim, or with
+   the block when it is freed. */
+START_TEST(reused_extent_slack_is_left_to_decay_not_madvised_in_malloc) {
+    const size_t mib = (size_t)1 << 20, page = hhi_os_page_size();
+    hh_binned_trim(0);
+    hhi_test_clock_step(1000);
+    hh_binned_stats s0, s;
+    hh_binned_stats_get(&s0);
+    char *a = hh_bmalloc(8 * mib - HHI_LARGE_HDR);   /* an 8 MiB mapping */
+    REQUIRE(a != NULL);
+    memset(a, 1, 8 * mib - HHI_LARGE_HDR);
+    hh_bfree(a);
+    ck_assert_uint_eq(large_cached(), 8 * mib);
+    size_t want = 5 * mib / 2, block = hh_align_up(HHI_LARGE_HDR + want, page), tail = 4 * mib - block;
+    uint64_t madvised = hhi_test_os_decommits_here;
+    char *b = hh_bmalloc(want);                       /* the first 4 MiB: 1.5 MiB of slack */
+    uint64_t in_malloc = hhi_test_os_decommits_here - madvised;
+    REQUIRE(b == a);
+    ck_assert_msg(in_malloc == 0, "%llu madvise calls in the malloc that reused a cached extent",
+                  (unsigned long long)in_malloc);
+    hh_binned_stats_get(&s);
+    ck_assert_uint_eq(s.large_cached_bytes, 4 * mib);                       /* the rest stays cached */
+    ck_assert_uint_eq(s.large_mapped_bytes - s0.large_mapped_bytes, 4 * mib);   /* the tail is counted */
+    ck_assert_uint_eq(hh_busable(b), block - HHI_LARGE_HDR);                /* and is not the block's */
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    /* Decay gives the tail back once it is older than the cutoff (it is as
+       old as the extent it came from), the block staying whole. */
+    ck_assert_uint_eq(hhi_large_decay(hhi_now_ns(), 0), tail + 4 * mib);
+    hh_binned_stats_get(&s);
+    ck_assert_uint_eq(s.large_mapped_bytes - s0.large_mapped_bytes, block);
+    memset(b, 2, want);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    hh_bfree(b);
+    ck_assert_uint_eq(large_cached(), block);          /* without the tail: unmapped */
+    hh_binned_trim(0);
+    /* Freed with its tail, the whole mapping goes back to the cache. */
+    a = hh_bmalloc(8 * mib - HHI_LARGE_HDR);
+    REQUIRE(a != NULL);
+    hh_bfree(a);
+    b = hh_bmalloc(want);
+    REQUIRE(b != NULL);
+    ck_assert_uint_eq(hhi_test_os_decommits_here, madvised);
+    hh_bfree(b);
+    ck_assert_uint_eq(large_cached(), 8 * mib);        /* block, tail and cached rest merged again */
+    /* A realloc into the tail grows in place. */
+    b = hh_bmalloc(want);
+    REQUIRE(b != NULL);
+    memset(b, 3, want);
+    char *c = hh_brealloc(b, want + mib);
+    REQUIRE(c == b && c[want - 1] == 3);
+    ck_assert_uint_ge(hh_busable(c), want + mib);
+    memset(c, 4, want + mib);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    char *d = hh_brealloc(c, 6 * mib);                /* past the tail: the whole mapping moves */
+    REQUIRE(d != NULL && d[0] == 4 && d[want + mib - 1] == 4);
+    memset(d, 5, 6 * mib);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    hh_bfree(d);
+    hhi_test_clock_step(0);
+    hh_binned_trim(0);
+}
+END_TEST
+
 /* A block freed beside an old cached extent merges with it; the merged
    extent's age is its parts' free times weighted by bytes, so a small late
    free does not make a big old extent young (nor the reverse). */
@@ -2559,6 +2625,7 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, large_cache_grows_a_too_small_extent);
     tcase_add_test(tc, large_cache_decays_by_age_in_bounded_pieces);
     tcase_add_test(tc, large_cache_merged_age_is_weighted_by_bytes);
+    tcase_add_test(tc, reused_extent_slack_is_left_to_decay_not_madvised_in_malloc);
     tcase_add_test(tc, large_realloc_moves_pages_instead_of_copying);
     tcase_add_test(tc, check_finds_broken_large_extents);
     tcase_add_test(tc, large_blocks_get_huge_page_advice_when_asked);

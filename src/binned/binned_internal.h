@@ -49,7 +49,9 @@
  *     each starts at a 4 MiB boundary with magic HHI_LCACHE_MAGIC, every chunk
  *     it touches reads LARGE_FREED, it is on g.lcache (at most HHI_LCACHE_MAX
  *     of them, HHI_LCACHE_BYTES in all), and no two of them touch (a free
- *     merges a mapping with the extents beside it).
+ *     merges a mapping with the extents beside it). A live block whose
+ *     mapping runs past map_size (a reused extent's slack: tail > 0) is on
+ *     g.tails (n_tails of them); its mapping is map_size + tail bytes.
  *  7. span->free_pages == number of its pages in the pool.
  *     A retired span (trim found it wholly free) is never unmapped: it is
  *     decommitted whole, header included, its registry byte says SPAN_FREED,
@@ -100,6 +102,7 @@
 #define HHI_LCACHE_MAX      32u                 /* extents kept for reuse */
 #define HHI_LCACHE_BYTES    ((size_t)256 << 20) /* bytes kept for reuse (decay or trim give them back) */
 #define HHI_LCACHE_BLOCK    ((size_t)64 << 20)  /* a freed block's mapping above this is never kept */
+#define HHI_TAILS_MAX       32u                 /* live large blocks with a tail left for decay */
 #define HHI_DECAY_BUDGET_NS ((uint64_t)1000000) /* one decay pass: about 1 ms at most */
 #define HHI_CARVE_BYTES     4096u               /* fresh memory one take carves at most (but one block) */
 #define HHI_KEEP_EMPTY      1u                  /* empty pages a class keeps as spare */
@@ -198,7 +201,10 @@ typedef struct hhi_blarge {
     size_t   size;              /* bytes asked for */
     struct hhi_blarge *next, *prev;
     uint64_t freed_ns;          /* in the large cache: when it was freed (merged: the parts'
-                                   times weighted by bytes), for decay */
+                                   times weighted by bytes), for decay; a live block with a
+                                   tail: when the tail's bytes were last freed */
+    size_t   tail;              /* live block: bytes mapped past map_size that are not the
+                                   block's (a reused extent's slack, left for decay), or 0 */
 } hhi_blarge;
 _Static_assert(sizeof(hhi_blarge) <= HHI_LARGE_HDR, "large header size");
 
@@ -362,6 +368,8 @@ typedef struct hhi_bglobal {
     hhi_blarge *lcache;             /* large cache: extents kept for reuse, newest (or last merged) first */
     uint32_t n_lcache;
     size_t lcache_bytes;
+    hhi_blarge *tails[HHI_TAILS_MAX];   /* live large blocks whose tail decay or trim gives back */
+    uint32_t n_tails;
     _Atomic bool large_huge;        /* hh_binned_set_large_hugepages: advise fresh large mappings */
     /* thread caches */
     hhi_lock tc_lock;

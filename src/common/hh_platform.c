@@ -26,6 +26,7 @@ size_t hhi_os_page_size(void) {
 
 #if HH_TESTING
 _Atomic uint64_t hhi_test_os_maps, hhi_test_os_unmaps;
+_Thread_local uint64_t hhi_test_os_decommits_here;
 #endif
 
 /* The map calls of map_aligned and every unmap, counted under HH_TESTING. */
@@ -200,6 +201,9 @@ bool hhi_os_move(void *from, size_t size, void *to) {
 bool hhi_os_decommit(void *p, size_t size) {
     if (size == 0) return true;
     if (hhi_fault()) return false;
+#if HH_TESTING
+    hhi_test_os_decommits_here++;
+#endif
     return madvise(p, size, MADV_DONTNEED) == 0;
 }
 

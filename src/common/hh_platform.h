@@ -59,6 +59,8 @@ HH_INTERNAL uint64_t hhi_now_ns(void);
 HH_INTERNAL void hhi_test_clock_step(uint64_t step_ns);
 /* mmap calls made by hhi_os_map/hhi_os_reserve, and munmap calls of the platform layer, so far. */
 HH_INTERNAL _Atomic uint64_t hhi_test_os_maps, hhi_test_os_unmaps;
+/* hhi_os_decommit calls (madvise) made by the calling thread so far. */
+HH_INTERNAL _Thread_local uint64_t hhi_test_os_decommits_here;
 #endif
 
 /* Resident set size of this process in bytes (from /proc/self/statm), 0 if unknown. */
