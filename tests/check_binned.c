@@ -1130,6 +1130,49 @@ START_TEST(a_new_decay_period_reaches_a_sleeping_purge_thread) {
 }
 END_TEST
 
+/* Polls (1 ms sleeps, 20 s at most) until the large cache is empty. */
+static size_t wait_large_cache_empty(void) {
+    hh_binned_stats s;
+    for (int i = 0; i < 20000; i++) {
+        hh_binned_stats_get(&s);
+        if (s.large_cached_bytes == 0) break;
+        struct timespec ms = { 0, 1000000 };
+        nanosleep(&ms, NULL);
+    }
+    return s.large_cached_bytes;
+}
+
+START_TEST(purge_thread_sleeps_while_decay_holds_nothing) {
+    /* Once everything went back the thread sleeps until something is given
+       to decay: no wake-up in ten periods (it used to look twice a period,
+       about twenty times). The next free into the cache wakes it, and the
+       memory goes back. Real time (a sleeping thread), but only counts are
+       asserted: the bound allows a late last pass. */
+    const long period_ms = 20;
+    hh_binned_thread_flush();
+    hh_binned_trim(0);
+    ck_assert_int_eq(hh_binned_set_decay_ms((uint32_t)period_ms), HH_OK);
+    ck_assert_int_eq(hh_binned_set_purge_thread(true), HH_OK);
+    hh_bfree(hh_bmalloc((size_t)1 << 20));          /* cached: the thread starts */
+    ck_assert(hhi_purge_running());
+    size_t left = wait_large_cache_empty();
+    uint64_t woke = atomic_load(&hhi_test_purge_wakeups);
+    struct timespec ten = { 0, 10 * period_ms * 1000000 };
+    while (nanosleep(&ten, &ten) != 0) {}
+    woke = atomic_load(&hhi_test_purge_wakeups) - woke;
+    bool idle = hhi_purge_idle();
+    hh_bfree(hh_bmalloc((size_t)3 << 20));          /* a note: wakes it */
+    size_t later = wait_large_cache_empty();
+    ck_assert_int_eq(hh_binned_set_purge_thread(false), HH_OK);
+    ck_assert_int_eq(hh_binned_set_decay_ms(0), HH_OK);
+    ck_assert_uint_eq(left, 0);
+    ck_assert_msg(woke <= 2, "the purge thread woke %llu times in ten periods with nothing to give back",
+                  (unsigned long long)woke);
+    ck_assert(idle);
+    ck_assert_msg(later == 0, "a free into the cache did not wake the idle purge thread");
+}
+END_TEST
+
 START_TEST(purge_thread_is_off_by_default_and_without_decay) {
     /* The library default: no thread, ever, without a call; asked for with
        decay off, it is not started either (nothing to do). */
@@ -2612,6 +2655,7 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, purge_thread_returns_memory_of_an_idle_program);
     tcase_add_test(tc, purge_thread_takes_decay_passes_off_the_programs_path);
     tcase_add_test(tc, a_new_decay_period_reaches_a_sleeping_purge_thread);
+    tcase_add_test(tc, purge_thread_sleeps_while_decay_holds_nothing);
     tcase_add_test(tc, purge_thread_is_off_by_default_and_without_decay);
     tcase_add_test(tc, purge_thread_restarts_in_a_fork_child);
     tcase_add_test(tc, new_span_under_a_tight_address_space_limit);

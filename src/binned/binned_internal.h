@@ -386,8 +386,9 @@ typedef struct hhi_bglobal {
     /* A pass that ran out of its budget leaves the rest here; the purge
        thread finishes it in further bounded slices (slow paths do not: they
        keep their 1 ms bound and the rest waits for the next period). */
-    _Atomic bool decay_work;        /* a page went to the dirty pool or a mapping to the large
-                                       cache once: the purge thread has something to do */
+    _Atomic bool decay_work;        /* something went where decay gives it back (the dirty pool,
+                                       the large cache, a tail, a spare page, a transfer batch)
+                                       since the purge thread last looked: it has something to do */
     _Atomic bool decay_more;        /* the last pass stopped at its deadline */
     _Atomic uint32_t decay_more_tick;     /* its tick: pool pages dirty before it go */
     _Atomic uint64_t decay_more_cutoff;   /* its cutoff: cached mappings freed before it go */
@@ -575,18 +576,26 @@ HH_INTERNAL bool     hhi_decay_pass(bool sampled);
    nothing is left (or a trim holds the trim lock: it does the work). */
 HH_INTERNAL bool     hhi_decay_continue(void);
 
-/* Notes that decay has something to give back (pool or large lock held):
-   one load, and one store the first time only. */
+/* binned_purge.c: sets g.decay_work and wakes the purge thread if it sleeps
+   with nothing to do (then one futex wake: once per idle spell). Any lock
+   but the purge thread's own may be held. */
+HH_INTERNAL HH_NOINLINE void hhi_decay_work_noted(void);
+/* Notes that decay has something to give back (class, pool or large lock
+   held): one load; the rest only the first time after the purge thread
+   cleared the flag (hhi_decay_work_noted). */
 HH_INLINE void hhi_decay_work_note(void) {
-    if (!atomic_load_explicit(&hhi_bg.decay_work, memory_order_relaxed))
-        atomic_store_explicit(&hhi_bg.decay_work, true, memory_order_relaxed);
+    if (!atomic_load_explicit(&hhi_bg.decay_work, memory_order_relaxed)) hhi_decay_work_noted();
 }
+/* Whether decay holds anything it may give back later (a dirty pool page, a
+   spare page or transfer batch of a class, a cached extent or a tail, an
+   unfinished pass). Takes the class, pool and large locks one at a time. */
+HH_INTERNAL bool     hhi_decay_has_work(void);
 
 /* binned_purge.c: the background purge thread (hh_binned_set_purge_thread). */
 enum { HHI_PURGE_OFF = 0, HHI_PURGE_WANTED, HHI_PURGE_STARTING, HHI_PURGE_RUNNING };
 HH_INTERNAL int      hhi_purge_state(void);      /* HHI_PURGE_*: one relaxed load */
 /* Wakes a running thread so that it plans its sleep by the new decay period
-   (it slept by the old one, up to 30 s). */
+   (it slept by the old one, up to 60 s). */
 HH_INTERNAL void     hhi_purge_nudge(void);
 HH_INTERNAL void     hhi_purge_start(void);      /* starts it if still wanted (no lock held) */
 HH_INTERNAL void     hhi_purge_fork_prepare(void);
@@ -597,6 +606,10 @@ HH_INTERNAL bool     hhi_purge_running(void);
 /* Wakes the thread until it has ended a pass begun after the call; returns
    its pass count (unchanged when no thread runs). */
 HH_INTERNAL uint64_t hhi_purge_kick_and_wait(void);
+/* Times the purge thread woke (a timeout, a kick or a note). */
+HH_INTERNAL _Atomic uint64_t hhi_test_purge_wakeups;
+/* Whether it sleeps with nothing to do (no timeout). */
+HH_INTERNAL bool     hhi_purge_idle(void);
 #endif
 
 /* binned_tcache.c */
