@@ -2341,6 +2341,31 @@ START_TEST(large_cache_merged_age_is_weighted_by_bytes) {
 }
 END_TEST
 
+START_TEST(pool_decay_checks_its_deadline_before_every_decommit) {
+    /* A decay pass over dirty pool pages reads the clock before each
+       madvise: on the virtual clock (1 us per reading) a deadline 2.5 us
+       away lets exactly two pages go. It used to read it every 16 pages
+       walked, so 32 went. Nothing is timed. */
+    enum { N = 3000 };
+    hh_binned_thread_flush();
+    hh_binned_trim(0);
+    void **v = malloc(N * sizeof *v);
+    for (int i = 0; i < N; i++) v[i] = hh_bmalloc(1000);
+    for (int i = 0; i < N; i++) hh_bfree(v[i]);
+    free(v);
+    hh_binned_thread_flush();                       /* about 45 pages to the pool, dirty */
+    hh_binned_stats s;
+    hh_binned_stats_get(&s);
+    ck_assert_uint_ge(s.pages_free - s.pages_decommitted, 40);
+    hhi_test_clock_step(1000);
+    uint64_t now = hhi_now_ns();
+    size_t given = hhi_pool_decay(atomic_load(&hhi_bg.decay_tick) + 1, now + 2500);
+    hhi_test_clock_step(0);
+    hh_binned_trim(0);
+    ck_assert_uint_eq(given, 2 * HHI_PAGE_SIZE);
+}
+END_TEST
+
 START_TEST(large_cache_decays_by_age_in_bounded_pieces) {
     /* Decay driven through its seam (hhi_large_decay) on the virtual clock
        (1 us per reading): only extents freed before the cutoff go, and a big
@@ -2651,6 +2676,7 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, trim_returns_pages);
     tcase_add_test(tc, trim_honours_its_time_budget);
+    tcase_add_test(tc, pool_decay_checks_its_deadline_before_every_decommit);
     tcase_add_test(tc, decay_returns_memory_without_trim_calls);
     tcase_add_test(tc, purge_thread_returns_memory_of_an_idle_program);
     tcase_add_test(tc, purge_thread_takes_decay_passes_off_the_programs_path);
