@@ -533,8 +533,8 @@ void *hhi_large_grow(uintptr_t a, size_t size) {
         if (base != NULL) hhi_os_unmap(base, map_size);
         /* hhi_os_move marked the range undefined before it tried: the block
            stayed, so its header and bytes read as they did (defined, as a
-           successful move leaves them). Back as it was (g.tails full by
-           now: the tail stays resident, as the block's). */
+           successful move leaves them). Back as it was (should g.tails
+           have filled meanwhile, the tail becomes the block's, resident). */
         hh_track_defined(h, old_map);
         (void)large_register(h, old_map, offset, old_size, tail, tail_ns);
         return NULL;
