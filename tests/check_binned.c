@@ -2313,6 +2313,43 @@ START_TEST(reused_extent_slack_is_left_to_decay_not_madvised_in_malloc) {
 }
 END_TEST
 
+/* At most HHI_TAILS_MAX live blocks hold a tail; the next reuse with a big
+   slack decommits it in malloc, as before, and the slack is the block's. */
+START_TEST(tails_beyond_their_cap_are_decommitted_in_malloc) {
+    enum { N = HHI_TAILS_MAX + 1 };
+    const size_t mib = (size_t)1 << 20, page = hhi_os_page_size();
+    hh_binned_trim(0);
+    char *a[N], *b[N];
+    for (int i = 0; i < N; i++) a[i] = hh_bmalloc(4 * mib - HHI_LARGE_HDR);   /* never touched */
+    for (int i = 0; i < N; i++) {
+        REQUIRE(a[i] != NULL);
+        hh_bfree(a[i]);
+    }
+    size_t want = 2 * mib + mib / 8, block = hh_align_up(HHI_LARGE_HDR + want, page);
+    uint64_t madvised = hhi_test_os_decommits_here;
+    for (int i = 0; i < N; i++) {
+        b[i] = hh_bmalloc(want);                      /* a 4 MiB chunk each: 1.9 MiB of slack */
+        REQUIRE(b[i] != NULL);
+    }
+    uint64_t in_malloc = hhi_test_os_decommits_here - madvised;
+    size_t tailed = 0, whole = 0;
+    for (int i = 0; i < N; i++) {
+        size_t u = hh_busable(b[i]);
+        tailed += u == block - HHI_LARGE_HDR;
+        whole += u == 4 * mib - HHI_LARGE_HDR;
+        memset(b[i], 6, u);
+    }
+    uint32_t n_tails = hhi_bg.n_tails;
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    for (int i = 0; i < N; i++) hh_bfree(b[i]);
+    hh_binned_trim(0);
+    ck_assert_uint_eq(n_tails, HHI_TAILS_MAX);
+    ck_assert_uint_eq(tailed, HHI_TAILS_MAX);
+    ck_assert_uint_eq(whole, 1);
+    ck_assert_uint_eq(in_malloc, 1);
+}
+END_TEST
+
 /* A block freed beside an old cached extent merges with it; the merged
    extent's age is its parts' free times weighted by bytes, so a small late
    free does not make a big old extent young (nor the reverse). */
@@ -2696,6 +2733,7 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, large_cache_decays_by_age_in_bounded_pieces);
     tcase_add_test(tc, large_cache_merged_age_is_weighted_by_bytes);
     tcase_add_test(tc, reused_extent_slack_is_left_to_decay_not_madvised_in_malloc);
+    tcase_add_test(tc, tails_beyond_their_cap_are_decommitted_in_malloc);
     tcase_add_test(tc, large_realloc_moves_pages_instead_of_copying);
     tcase_add_test(tc, check_finds_broken_large_extents);
     tcase_add_test(tc, large_blocks_get_huge_page_advice_when_asked);
