@@ -277,6 +277,36 @@ START_TEST(alignment_above_2mib) {
 }
 END_TEST
 
+START_TEST(far_aligned_blocks_take_one_mapping_each) {
+    /* A block aligned to 4 MiB or more gets one mapping of exactly the
+       header chunk and its body, skewed so the body is aligned: usually one
+       mmap (just below the last mapping). Before, each over-mapped by the
+       alignment and trimmed both ends: an mmap and one or two munmaps, up to
+       twice the address space. */
+    enum { N = 16 };
+    char *p[N];
+    uint64_t maps = atomic_load(&hhi_test_os_maps), unmaps = atomic_load(&hhi_test_os_unmaps);
+    for (int i = 0; i < N; i++) {
+        size_t align = (size_t)4 << 20 << (i % 3), size = ((size_t)1 << 20) + (size_t)i * 4096;
+        p[i] = hh_bmemalign(align, size);
+        REQUIRE(p[i] != NULL && (uintptr_t)p[i] % align == 0);
+        REQUIRE(hhi_registry_get((uintptr_t)p[i]) == HHI_REG_LARGE_FAR);
+        p[i][0] = 1;                                    /* writable at both ends */
+        p[i][size - 1] = 2;
+    }
+    uint64_t calls = (atomic_load(&hhi_test_os_maps) - maps) + (atomic_load(&hhi_test_os_unmaps) - unmaps);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    for (int i = 0; i < N; i++) {
+        size_t size = ((size_t)1 << 20) + (size_t)i * 4096;
+        REQUIRE(p[i][0] == 1 && p[i][size - 1] == 2);
+        hh_bfree(p[i]);
+    }
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    if (hh_test_under_valgrind() || TEST_UNDER_TSAN) return;   /* the tool places mappings itself */
+    ck_assert_msg(calls <= N + N / 2, "%llu mmap/munmap calls for %d far-aligned blocks", (unsigned long long)calls, N);
+}
+END_TEST
+
 START_TEST(realloc_grows_and_shrinks_across_classes_and_to_large) {
     size_t size = 1;
     unsigned char *p = hh_brealloc(NULL, size);
@@ -1097,6 +1127,49 @@ START_TEST(a_new_decay_period_reaches_a_sleeping_purge_thread) {
     ck_assert_int_eq(hh_binned_set_purge_thread(false), HH_OK);
     ck_assert_int_eq(hh_binned_set_decay_ms(0), HH_OK);
     ck_assert_uint_eq(s.large_cached_bytes, 0);
+}
+END_TEST
+
+/* Polls (1 ms sleeps, 20 s at most) until the large cache is empty. */
+static size_t wait_large_cache_empty(void) {
+    hh_binned_stats s;
+    for (int i = 0; i < 20000; i++) {
+        hh_binned_stats_get(&s);
+        if (s.large_cached_bytes == 0) break;
+        struct timespec ms = { 0, 1000000 };
+        nanosleep(&ms, NULL);
+    }
+    return s.large_cached_bytes;
+}
+
+START_TEST(purge_thread_sleeps_while_decay_holds_nothing) {
+    /* Once everything went back the thread sleeps until something is given
+       to decay: no wake-up in ten periods (it used to look twice a period,
+       about twenty times). The next free into the cache wakes it, and the
+       memory goes back. Real time (a sleeping thread), but only counts are
+       asserted: the bound allows a late last pass. */
+    const long period_ms = 20;
+    hh_binned_thread_flush();
+    hh_binned_trim(0);
+    ck_assert_int_eq(hh_binned_set_decay_ms((uint32_t)period_ms), HH_OK);
+    ck_assert_int_eq(hh_binned_set_purge_thread(true), HH_OK);
+    hh_bfree(hh_bmalloc((size_t)1 << 20));          /* cached: the thread starts */
+    ck_assert(hhi_purge_running());
+    size_t left = wait_large_cache_empty();
+    uint64_t woke = atomic_load(&hhi_test_purge_wakeups);
+    struct timespec ten = { 0, 10 * period_ms * 1000000 };
+    while (nanosleep(&ten, &ten) != 0) {}
+    woke = atomic_load(&hhi_test_purge_wakeups) - woke;
+    bool idle = hhi_purge_idle();
+    hh_bfree(hh_bmalloc((size_t)3 << 20));          /* a note: wakes it */
+    size_t later = wait_large_cache_empty();
+    ck_assert_int_eq(hh_binned_set_purge_thread(false), HH_OK);
+    ck_assert_int_eq(hh_binned_set_decay_ms(0), HH_OK);
+    ck_assert_uint_eq(left, 0);
+    ck_assert_msg(woke <= 2, "the purge thread woke %llu times in ten periods with nothing to give back",
+                  (unsigned long long)woke);
+    ck_assert(idle);
+    ck_assert_msg(later == 0, "a free into the cache did not wake the idle purge thread");
 }
 END_TEST
 
@@ -2258,6 +2331,109 @@ START_TEST(large_cache_grows_a_too_small_extent) {
 }
 END_TEST
 
+/* A cached extent reused by a smaller block leaves slack past it up to the
+   next chunk. A slack over half the block used to be decommitted right in
+   that malloc (an madvise on the program's thread); it is the block's tail
+   now, mapped with it but not usable, given back by decay or trim, or with
+   the block when it is freed. */
+START_TEST(reused_extent_slack_is_left_to_decay_not_madvised_in_malloc) {
+    const size_t mib = (size_t)1 << 20, page = hhi_os_page_size();
+    hh_binned_trim(0);
+    hhi_test_clock_step(1000);
+    hh_binned_stats s0, s;
+    hh_binned_stats_get(&s0);
+    char *a = hh_bmalloc(8 * mib - HHI_LARGE_HDR);   /* an 8 MiB mapping */
+    REQUIRE(a != NULL);
+    memset(a, 1, 8 * mib - HHI_LARGE_HDR);
+    hh_bfree(a);
+    ck_assert_uint_eq(large_cached(), 8 * mib);
+    size_t want = 5 * mib / 2, block = hh_align_up(HHI_LARGE_HDR + want, page), tail = 4 * mib - block;
+    uint64_t madvised = hhi_test_os_decommits_here;
+    char *b = hh_bmalloc(want);                       /* the first 4 MiB: 1.5 MiB of slack */
+    uint64_t in_malloc = hhi_test_os_decommits_here - madvised;
+    REQUIRE(b == a);
+    ck_assert_msg(in_malloc == 0, "%llu madvise calls in the malloc that reused a cached extent",
+                  (unsigned long long)in_malloc);
+    hh_binned_stats_get(&s);
+    ck_assert_uint_eq(s.large_cached_bytes, 4 * mib);                       /* the rest stays cached */
+    ck_assert_uint_eq(s.large_mapped_bytes - s0.large_mapped_bytes, 4 * mib);   /* the tail is counted */
+    ck_assert_uint_eq(hh_busable(b), block - HHI_LARGE_HDR);                /* and is not the block's */
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    /* Decay gives the tail back once it is older than the cutoff (it is as
+       old as the extent it came from), the block staying whole. */
+    ck_assert_uint_eq(hhi_large_decay(hhi_now_ns(), 0), tail + 4 * mib);
+    hh_binned_stats_get(&s);
+    ck_assert_uint_eq(s.large_mapped_bytes - s0.large_mapped_bytes, block);
+    memset(b, 2, want);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    hh_bfree(b);
+    ck_assert_uint_eq(large_cached(), block);          /* without the tail: unmapped */
+    hh_binned_trim(0);
+    /* Freed with its tail, the whole mapping goes back to the cache. */
+    a = hh_bmalloc(8 * mib - HHI_LARGE_HDR);
+    REQUIRE(a != NULL);
+    hh_bfree(a);
+    b = hh_bmalloc(want);
+    REQUIRE(b != NULL);
+    ck_assert_uint_eq(hhi_test_os_decommits_here, madvised);
+    hh_bfree(b);
+    ck_assert_uint_eq(large_cached(), 8 * mib);        /* block, tail and cached rest merged again */
+    /* A realloc into the tail grows in place. */
+    b = hh_bmalloc(want);
+    REQUIRE(b != NULL);
+    memset(b, 3, want);
+    char *c = hh_brealloc(b, want + mib);
+    REQUIRE(c == b && c[want - 1] == 3);
+    ck_assert_uint_ge(hh_busable(c), want + mib);
+    memset(c, 4, want + mib);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    char *d = hh_brealloc(c, 6 * mib);                /* past the tail: the whole mapping moves */
+    REQUIRE(d != NULL && d[0] == 4 && d[want + mib - 1] == 4);
+    memset(d, 5, 6 * mib);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    hh_bfree(d);
+    hhi_test_clock_step(0);
+    hh_binned_trim(0);
+}
+END_TEST
+
+/* At most HHI_TAILS_MAX live blocks hold a tail; the next reuse with a big
+   slack decommits it in malloc, as before, and the slack is the block's. */
+START_TEST(tails_beyond_their_cap_are_decommitted_in_malloc) {
+    enum { N = HHI_TAILS_MAX + 1 };
+    const size_t mib = (size_t)1 << 20, page = hhi_os_page_size();
+    hh_binned_trim(0);
+    char *a[N], *b[N];
+    for (int i = 0; i < N; i++) a[i] = hh_bmalloc(4 * mib - HHI_LARGE_HDR);   /* never touched */
+    for (int i = 0; i < N; i++) {
+        REQUIRE(a[i] != NULL);
+        hh_bfree(a[i]);
+    }
+    size_t want = 2 * mib + mib / 8, block = hh_align_up(HHI_LARGE_HDR + want, page);
+    uint64_t madvised = hhi_test_os_decommits_here;
+    for (int i = 0; i < N; i++) {
+        b[i] = hh_bmalloc(want);                      /* a 4 MiB chunk each: 1.9 MiB of slack */
+        REQUIRE(b[i] != NULL);
+    }
+    uint64_t in_malloc = hhi_test_os_decommits_here - madvised;
+    size_t tailed = 0, whole = 0;
+    for (int i = 0; i < N; i++) {
+        size_t u = hh_busable(b[i]);
+        tailed += u == block - HHI_LARGE_HDR;
+        whole += u == 4 * mib - HHI_LARGE_HDR;
+        memset(b[i], 6, u);
+    }
+    uint32_t n_tails = hhi_bg.n_tails;
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    for (int i = 0; i < N; i++) hh_bfree(b[i]);
+    hh_binned_trim(0);
+    ck_assert_uint_eq(n_tails, HHI_TAILS_MAX);
+    ck_assert_uint_eq(tailed, HHI_TAILS_MAX);
+    ck_assert_uint_eq(whole, 1);
+    ck_assert_uint_eq(in_malloc, 1);
+}
+END_TEST
+
 /* A block freed beside an old cached extent merges with it; the merged
    extent's age is its parts' free times weighted by bytes, so a small late
    free does not make a big old extent young (nor the reverse). */
@@ -2283,6 +2459,31 @@ START_TEST(large_cache_merged_age_is_weighted_by_bytes) {
     ck_assert_uint_eq(large_cached(), 0);
     hhi_test_clock_step(0);
     ck_assert_int_eq(hh_binned_check(), HH_OK);
+}
+END_TEST
+
+START_TEST(pool_decay_checks_its_deadline_before_every_decommit) {
+    /* A decay pass over dirty pool pages reads the clock before each
+       madvise: on the virtual clock (1 us per reading) a deadline 2.5 us
+       away lets exactly two pages go. It used to read it every 16 pages
+       walked, so 32 went. Nothing is timed. */
+    enum { N = 3000 };
+    hh_binned_thread_flush();
+    hh_binned_trim(0);
+    void **v = malloc(N * sizeof *v);
+    for (int i = 0; i < N; i++) v[i] = hh_bmalloc(1000);
+    for (int i = 0; i < N; i++) hh_bfree(v[i]);
+    free(v);
+    hh_binned_thread_flush();                       /* about 45 pages to the pool, dirty */
+    hh_binned_stats s;
+    hh_binned_stats_get(&s);
+    ck_assert_uint_ge(s.pages_free - s.pages_decommitted, 40);
+    hhi_test_clock_step(1000);
+    uint64_t now = hhi_now_ns();
+    size_t given = hhi_pool_decay(atomic_load(&hhi_bg.decay_tick) + 1, now + 2500);
+    hhi_test_clock_step(0);
+    hh_binned_trim(0);
+    ck_assert_uint_eq(given, 2 * HHI_PAGE_SIZE);
 }
 END_TEST
 
@@ -2550,6 +2751,7 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, every_class_boundary_size);
     tcase_add_test(tc, alignment_up_to_4096_and_beyond);
     tcase_add_test(tc, alignment_above_2mib);
+    tcase_add_test(tc, far_aligned_blocks_take_one_mapping_each);
     tcase_add_test(tc, realloc_grows_and_shrinks_across_classes_and_to_large);
     tcase_add_test(tc, calloc_zeroes_and_overflow_fails_cleanly);
     suite_add_tcase(s, tc);
@@ -2597,10 +2799,12 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, trim_returns_pages);
     tcase_add_test(tc, trim_honours_its_time_budget);
+    tcase_add_test(tc, pool_decay_checks_its_deadline_before_every_decommit);
     tcase_add_test(tc, decay_returns_memory_without_trim_calls);
     tcase_add_test(tc, purge_thread_returns_memory_of_an_idle_program);
     tcase_add_test(tc, purge_thread_takes_decay_passes_off_the_programs_path);
     tcase_add_test(tc, a_new_decay_period_reaches_a_sleeping_purge_thread);
+    tcase_add_test(tc, purge_thread_sleeps_while_decay_holds_nothing);
     tcase_add_test(tc, purge_thread_is_off_by_default_and_without_decay);
     tcase_add_test(tc, purge_thread_restarts_in_a_fork_child);
     tcase_add_test(tc, new_span_under_a_tight_address_space_limit);
@@ -2614,6 +2818,8 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, large_cache_grows_a_too_small_extent);
     tcase_add_test(tc, large_cache_decays_by_age_in_bounded_pieces);
     tcase_add_test(tc, large_cache_merged_age_is_weighted_by_bytes);
+    tcase_add_test(tc, reused_extent_slack_is_left_to_decay_not_madvised_in_malloc);
+    tcase_add_test(tc, tails_beyond_their_cap_are_decommitted_in_malloc);
     tcase_add_test(tc, large_realloc_moves_pages_instead_of_copying);
     tcase_add_test(tc, check_finds_broken_large_extents);
     tcase_add_test(tc, large_blocks_get_huge_page_advice_when_asked);

@@ -158,11 +158,12 @@ HH_API size_t hh_binned_trim(uint64_t max_ns);
    250 ms. HH_E_INVALID_ARG above 60000 ms. */
 HH_API hh_status hh_binned_set_decay_ms(uint32_t ms);
 
-/* Background purge thread: with on, one thread looks twice a period and runs
-   the decay pass when it is due (once a period), so memory freed by a
-   program that then goes quiet (no more slow paths) still goes back -- one
-   to two and a half periods after the free -- and the program's own calls
-   do no decay work while it runs.
+/* Background purge thread: with on, one thread sleeps until the decay pass
+   is due (once a period) and runs it, so memory freed by a program that
+   then goes quiet (no more slow paths) still goes back -- one to two
+   periods after the free -- and the program's own calls do no decay work
+   while it runs. With nothing for decay to give back it sleeps until
+   something is (the first free into a cache after that wakes it).
    Started lazily, by the first slow path that sees decay on after memory
    first became decay's to give back (an empty page, a freed large block): a
    program that never frees that much never gets it. Its creation allocates

@@ -655,14 +655,23 @@ static bool check_inv5_thread_cache(check_ctx *cx) {
     return true;
 }
 
-/* 6: live large blocks have a good header, registry byte(s) and count; the
+/* 6: live large blocks have a good header, registry byte(s) and count (those
+   with a tail are exactly g.tails); the
    large cache holds LCACHE-marked extents within its limits, every chunk they
    touch LARGE_FREED, no two touching (a free merges them). */
 static bool check_inv6_large_blocks(check_ctx *cx) {
     static const char what[] = "6 (large blocks)";
     uint64_t nlarge = 0;
+    uint32_t ntails = 0;
     for (hhi_blarge *h = hhi_bg.large; h != NULL; h = h->next) {
         CHECK(nlarge++ < hhi_bg.large_count, "large list longer than its count");
+        if (h->tail != 0) {
+            bool listed = false;
+            for (uint32_t i = 0; i < hhi_bg.n_tails; i++) listed |= hhi_bg.tails[i] == h;
+            CHECK(listed && h->offset < HHI_SPAN_SIZE && h->tail % hhi_os_page_size() == 0,
+                  "large block %p: tail of %zu bytes not listed", (void *)h, h->tail);
+            ntails++;
+        }
         CHECK(((uintptr_t)h & HHI_SPAN_MASK) == 0 && h->magic == HHI_LARGE_MAGIC && h->offset <= HHI_SPAN_SIZE &&
                   h->offset + h->size <= h->map_size && hhi_registry_get((uintptr_t)h) == HHI_REG_LARGE &&
                   (h->offset < HHI_SPAN_SIZE || hhi_registry_get((uintptr_t)h + h->offset) == HHI_REG_LARGE_FAR),
@@ -670,6 +679,7 @@ static bool check_inv6_large_blocks(check_ctx *cx) {
     }
     CHECK(nlarge == hhi_bg.large_count, "large count %llu != %llu", (unsigned long long)nlarge,
           (unsigned long long)hhi_bg.large_count);
+    CHECK(ntails == hhi_bg.n_tails, "%u live large blocks have a tail, g.tails lists %u", ntails, hhi_bg.n_tails);
     uint32_t ncached = 0;
     size_t cached_bytes = 0;
     for (hhi_blarge *h = hhi_bg.lcache; h != NULL; h = h->next) {

@@ -50,7 +50,9 @@
  *     each starts at a 4 MiB boundary with magic HHI_LCACHE_MAGIC, every chunk
  *     it touches reads LARGE_FREED, it is on g.lcache (at most HHI_LCACHE_MAX
  *     of them, HHI_LCACHE_BYTES in all), and no two of them touch (a free
- *     merges a mapping with the extents beside it).
+ *     merges a mapping with the extents beside it). A live block whose
+ *     mapping runs past map_size (a reused extent's slack: tail > 0) is on
+ *     g.tails (n_tails of them); its mapping is map_size + tail bytes.
  *  7. span->free_pages == number of its pages in the pool.
  *     A retired span (trim found it wholly free) is never unmapped: it is
  *     decommitted whole, header included, its registry byte says SPAN_FREED,
@@ -101,6 +103,7 @@
 #define HHI_LCACHE_MAX      32u                 /* extents kept for reuse */
 #define HHI_LCACHE_BYTES    ((size_t)256 << 20) /* bytes kept for reuse (decay or trim give them back) */
 #define HHI_LCACHE_BLOCK    ((size_t)64 << 20)  /* a freed block's mapping above this is never kept */
+#define HHI_TAILS_MAX       32u                 /* live large blocks with a tail left for decay */
 #define HHI_DECAY_BUDGET_NS ((uint64_t)1000000) /* one decay pass: about 1 ms at most */
 #define HHI_CARVE_BYTES     4096u               /* fresh memory one take carves at most (but one block) */
 #define HHI_KEEP_EMPTY      1u                  /* empty pages a class keeps as spare */
@@ -199,7 +202,10 @@ typedef struct hhi_blarge {
     size_t   size;              /* bytes asked for */
     struct hhi_blarge *next, *prev;
     uint64_t freed_ns;          /* in the large cache: when it was freed (merged: the parts'
-                                   times weighted by bytes), for decay */
+                                   times weighted by bytes), for decay; a live block with a
+                                   tail: when the tail's bytes were last freed */
+    size_t   tail;              /* live block: bytes mapped past map_size that are not the
+                                   block's (a reused extent's slack, left for decay), or 0 */
 } hhi_blarge;
 _Static_assert(sizeof(hhi_blarge) <= HHI_LARGE_HDR, "large header size");
 
@@ -363,6 +369,8 @@ typedef struct hhi_bglobal {
     hhi_blarge *lcache;             /* large cache: extents kept for reuse, newest (or last merged) first */
     uint32_t n_lcache;
     size_t lcache_bytes;
+    hhi_blarge *tails[HHI_TAILS_MAX];   /* live large blocks whose tail decay or trim gives back */
+    uint32_t n_tails;
     _Atomic bool large_huge;        /* hh_binned_set_large_hugepages: advise fresh large mappings */
     /* thread caches */
     hhi_lock tc_lock;
@@ -379,8 +387,9 @@ typedef struct hhi_bglobal {
     /* A pass that ran out of its budget leaves the rest here; the purge
        thread finishes it in further bounded slices (slow paths do not: they
        keep their 1 ms bound and the rest waits for the next period). */
-    _Atomic bool decay_work;        /* a page went to the dirty pool or a mapping to the large
-                                       cache once: the purge thread has something to do */
+    _Atomic bool decay_work;        /* something went where decay gives it back (the dirty pool,
+                                       the large cache, a tail, a spare page, a transfer batch)
+                                       since the purge thread last looked: it has something to do */
     _Atomic bool decay_more;        /* the last pass stopped at its deadline */
     _Atomic uint32_t decay_more_tick;     /* its tick: pool pages dirty before it go */
     _Atomic uint64_t decay_more_cutoff;   /* its cutoff: cached mappings freed before it go */
@@ -571,18 +580,26 @@ HH_INTERNAL bool     hhi_decay_pass(bool sampled);
    nothing is left (or a trim holds the trim lock: it does the work). */
 HH_INTERNAL bool     hhi_decay_continue(void);
 
-/* Notes that decay has something to give back (pool or large lock held):
-   one load, and one store the first time only. */
+/* binned_purge.c: sets g.decay_work and wakes the purge thread if it sleeps
+   with nothing to do (then one futex wake: once per idle spell). Any lock
+   but the purge thread's own may be held. */
+HH_INTERNAL HH_NOINLINE void hhi_decay_work_noted(void);
+/* Notes that decay has something to give back (class, pool or large lock
+   held): one load; the rest only the first time after the purge thread
+   cleared the flag (hhi_decay_work_noted). */
 HH_INLINE void hhi_decay_work_note(void) {
-    if (!atomic_load_explicit(&hhi_bg.decay_work, memory_order_relaxed))
-        atomic_store_explicit(&hhi_bg.decay_work, true, memory_order_relaxed);
+    if (!atomic_load_explicit(&hhi_bg.decay_work, memory_order_relaxed)) hhi_decay_work_noted();
 }
+/* Whether decay holds anything it may give back later (a dirty pool page, a
+   spare page or transfer batch of a class, a cached extent or a tail, an
+   unfinished pass). Takes the class, pool and large locks one at a time. */
+HH_INTERNAL bool     hhi_decay_has_work(void);
 
 /* binned_purge.c: the background purge thread (hh_binned_set_purge_thread). */
 enum { HHI_PURGE_OFF = 0, HHI_PURGE_WANTED, HHI_PURGE_STARTING, HHI_PURGE_RUNNING };
 HH_INTERNAL int      hhi_purge_state(void);      /* HHI_PURGE_*: one relaxed load */
 /* Wakes a running thread so that it plans its sleep by the new decay period
-   (it slept by the old one, up to 30 s). */
+   (it slept by the old one, up to 60 s). */
 HH_INTERNAL void     hhi_purge_nudge(void);
 HH_INTERNAL void     hhi_purge_start(void);      /* starts it if still wanted (no lock held) */
 HH_INTERNAL void     hhi_purge_fork_prepare(void);
@@ -593,6 +610,10 @@ HH_INTERNAL bool     hhi_purge_running(void);
 /* Wakes the thread until it has ended a pass begun after the call; returns
    its pass count (unchanged when no thread runs). */
 HH_INTERNAL uint64_t hhi_purge_kick_and_wait(void);
+/* Times the purge thread woke (a timeout, a kick or a note). */
+HH_INTERNAL _Atomic uint64_t hhi_test_purge_wakeups;
+/* Whether it sleeps with nothing to do (no timeout). */
+HH_INTERNAL bool     hhi_purge_idle(void);
 #endif
 
 /* binned_tcache.c */

@@ -26,10 +26,18 @@
  *    block of 512 KiB or more moves the block's own pages the same way
  *    (hhi_large_grow);
  *  - the slack a reused block gets beyond its request (up to the 4 MiB
- *    boundary, or a remainder too small to keep) is decommitted when it is
- *    more than half the request, so a reused block is at most 1.5 times its
- *    size resident. (Decommitting every slack over a quarter cost the
- *    bench_binned `large` workload a third more page faults for 1% of RSS.)
+ *    boundary, or a remainder too small to keep) stays with the block when
+ *    it is at most half the request; a larger slack becomes the block's
+ *    tail: mapped with it, not part of it (not usable), and given back by
+ *    decay or trim like a cached extent of the same age (a tail is unmapped
+ *    whole, on whichever thread runs the pass: the purge thread when there
+ *    is one), or with the block when it is freed (the whole mapping, tail
+ *    included, goes back to the cache). Decommitting it in the malloc that
+ *    reused the extent put an madvise on the program's thread; at most
+ *    HHI_TAILS_MAX blocks hold a tail, and past that the slack is
+ *    decommitted there as before. (Decommitting every slack over a quarter
+ *    cost the bench_binned `large` workload a third more page faults for 1%
+ *    of RSS.)
  * Memory goes back when the cache is over its caps (the oldest extent first),
  * through hh_binned_trim, and through decay: an extent left unused for a
  * period is unmapped, 4 MiB at a time from its top so a bounded pass keeps
@@ -87,15 +95,35 @@ static void large_unmap_range(void *p, size_t size) {
     hhi_os_unmap(p, size);
 }
 
-/* Takes live block h off g.large and its counts (large lock held): the
-   inverse of large_register's list half. */
+/* Takes live block h off g.tails (large lock held; h is on it). */
+static void tails_remove(const hhi_blarge *h) {
+    for (uint32_t i = 0; i < hhi_bg.n_tails; i++)
+        if (hhi_bg.tails[i] == h) {
+            hhi_bg.tails[i] = hhi_bg.tails[--hhi_bg.n_tails];
+            return;
+        }
+    hh_assert_internal(!"a block with a tail is on g.tails");
+}
+
+/* The index in g.tails of the tail freed longest ago; -1: none. */
+static int tails_oldest(void) {
+    int old = -1;
+    for (uint32_t i = 0; i < hhi_bg.n_tails; i++)
+        if (old < 0 || hhi_bg.tails[i]->freed_ns < hhi_bg.tails[old]->freed_ns) old = (int)i;
+    return old;
+}
+
+/* Takes live block h off g.large (and g.tails) and its counts (large lock
+   held): the inverse of large_register's list half. h->tail stays, for the
+   caller. */
 static void large_unlink(hhi_blarge *h) {
     if (h->prev) h->prev->next = h->next;
     else hhi_bg.large = h->next;
     if (h->next) h->next->prev = h->prev;
     hhi_bg.large_count--;
     hhi_bg.large_bytes -= h->map_size - h->offset;
-    hhi_bg.large_mapped -= h->map_size;
+    hhi_bg.large_mapped -= h->map_size + h->tail;
+    if (h->tail) tails_remove(h);
 }
 
 /* A live block's mapping goes back to the OS (not cached): its registry
@@ -108,28 +136,43 @@ static void large_forget(hhi_blarge *h) {
     atomic_store_explicit(&hhi_bg.registry[base >> HHI_SPAN_SHIFT], HHI_REG_NONE, memory_order_release);
 }
 
-/* Links a fresh header at h (mapping of map_size bytes, user pointer h +
-   offset) into g.large and registers it. The chunks it covers beyond the
-   first read NONE already. */
-static void large_register(hhi_blarge *h, size_t map_size, size_t offset, size_t size) {
+/* Links a fresh header at h (a block of map_size bytes, user pointer h +
+   offset, then `tail` more bytes of its mapping idle since tail_ns) into
+   g.large and registers it. The chunks it covers beyond the first read NONE
+   already. Returns false if g.tails was full: the tail is then part of the
+   block (map_size + tail), and the caller decides what to do with it. */
+static bool large_register(hhi_blarge *h, size_t map_size, size_t offset, size_t size, size_t tail,
+                           uint64_t tail_ns) {
     h->magic = HHI_LARGE_MAGIC;
-    h->map_size = map_size;
     h->offset = offset;
     h->size = size;
+    h->freed_ns = tail_ns;
     hhi_lock_acquire(&hhi_bg.large_lock);
+    bool kept = tail == 0 || hhi_bg.n_tails < HHI_TAILS_MAX;
+    if (!kept) {
+        map_size += tail;
+        tail = 0;
+    }
+    h->map_size = map_size;
+    h->tail = tail;
+    if (tail) {
+        hhi_bg.tails[hhi_bg.n_tails++] = h;
+        hhi_decay_work_note();
+    }
     h->prev = NULL;
     h->next = hhi_bg.large;
     if (h->next) h->next->prev = h;
     hhi_bg.large = h;
     hhi_bg.large_count++;
     hhi_bg.large_bytes += map_size - offset;
-    hhi_bg.large_mapped += map_size;
+    hhi_bg.large_mapped += map_size + tail;
     uintptr_t base = (uintptr_t)h;
     if (offset >= HHI_SPAN_SIZE)
         atomic_store_explicit(&hhi_bg.registry[(base + offset) >> HHI_SPAN_SHIFT], HHI_REG_LARGE_FAR,
                               memory_order_release);
     atomic_store_explicit(&hhi_bg.registry[base >> HHI_SPAN_SHIFT], HHI_REG_LARGE, memory_order_release);
     hhi_lock_release(&hhi_bg.large_lock);
+    return kept;
 }
 
 /* A fresh mapping for a large block (NULL: none) is advised to use huge
@@ -246,9 +289,11 @@ static void lcache_insert(char *base, size_t size, uint64_t now, lrange *drop, u
 --------------------------------------------------------------------------- */
 /* An alignment above 2 MiB: the user pointer p is a multiple of align (so of
    4 MiB too) and the header sits at p - 4 MiB, the chunk below, which free
-   finds from p's LARGE_FAR registry byte. Over-maps by align and trims both
-   ends; the header chunk is address space only (one page touched). Never
-   cached for reuse. */
+   finds from p's LARGE_FAR registry byte. One mapping of exactly the header
+   chunk and the body, skewed so that the body is aligned (usually one mmap;
+   over-mapping by align and trimming both ends cost two munmaps more and up
+   to twice the address space); the header chunk is address space only (one
+   page touched). Never cached for reuse. */
 static void *large_alloc_far(size_t size, size_t align, unsigned flags) {
     size_t page = hhi_os_page_size();
     if (size > SIZE_MAX / 4 - align - HHI_SPAN_SIZE - page) {
@@ -257,19 +302,16 @@ static void *large_alloc_far(size_t size, size_t align, unsigned flags) {
     }
     if (size == 0) size = 1;
     size_t body = hh_align_up(size, page), map_size = HHI_SPAN_SIZE + body;
-    size_t len = map_size + align;
-    char *raw = hhi_os_map(len, HHI_SPAN_SIZE);
-    if (raw == NULL) {
+    /* align >= 4 MiB: the header, a chunk below an aligned address, starts
+       on a chunk. */
+    char *base = hhi_os_map_skewed(map_size, align, HHI_SPAN_SIZE);
+    if (base == NULL) {
         hhi_binned_fail(HH_E_NO_MEMORY, flags, "binned: the OS refused a large block", NULL);
         return NULL;
     }
-    char *p = (char *)hh_align_up_ptr((uintptr_t)raw + HHI_SPAN_SIZE, align);
-    char *base = p - HHI_SPAN_SIZE;
-    size_t lead = (size_t)(base - raw), tail = len - lead - map_size;
-    if (lead) hhi_os_unmap(raw, lead);
-    if (tail) hhi_os_unmap(base + map_size, tail);
+    char *p = base + HHI_SPAN_SIZE;
     large_advise(p, body);   /* the block only: the header chunk stays one small page */
-    large_register((hhi_blarge *)(void *)base, map_size, HHI_SPAN_SIZE, size);
+    (void)large_register((hhi_blarge *)(void *)base, map_size, HHI_SPAN_SIZE, size, 0, 0);
     if (flags & HHI_ZERO) {
         hh_track_alloc_defined(&hhi_bg, p, body);
     } else {
@@ -283,8 +325,9 @@ static void *large_alloc_far(size_t size, size_t align, unsigned flags) {
 /* What the large lock decided for one request; carried out after it. */
 typedef struct lplan {
     char *base;            /* a cached extent's start that serves the request; NULL: map fresh */
-    size_t map_size;       /* bytes the block's mapping gets */
-    size_t slack;          /* bytes past the request in it to decommit (0: none) */
+    size_t map_size;       /* bytes the block gets */
+    size_t tail;           /* bytes of the extent past them left for decay (0: none) */
+    uint64_t tail_ns;      /* the extent's free time: the tail's age */
     lrange grow;           /* a cached extent too small: its pages move to the head of the fresh mapping */
 } lplan;
 
@@ -292,7 +335,7 @@ typedef struct lplan {
    cache: the smallest extent that holds it, split if the rest is worth
    keeping; else the largest extent, to grow (large lock held). */
 static lplan lcache_take(size_t map_size) {
-    lplan pl = { NULL, map_size, 0, { NULL, 0 } };
+    lplan pl = { NULL, map_size, 0, 0, { NULL, 0 } };
     hhi_blarge *best = NULL, *grow = NULL;
     for (hhi_blarge *e = hhi_bg.lcache; e != NULL; e = e->next) {
         if (e->map_size >= map_size) {
@@ -320,7 +363,11 @@ static lplan lcache_take(size_t map_size) {
         if (keep < have) lcache_link((hhi_blarge *)(void *)((char *)best + keep), have - keep, t);
         pl.base = (char *)best;
         pl.map_size = keep;
-        if (keep - map_size > map_size / 2) pl.slack = keep - map_size;
+        if (keep - map_size > map_size / 2) {
+            pl.map_size = map_size;
+            pl.tail = keep - map_size;
+            pl.tail_ns = t;
+        }
     } else if (grow != NULL) {
         pl.grow = lcache_evict(grow);
     }
@@ -352,8 +399,6 @@ void *hhi_large_alloc(size_t size, size_t align, unsigned flags) {
     char *base = pl.base;
     size_t dirty = 0;   /* bytes from the block's start that may hold old data */
     if (base != NULL) {
-        /* Failing, the slack stays resident: nothing is lost. */
-        if (pl.slack) (void)hhi_os_decommit(base + map_size, pl.slack);
         dirty = map_size;
     } else {
         base = hhi_os_map(map_size, HHI_SPAN_SIZE);
@@ -373,13 +418,19 @@ void *hhi_large_alloc(size_t size, size_t align, unsigned flags) {
         hhi_binned_fail(HH_E_NO_MEMORY, flags, "binned: the OS refused a large block", NULL);
         return NULL;
     }
-    large_register((hhi_blarge *)(void *)base, pl.map_size, offset, size);
+    size_t usable = pl.map_size - offset;
+    if (!large_register((hhi_blarge *)(void *)base, pl.map_size, offset, size, pl.tail, pl.tail_ns)) {
+        /* g.tails is full: the slack is the block's, decommitted here (the
+           rare case). Failing, it stays resident: nothing is lost. */
+        (void)hhi_os_decommit(base + pl.map_size, pl.tail);
+        usable += pl.tail;
+    }
     void *p = base + offset;
     if (flags & HHI_ZERO) {
-        hh_track_alloc_defined(&hhi_bg, p, pl.map_size - offset);   /* fresh pages read as zero */
+        hh_track_alloc_defined(&hhi_bg, p, usable);   /* fresh pages read as zero */
         if (dirty > offset) memset(p, 0, HH_MIN(size, dirty - offset));
     } else {
-        hh_track_alloc(&hhi_bg, p, pl.map_size - offset);
+        hh_track_alloc(&hhi_bg, p, usable);
         if (HH_DEBUG >= 2) memset(p, HH_FILL_ALLOC, size);
     }
     return p;
@@ -416,13 +467,16 @@ hh_status hhi_large_free(uintptr_t a, unsigned flags) {
                                (void *)a);
     }
     large_unlink(h);
-    size_t map_size = h->map_size, offset = h->offset;
-    hh_track_free(&hhi_bg, (void *)a, map_size - offset);
+    size_t offset = h->offset, tail = h->tail, map_size = h->map_size + tail;   /* the tail goes with it */
+    hh_track_free(&hhi_bg, (void *)a, h->map_size - offset);
     lrange drop[HHI_LCACHE_MAX + 2];
     unsigned nd = 0;
     h->magic = 0;
     if (map_size <= HHI_LCACHE_BLOCK && offset < HHI_SPAN_SIZE) {
-        lcache_insert((char *)h, map_size, hhi_now_ns(), drop, &nd);
+        uint64_t now = hhi_now_ns();
+        /* The tail has been idle longer than the block: the extent's age
+           mixes both, as a merge of two extents would. */
+        lcache_insert((char *)h, map_size, tail ? age_mix(h->freed_ns, tail, now, map_size - tail) : now, drop, &nd);
         hhi_decay_work_note();
     } else {
         large_forget(h);
@@ -450,8 +504,23 @@ void *hhi_large_grow(uintptr_t a, size_t size) {
         hhi_lock_release(&hhi_bg.large_lock);
         return NULL;
     }
-    size_t old_map = h->map_size, offset = h->offset, old_size = h->size;
+    size_t old_map = h->map_size, offset = h->offset, old_size = h->size, tail = h->tail;
+    uint64_t tail_ns = h->freed_ns;
     size_t map_size = hh_align_up(offset + size, page);
+    if (map_size <= old_map + tail) {
+        /* The tail holds the growth: the block takes that much of it in
+           place, no system call (its bytes are stale or zero: a realloc's
+           new bytes are indeterminate). */
+        h->map_size = map_size;
+        h->tail = old_map + tail - map_size;
+        h->size = size;
+        hhi_bg.large_bytes += map_size - old_map;
+        if (h->tail == 0) tails_remove(h);
+        hhi_lock_release(&hhi_bg.large_lock);
+        hh_track_undefined((char *)h + old_map, map_size - old_map);
+        hh_track_move(&hhi_bg, (void *)a, (void *)a, map_size - offset);
+        return (void *)a;
+    }
     /* Off the live list while it moves; its registry byte reads NONE (a free
        racing its own realloc is the caller's bug: it reads as foreign). */
     large_unlink(h);
@@ -459,16 +528,18 @@ void *hhi_large_grow(uintptr_t a, size_t size) {
     hhi_lock_release(&hhi_bg.large_lock);
     char *base = hhi_os_map(map_size, HHI_SPAN_SIZE);
     large_advise(base, map_size);
-    if (base == NULL || !hhi_os_move(h, old_map, base)) {
+    /* A tail moves with the block (it is part of its mapping) and joins it. */
+    if (base == NULL || !hhi_os_move(h, old_map + tail, base)) {
         if (base != NULL) hhi_os_unmap(base, map_size);
         /* hhi_os_move marked the range undefined before it tried: the block
            stayed, so its header and bytes read as they did (defined, as a
-           successful move leaves them). */
+           successful move leaves them). Back as it was (should g.tails
+           have filled meanwhile, the tail becomes the block's, resident). */
         hh_track_defined(h, old_map);
-        large_register(h, old_map, offset, old_size);   /* back as it was */
+        (void)large_register(h, old_map, offset, old_size, tail, tail_ns);
         return NULL;
     }
-    large_register((hhi_blarge *)(void *)base, map_size, offset, size);
+    (void)large_register((hhi_blarge *)(void *)base, map_size, offset, size, 0, 0);
     void *p = base + offset;
     /* One chunk moved (never a free of the old range: that range is unmapped
        now, and ASan poison left on it would hit whoever maps it next). The
@@ -478,10 +549,11 @@ void *hhi_large_grow(uintptr_t a, size_t size) {
     return p;
 }
 
-/* Unmaps cached memory, the oldest extent first, while the oldest was freed
-   before freed_before_ns (UINT64_MAX: all), at most LCACHE_PIECE bytes
-   (cut from the extent's top, its head staying cached) between two checks
-   of the deadline (0: none). Returns the bytes unmapped. */
+/* Unmaps cached memory, the oldest extent or live block's tail first, while
+   the oldest was freed before freed_before_ns (UINT64_MAX: all): a tail
+   whole, an extent at most LCACHE_PIECE bytes (cut from its top, its head
+   staying cached) between two checks of the deadline (0: none). Returns
+   the bytes unmapped. */
 static size_t lcache_release(uint64_t freed_before_ns, uint64_t deadline_ns) {
     size_t bytes = 0;
     for (;;) {
@@ -489,7 +561,17 @@ static size_t lcache_release(uint64_t freed_before_ns, uint64_t deadline_ns) {
         lrange r = { NULL, 0 };
         hhi_lock_acquire(&hhi_bg.large_lock);
         hhi_blarge *old = lcache_oldest();
-        if (old != NULL && old->freed_ns < freed_before_ns) {
+        int ti = tails_oldest();
+        hhi_blarge *t = ti >= 0 ? hhi_bg.tails[ti] : NULL;
+        if (t != NULL && t->freed_ns < freed_before_ns && (old == NULL || t->freed_ns <= old->freed_ns)) {
+            /* A live block's tail (less than a chunk and a cache tail's
+               minimum: about one piece): its chunks beyond the block's read
+               NONE already. */
+            r = (lrange){ (char *)t + t->map_size, t->tail };
+            hhi_bg.large_mapped -= t->tail;
+            t->tail = 0;
+            hhi_bg.tails[ti] = hhi_bg.tails[--hhi_bg.n_tails];
+        } else if (old != NULL && old->freed_ns < freed_before_ns) {
             size_t n = old->map_size;
             if (n > LCACHE_PIECE) {
                 size_t keep = n - LCACHE_PIECE;

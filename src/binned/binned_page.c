@@ -373,6 +373,7 @@ static void class_put_locked(unsigned c, hhi_bblock *b, uint32_t n) {
             } else {
                 k->empty++;
                 list_push_back(&k->head, &k->tail, pg);
+                hhi_decay_work_note();   /* a spare: the next pass pools it */
             }
         }
         b = next;
@@ -403,6 +404,7 @@ void hhi_class_xfer_put(unsigned c, hhi_bblock *head, uint32_t n) {
     k->xfer[k->xfer_n] = (hhi_xfer_batch){ head, n };
     k->xfer_n++;
     k->xfer_blocks += n;
+    hhi_decay_work_note();   /* every pass walks batches back to their pages */
     hhi_lock_release(&k->lock);
 }
 
@@ -477,9 +479,12 @@ size_t hhi_pool_decay(uint32_t older_than, uint64_t deadline_ns) {
        (the young ones are the likeliest to be reused soon). */
     hhi_bpage *pg = hhi_bg.dirty;
     for (unsigned n = 0; pg != NULL; n++) {
-        if ((n & 15) == 0 && deadline_ns && hhi_now_ns() >= deadline_ns) break;
         hhi_bpage *next = pg->next;
-        if ((int32_t)(pg->dirty_tick - older_than) < 0) {
+        bool old = (int32_t)(pg->dirty_tick - older_than) < 0;
+        /* The clock before every madvise (each costs far more than a
+           reading), and every 16 pages walked past young ones. */
+        if ((old || (n & 15) == 0) && deadline_ns && hhi_now_ns() >= deadline_ns) break;
+        if (old) {
             if (!page_decommit(pg)) break;
             given += HHI_PAGE_SIZE;
         }
@@ -590,6 +595,28 @@ bool hhi_decay_continue(void) {
     return more;
 }
 
+bool hhi_decay_has_work(void) {
+    if (atomic_load_explicit(&hhi_bg.decay_more, memory_order_acquire)) return true;
+    bool work = false;
+    for (unsigned c = 0; c < HHI_CLASS_COUNT && !work; c++) {
+        hhi_bclass *k = &hhi_bg.classes[c];
+        hhi_lock_acquire(&k->lock);
+        work = k->empty > 0 || k->xfer_n > 0;
+        hhi_lock_release(&k->lock);
+    }
+    if (!work) {
+        hhi_lock_acquire(&hhi_bg.pool_lock);
+        work = hhi_bg.n_dirty > 0;
+        hhi_lock_release(&hhi_bg.pool_lock);
+    }
+    if (!work) {
+        hhi_lock_acquire(&hhi_bg.large_lock);
+        work = hhi_bg.n_lcache > 0 || hhi_bg.n_tails > 0;
+        hhi_lock_release(&hhi_bg.large_lock);
+    }
+    return work;
+}
+
 #if HH_TESTING
 void (*hhi_binned_test_decay_hook)(void) = NULL;
 _Atomic uint64_t hhi_test_decay_passes_program;
@@ -603,8 +630,9 @@ void hhi_decay_maybe(bool sampled) {
     /* With the purge thread running the passes are its alone: their
        madvise/munmap calls (up to 1 ms) stay off the program's threads --
        a frame thread must not pay for them inside malloc or free. The
-       thread looks every half period, so nothing needs to tell it that a
-       pass is due (telling it would be a futex call here). */
+       thread sleeps until the next pass is due, so nothing needs to tell
+       it that one is (telling it would be a futex call here); with nothing
+       to give back it sleeps until hhi_decay_work_noted wakes it. */
     int st = hhi_purge_state();
     if (hh_likely(st == HHI_PURGE_RUNNING)) return;
     /* The thread starts once there is something for it to give back: a

@@ -26,9 +26,10 @@ size_t hhi_os_page_size(void) {
 
 #if HH_TESTING
 _Atomic uint64_t hhi_test_os_maps, hhi_test_os_unmaps;
+_Thread_local uint64_t hhi_test_os_decommits_here;
 #endif
 
-/* The map and unmap calls of map_aligned, counted under HH_TESTING. */
+/* The map calls of map_aligned and every unmap, counted under HH_TESTING. */
 static void *os_mmap(void *at, size_t size, int prot, int flags) {
     HHI_TEST_COUNT(hhi_test_os_maps);
     return mmap(at, size, prot, flags, -1, 0);
@@ -70,13 +71,22 @@ static void hint_forget(const void *p, size_t size) {
         atomic_compare_exchange_strong_explicit(&last_aligned, &last, 0, memory_order_relaxed, memory_order_relaxed);
 }
 
-/* mmap of size bytes at alignment align with the given protection and flags.
+/* The highest mapping start at or below `at` whose address `skew` bytes in
+   is a multiple of mask + 1; 0 if there is none above address 0. */
+static uintptr_t skew_down(uintptr_t at, uintptr_t mask, size_t skew) {
+    uintptr_t aligned = (at + skew) & ~mask;
+    return aligned > skew ? aligned - skew : 0;
+}
+
+/* mmap of size bytes with the address `skew` bytes into the mapping a
+   multiple of align (skew 0: the mapping itself aligned; skew < align), with
+   the given protection and flags.
    Step 2 holds up to size + align - page bytes of address space for a
    moment and step 3 size + align; each failing leaves nothing behind, and
    the last step needs exactly size bytes: under a tight RLIMIT_AS (ulimit
    -v) a 4 MiB span must not need 8 MiB of address space, or small blocks
    fail while bigger mappings of exactly their size still succeed. */
-static void *map_aligned(size_t size, size_t align, int prot, int flags) {
+static void *map_aligned(size_t size, size_t align, size_t skew, int prot, int flags) {
     if (hhi_fault()) return NULL;
     size_t page = hhi_os_page_size();
     if (size == 0 || size > SIZE_MAX / 2) return NULL;
@@ -88,19 +98,23 @@ static void *map_aligned(size_t size, size_t align, int prot, int flags) {
     uintptr_t mask = (uintptr_t)(align - 1), done = 0;
     /* 1. Just below the last one: one mmap in the common case. */
     uintptr_t last = atomic_load_explicit(&last_aligned, memory_order_relaxed);
-    if (last > size + align && map_exact((last - size) & ~mask, size, prot, flags)) done = (last - size) & ~mask;
+    if (last > size + align + skew) {
+        uintptr_t at = skew_down(last - size, mask, skew);
+        if (at != 0 && map_exact(at, size, prot, flags)) done = at;
+    }
     /* 2. Where the kernel puts it: aligned by luck, or extended down to the
        aligned address below it (that range is usually free: mappings grow
        downwards) and the surplus top cut off -- 2 mmap and 1 munmap. */
-    uintptr_t first = 0;
+    uintptr_t first = 0, below = 0;
     if (done == 0) {
         void *f = os_mmap(NULL, size, prot, flags);
         if (f == MAP_FAILED) return NULL;
         first = (uintptr_t)f;
-        if ((first & mask) == 0) {
+        below = skew_down(first, mask, skew);
+        if (((first + skew) & mask) == 0) {
             done = first;
-        } else if (map_exact(first & ~mask, first - (first & ~mask), prot, flags)) {
-            done = first & ~mask;
+        } else if (below != 0 && map_exact(below, first - below, prot, flags)) {
+            done = below;
             os_munmap((void *)(done + size), first - done);
         } else {
             os_munmap(f, size);
@@ -114,14 +128,14 @@ static void *map_aligned(size_t size, size_t align, int prot, int flags) {
         void *raw = os_mmap(NULL, span, prot, flags);
         if (raw != MAP_FAILED) {
             uintptr_t r = (uintptr_t)raw;
-            done = (r + mask) & ~mask;
+            done = ((r + skew + mask) & ~mask) - skew;
             size_t lead = (size_t)(done - r), tail = span - lead - size;
             if (lead) os_munmap(raw, lead);
             if (tail) os_munmap((void *)(done + size), tail);
         }
     }
     if (done == 0) {
-        uintptr_t hints[2] = { first & ~mask, (first & ~mask) + align };
+        uintptr_t hints[2] = { below, below != 0 ? below + align : 0 };
         for (int i = 0; i < 2 && done == 0; i++)
             if (hints[i] != 0 && map_exact(hints[i], size, prot, flags)) done = hints[i];
     }
@@ -130,11 +144,16 @@ static void *map_aligned(size_t size, size_t align, int prot, int flags) {
 }
 
 void *hhi_os_map(size_t size, size_t align) {
-    return map_aligned(size, align, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+    return map_aligned(size, align, 0, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+}
+
+void *hhi_os_map_skewed(size_t size, size_t align, size_t skew) {
+    if (align > hhi_os_page_size()) skew &= align - 1;   /* only its remainder matters */
+    return map_aligned(size, align, skew, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
 }
 
 void *hhi_os_reserve(size_t size, size_t align, bool readable) {
-    return map_aligned(size, align, readable ? PROT_READ : PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
+    return map_aligned(size, align, 0, readable ? PROT_READ : PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
 }
 
 bool hhi_os_commit(void *p, size_t size) {
@@ -159,14 +178,14 @@ void hhi_os_unmap(void *p, size_t size) {
        mapping at this address would be reported as use-after-poison. */
     hh_track_undefined(p, size);
     hint_forget(p, size);
-    munmap(p, size);
+    os_munmap(p, size);
 }
 
 void hhi_os_unmap_untracked(void *p, size_t size) {
     if (p == NULL) return;
     size = hh_align_up(size, hhi_os_page_size());
     hint_forget(p, size);
-    munmap(p, size);
+    os_munmap(p, size);
 }
 
 bool hhi_os_move(void *from, size_t size, void *to) {
@@ -182,6 +201,9 @@ bool hhi_os_move(void *from, size_t size, void *to) {
 bool hhi_os_decommit(void *p, size_t size) {
     if (size == 0) return true;
     if (hhi_fault()) return false;
+#if HH_TESTING
+    hhi_test_os_decommits_here++;
+#endif
     return madvise(p, size, MADV_DONTNEED) == 0;
 }
 

@@ -19,6 +19,12 @@ HH_INTERNAL size_t hhi_os_page_size(void);
    `align` (a power of two >= page size, or 0 for page alignment). NULL on failure
    (OS refusal or injected fault); never reports through the error handler. */
 HH_INTERNAL void *hhi_os_map(size_t size, size_t align);
+/* As hhi_os_map, but the address `skew` bytes into the mapping is the one
+   aligned to `align` (a power of two; skew counts modulo align): a block
+   whose header sits below its aligned start gets one mapping of exactly its
+   size, usually from one mmap, rather than an over-mapping trimmed at both
+   ends. NULL on failure. */
+HH_INTERNAL void *hhi_os_map_skewed(size_t size, size_t align, size_t skew);
 /* Reserves size bytes of address space (rounded up to pages) aligned as for
    hhi_os_map, committing nothing: no access, or read-only zero pages when
    `readable`. NULL on failure (OS refusal or injected fault). Unmap with hhi_os_unmap. */
@@ -51,8 +57,10 @@ HH_INTERNAL uint64_t hhi_now_ns(void);
    this many ns at every call, so a test can assert how much work a budgeted
    call did without timing anything. 0: the real clock. */
 HH_INTERNAL void hhi_test_clock_step(uint64_t step_ns);
-/* mmap and munmap calls made by hhi_os_map/hhi_os_reserve so far. */
+/* mmap calls made by hhi_os_map/hhi_os_reserve, and munmap calls of the platform layer, so far. */
 HH_INTERNAL _Atomic uint64_t hhi_test_os_maps, hhi_test_os_unmaps;
+/* hhi_os_decommit calls (madvise) made by the calling thread so far. */
+HH_INTERNAL _Thread_local uint64_t hhi_test_os_decommits_here;
 #endif
 
 /* Resident set size of this process in bytes (from /proc/self/statm), 0 if unknown. */
