@@ -864,7 +864,7 @@ static void *free_it(void *p) {
 }
 
 static void trim_now(void) {
-    hhi_binned_test_lookup_hook = NULL;
+    atomic_store(&hhi_binned_test_lookup_hook, (hhi_test_hook)0);
     hh_binned_trim(0);
 }
 
@@ -885,12 +885,12 @@ START_TEST(stale_free_racing_trim_is_reported_not_fatal) {
     hh_binned_thread_flush();
     ck_assert_uint_eq(hhi_registry_get((uintptr_t)p), HHI_REG_SPAN);
     hh_test_reset_captured();
-    hhi_binned_test_lookup_hook = trim_now;
+    atomic_store(&hhi_binned_test_lookup_hook, trim_now);
     /* From a thread without a cache, so the free takes the full lookup. */
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, free_it, p), 0);
     pthread_join(t, NULL);
-    hhi_binned_test_lookup_hook = NULL;
+    atomic_store(&hhi_binned_test_lookup_hook, (hhi_test_hook)0);
     /* The trim did retire p's span, and the free reported, not crashed. */
     ck_assert_uint_eq(hhi_registry_get((uintptr_t)p), HHI_REG_SPAN_FREED);
     ck_assert_uint_eq(hh_test_captured_count(), 1);
@@ -1156,6 +1156,10 @@ START_TEST(purge_thread_sleeps_while_decay_holds_nothing) {
     hh_bfree(hh_bmalloc((size_t)1 << 20));          /* cached: the thread starts */
     ck_assert(hhi_purge_running());
     size_t left = wait_large_cache_empty();
+    for (int i = 0; i < 20000 && !hhi_purge_idle(); i++) {   /* its last pass ends: idle */
+        struct timespec ms = { 0, 1000000 };
+        nanosleep(&ms, NULL);
+    }
     uint64_t woke = atomic_load(&hhi_test_purge_wakeups);
     struct timespec ten = { 0, 10 * period_ms * 1000000 };
     while (nanosleep(&ten, &ten) != 0) {}
@@ -1166,10 +1170,76 @@ START_TEST(purge_thread_sleeps_while_decay_holds_nothing) {
     ck_assert_int_eq(hh_binned_set_purge_thread(false), HH_OK);
     ck_assert_int_eq(hh_binned_set_decay_ms(0), HH_OK);
     ck_assert_uint_eq(left, 0);
-    ck_assert_msg(woke <= 2, "the purge thread woke %llu times in ten periods with nothing to give back",
+    ck_assert_msg(woke <= 1, "the purge thread woke %llu times in ten periods with nothing to give back",
                   (unsigned long long)woke);
     ck_assert(idle);
     ck_assert_msg(later == 0, "a free into the cache did not wake the idle purge thread");
+}
+END_TEST
+
+START_TEST(purge_thread_with_decay_off_is_not_woken_by_frees) {
+    /* Decay off: the running thread has nothing to do until a new period,
+       so frees into the caches must not wake it. It used to: once it had
+       woken it cleared the flag and slept as idle, and the next free's
+       note woke it again (247 wake-ups in 256 frees). */
+    hh_binned_thread_flush();
+    hh_binned_trim(0);
+    ck_assert_int_eq(hh_binned_set_decay_ms(20), HH_OK);
+    ck_assert_int_eq(hh_binned_set_purge_thread(true), HH_OK);
+    hh_bfree(hh_bmalloc((size_t)1 << 20));          /* cached: the thread starts */
+    ck_assert(hhi_purge_running());
+    ck_assert_int_eq(hh_binned_set_decay_ms(0), HH_OK);
+    hhi_purge_kick_and_wait();                      /* it has seen decay off */
+    uint64_t woke = atomic_load(&hhi_test_purge_wakeups);
+    for (int i = 0; i < 256; i++) {
+        hh_bfree(hh_bmalloc((size_t)1 << 20));      /* each a note: into the large cache */
+        struct timespec us = { 0, 100000 };         /* time for a woken thread to sleep again */
+        nanosleep(&us, NULL);
+    }
+    woke = atomic_load(&hhi_test_purge_wakeups) - woke;
+    hh_binned_stats s;
+    hh_binned_stats_get(&s);
+    size_t cached = s.large_cached_bytes;
+    ck_assert_int_eq(hh_binned_set_decay_ms(1), HH_OK);   /* a new period reaches it */
+    size_t later = wait_large_cache_empty();
+    ck_assert_int_eq(hh_binned_set_purge_thread(false), HH_OK);
+    ck_assert_int_eq(hh_binned_set_decay_ms(0), HH_OK);
+    ck_assert_uint_gt(cached, 0);                   /* the frees went where decay would look */
+    ck_assert_msg(woke == 0, "the purge thread woke %llu times in 256 frees with decay off",
+                  (unsigned long long)woke);
+    ck_assert_uint_eq(later, 0);
+}
+END_TEST
+
+START_TEST(transfer_batches_do_not_start_the_purge_thread) {
+    /* A transfer batch gives the OS nothing back by itself: a program that
+       only churns small blocks between its thread caches must not get a
+       purge thread for it (the thread started on the first batch). Decay
+       runs with a long period, so no pass pools a page meanwhile. */
+    hh_binned_thread_flush();
+    hh_binned_trim(0);
+    ck_assert_int_eq(hh_binned_set_purge_thread(false), HH_OK);
+    ck_assert_int_eq(hh_binned_set_decay_ms(60000), HH_OK);
+    ck_assert_int_eq(hh_binned_set_purge_thread(true), HH_OK);
+    ck_assert_int_eq(hhi_purge_state(), HHI_PURGE_WANTED);
+    hh_bfree(hh_bmalloc(64));                       /* initialised: the caps are set */
+    unsigned c = hhi_size_class(64);
+    uint32_t n = 4 * atomic_load(&hhi_bg.cap[c]);   /* two flushes and more */
+    ck_assert_uint_gt(n, 0);
+    void **p = malloc(n * sizeof *p);
+    ck_assert_ptr_nonnull(p);
+    for (uint32_t i = 0; i < n; i++) p[i] = hh_bmalloc(64);
+    for (uint32_t i = 0; i < n; i++) hh_bfree(p[i]);
+    uint32_t batches = hhi_bg.classes[c].xfer_n;
+    for (uint32_t i = 0; i < n; i++) p[i] = hh_bmalloc(64);   /* slow paths: each may start it */
+    for (uint32_t i = 0; i < n; i++) hh_bfree(p[i]);
+    int state = hhi_purge_state();
+    free(p);
+    ck_assert_int_eq(hh_binned_set_purge_thread(false), HH_OK);
+    ck_assert_int_eq(hh_binned_set_decay_ms(0), HH_OK);
+    hh_binned_thread_flush();
+    ck_assert_uint_gt(batches, 0);
+    ck_assert_msg(state == HHI_PURGE_WANTED, "purge state %d: a transfer batch started the thread", state);
 }
 END_TEST
 
@@ -1799,7 +1869,7 @@ END_TEST
    minus count, would wrap into the hit counter (the bin then swallowed
    thousands of blocks and stranded them). */
 static void decay_hook_alloc_free(void) {
-    hhi_binned_test_decay_hook = NULL;                /* once */
+    atomic_store(&hhi_binned_test_decay_hook, (hhi_test_hook)0);   /* once */
     void *p = hh_bmalloc(200);
     hh_bfree(hh_bmalloc(200));
     hh_bfree(p);
@@ -1815,14 +1885,14 @@ START_TEST(a_free_nested_in_the_decay_call_keeps_the_bin_within_its_cap) {
     hh_binned_thread_flush();
     for (uint32_t i = 0; i < cap; i++) hh_bfree(v[i]);       /* the bin is full */
     ck_assert_uint_eq(hhi_bin_room(hhi_tc_self, c), 0);
-    hhi_binned_test_decay_hook = decay_hook_alloc_free;
+    atomic_store(&hhi_binned_test_decay_hook, decay_hook_alloc_free);
     /* As if the bin had served no allocation since its last push: it only
        frees, so it pushes whole and its cap drops (a bin that also
        allocates keeps half, and the hook's calls would all be hits). The
        hook's allocation then pops that batch and its frees fill the bin. */
     hhi_tc_self->hits_mark[c] = hhi_bin_hits(hhi_tc_self, c);
     hh_bfree(v[cap]);                                        /* pushes the bin, then the hook runs */
-    ck_assert(hhi_binned_test_decay_hook == NULL);              /* it ran */
+    ck_assert(atomic_load(&hhi_binned_test_decay_hook) == (hhi_test_hook)0);   /* it ran */
     ck_assert_uint_le(hhi_bin_room(hhi_tc_self, c), cap);
     uint32_t n = 0;                                          /* the list is as long as the count says */
     for (hhi_bblock *b = hhi_tc_self->head[c]; b != NULL && n <= cap; b = hhi_block_next(b)) n++;
@@ -2010,12 +2080,12 @@ START_TEST(a_refill_writes_fresh_blocks_without_the_class_lock) {
         atomic_store(&carve_probe_cls, c);
         atomic_store(&carve_probe_calls, 0);
         atomic_store(&carve_probe_locked, 0);
-        hhi_binned_test_carve_hook = carve_probe;
+        atomic_store(&hhi_binned_test_carve_hook, carve_probe);
         first_refill fr = { c, NULL, 0 };
         pthread_t th;
         ck_assert_int_eq(pthread_create(&th, NULL, first_refill_thread, &fr), 0);
         pthread_join(th, NULL);
-        hhi_binned_test_carve_hook = NULL;
+        atomic_store(&hhi_binned_test_carve_hook, (hhi_test_class_hook)0);
         ck_assert_ptr_nonnull(fr.block);
         ck_assert_uint_ge(atomic_load(&carve_probe_calls), 1);   /* it did carve */
         ck_assert_msg(atomic_load(&carve_probe_locked) == 0, "class %u: fresh blocks written under the class lock", c);
@@ -2805,6 +2875,8 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, purge_thread_takes_decay_passes_off_the_programs_path);
     tcase_add_test(tc, a_new_decay_period_reaches_a_sleeping_purge_thread);
     tcase_add_test(tc, purge_thread_sleeps_while_decay_holds_nothing);
+    tcase_add_test(tc, purge_thread_with_decay_off_is_not_woken_by_frees);
+    tcase_add_test(tc, transfer_batches_do_not_start_the_purge_thread);
     tcase_add_test(tc, purge_thread_is_off_by_default_and_without_decay);
     tcase_add_test(tc, purge_thread_restarts_in_a_fork_child);
     tcase_add_test(tc, new_span_under_a_tight_address_space_limit);

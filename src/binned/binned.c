@@ -109,7 +109,7 @@ static hh_status small_lookup(uintptr_t a, hhi_bpage **out_pg, uint32_t *out_i) 
 }
 
 #if HH_TESTING
-void (*hhi_binned_test_lookup_hook)(void) = NULL;
+_Atomic(hhi_test_hook) hhi_binned_test_lookup_hook;
 #endif
 
 /* Classifies p: HH_OK for a live small block (page and index out) or a
@@ -122,7 +122,8 @@ static hh_status classify(uintptr_t a, hhi_bpage **pg, uint32_t *i, bool *large)
         return HH_E_FOREIGN_POINTER;
     unsigned reg = hhi_registry_get(a);
 #if HH_TESTING
-    if (hhi_binned_test_lookup_hook != NULL) hhi_binned_test_lookup_hook();
+    hhi_test_hook hook = atomic_load_explicit(&hhi_binned_test_lookup_hook, memory_order_relaxed);
+    if (hook) hook();
 #endif
     switch (reg) {
     case HHI_REG_SPAN: {

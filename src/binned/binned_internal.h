@@ -61,7 +61,9 @@
  *     (capacity 0: no block), never an unmapped page. The address space of
  *     spans stays at its peak; the memory goes back.
  *  8. Lock order: g.trim_lock -> g.tc_lock -> class locks (ascending) ->
- *     g.pool_lock -> g.large_lock. No lock is held while user code runs.
+ *     g.pool_lock -> g.large_lock -> the purge thread's lock (binned_purge.c,
+ *     taken last: a note wakes the thread under any allocator lock). No lock
+ *     is held while user code runs.
  */
 #ifndef HH_BINNED_INTERNAL_H
 #define HH_BINNED_INTERNAL_H
@@ -388,8 +390,8 @@ typedef struct hhi_bglobal {
        thread finishes it in further bounded slices (slow paths do not: they
        keep their 1 ms bound and the rest waits for the next period). */
     _Atomic bool decay_work;        /* something went where decay gives it back (the dirty pool,
-                                       the large cache, a tail, a spare page, a transfer batch)
-                                       since the purge thread last looked: it has something to do */
+                                       the large cache, a tail; a spare page or a transfer batch
+                                       while the thread runs) since the purge thread last looked */
     _Atomic bool decay_more;        /* the last pass stopped at its deadline */
     _Atomic uint32_t decay_more_tick;     /* its tick: pool pages dirty before it go */
     _Atomic uint64_t decay_more_cutoff;   /* its cutoff: cached mappings freed before it go */
@@ -523,13 +525,17 @@ HH_INTERNAL size_t hhi_binned_usable(const void *p, hh_status *st);
 HH_INTERNAL hh_status hhi_binned_fail(hh_status s, unsigned flags, const char *msg, const void *p);
 
 #if HH_TESTING
-/* Test hook: a free calls it between reading the registry and reading the
-   page metadata (the window in which a trim on another thread may retire
-   the span). NULL: none. */
-HH_INTERNAL void (*hhi_binned_test_lookup_hook)(void);
-/* Test hook: a take calls it (class c) just before it writes the fresh
-   blocks it reserved (binned_page.c, fresh_link). NULL: none. */
-HH_INTERNAL void (*hhi_binned_test_carve_hook)(unsigned c);
+/* Test hooks, set by a test while other threads (the purge thread, a
+   test's workers) may call through them: atomic, read relaxed. */
+typedef void (*hhi_test_hook)(void);
+typedef void (*hhi_test_class_hook)(unsigned c);
+/* A free calls it between reading the registry and reading the page
+   metadata (the window in which a trim on another thread may retire the
+   span). Null: none. */
+HH_INTERNAL _Atomic(hhi_test_hook) hhi_binned_test_lookup_hook;
+/* A take calls it (class c) just before it writes the fresh blocks it
+   reserved (binned_page.c, fresh_link). Null: none. */
+HH_INTERNAL _Atomic(hhi_test_class_hook) hhi_binned_test_carve_hook;
 #endif
 
 /* binned_page.c (class and pool layer) */
@@ -569,7 +575,7 @@ HH_INTERNAL void     hhi_decay_maybe(bool sampled);
 HH_INTERNAL _Atomic uint64_t hhi_test_large_moves;   /* grows of a cached extent by moving its pages */
 /* Called first in every hhi_decay_maybe: a test allocates and frees there,
    as the purge thread's creation may. */
-HH_INTERNAL void (*hhi_binned_test_decay_hook)(void);
+HH_INTERNAL _Atomic(hhi_test_hook) hhi_binned_test_decay_hook;
 /* Decay passes run by the program's own slow paths (hhi_decay_maybe). */
 HH_INTERNAL _Atomic uint64_t hhi_test_decay_passes_program;
 #endif
@@ -580,9 +586,12 @@ HH_INTERNAL bool     hhi_decay_pass(bool sampled);
    nothing is left (or a trim holds the trim lock: it does the work). */
 HH_INTERNAL bool     hhi_decay_continue(void);
 
-/* binned_purge.c: sets g.decay_work and wakes the purge thread if it sleeps
-   with nothing to do (then one futex wake: once per idle spell). Any lock
-   but the purge thread's own may be held. */
+/* binned_purge.c: the background purge thread (hh_binned_set_purge_thread). */
+enum { HHI_PURGE_OFF = 0, HHI_PURGE_WANTED, HHI_PURGE_STARTING, HHI_PURGE_RUNNING };
+HH_INTERNAL int      hhi_purge_state(void);      /* HHI_PURGE_*: one relaxed load */
+/* Sets g.decay_work and wakes the purge thread if it sleeps with nothing
+   to do (then one futex wake: once per idle spell). Any lock but the purge
+   thread's own may be held (it is the innermost, rule 8). */
 HH_INTERNAL HH_NOINLINE void hhi_decay_work_noted(void);
 /* Notes that decay has something to give back (class, pool or large lock
    held): one load; the rest only the first time after the purge thread
@@ -590,14 +599,21 @@ HH_INTERNAL HH_NOINLINE void hhi_decay_work_noted(void);
 HH_INLINE void hhi_decay_work_note(void) {
     if (!atomic_load_explicit(&hhi_bg.decay_work, memory_order_relaxed)) hhi_decay_work_noted();
 }
+/* The same for what a pass tidies but that gives the OS nothing by itself
+   (a transfer batch, a class's spare page): it wakes a running thread's
+   idle spell -- a pass walks the batch back and pools the page -- but never
+   lets a slow path start the thread (hhi_decay_maybe starts it on the
+   flag). Without a thread the slow paths' passes tidy them; a thread that
+   starts later finds them in hhi_decay_has_work. */
+HH_INLINE void hhi_decay_work_note_running(void) {
+    if (hhi_purge_state() == HHI_PURGE_RUNNING) hhi_decay_work_note();
+}
 /* Whether decay holds anything it may give back later (a dirty pool page, a
    spare page or transfer batch of a class, a cached extent or a tail, an
    unfinished pass). Takes the class, pool and large locks one at a time. */
 HH_INTERNAL bool     hhi_decay_has_work(void);
 
-/* binned_purge.c: the background purge thread (hh_binned_set_purge_thread). */
-enum { HHI_PURGE_OFF = 0, HHI_PURGE_WANTED, HHI_PURGE_STARTING, HHI_PURGE_RUNNING };
-HH_INTERNAL int      hhi_purge_state(void);      /* HHI_PURGE_*: one relaxed load */
+/* binned_purge.c, the background purge thread (hh_binned_set_purge_thread): */
 /* Wakes a running thread so that it plans its sleep by the new decay period
    (it slept by the old one, up to 60 s). */
 HH_INTERNAL void     hhi_purge_nudge(void);

@@ -233,7 +233,7 @@ static uint32_t class_take_locked(unsigned c, hhi_bblock **out, hhi_bblock **out
 static uint32_t xfer_pop_locked(hhi_bclass *k, hhi_bblock **head);
 
 #if HH_TESTING
-void (*hhi_binned_test_carve_hook)(unsigned c) = NULL;
+_Atomic(hhi_test_class_hook) hhi_binned_test_carve_hook;
 #endif
 
 /* Links a fresh run behind *tail (or as the list when *head is NULL), no
@@ -241,7 +241,8 @@ void (*hhi_binned_test_carve_hook)(unsigned c) = NULL;
 static void fresh_link(unsigned c, hhi_bblock **head, hhi_bblock *tail, const fresh_run *fr) {
     if (fr->count == 0) return;
 #if HH_TESTING
-    if (hhi_binned_test_carve_hook != NULL) hhi_binned_test_carve_hook(c);
+    hhi_test_class_hook hook = atomic_load_explicit(&hhi_binned_test_carve_hook, memory_order_relaxed);
+    if (hook) hook(c);
 #else
     (void)c;
 #endif
@@ -373,7 +374,7 @@ static void class_put_locked(unsigned c, hhi_bblock *b, uint32_t n) {
             } else {
                 k->empty++;
                 list_push_back(&k->head, &k->tail, pg);
-                hhi_decay_work_note();   /* a spare: the next pass pools it */
+                hhi_decay_work_note_running();   /* a spare: the next pass pools it */
             }
         }
         b = next;
@@ -404,7 +405,7 @@ void hhi_class_xfer_put(unsigned c, hhi_bblock *head, uint32_t n) {
     k->xfer[k->xfer_n] = (hhi_xfer_batch){ head, n };
     k->xfer_n++;
     k->xfer_blocks += n;
-    hhi_decay_work_note();   /* every pass walks batches back to their pages */
+    hhi_decay_work_note_running();   /* every pass walks batches back to their pages */
     hhi_lock_release(&k->lock);
 }
 
@@ -618,13 +619,14 @@ bool hhi_decay_has_work(void) {
 }
 
 #if HH_TESTING
-void (*hhi_binned_test_decay_hook)(void) = NULL;
+_Atomic(hhi_test_hook) hhi_binned_test_decay_hook;
 _Atomic uint64_t hhi_test_decay_passes_program;
 #endif
 
 void hhi_decay_maybe(bool sampled) {
 #if HH_TESTING
-    if (hhi_binned_test_decay_hook != NULL) hhi_binned_test_decay_hook();   /* stands for the purge thread's creation */
+    hhi_test_hook hook = atomic_load_explicit(&hhi_binned_test_decay_hook, memory_order_relaxed);
+    if (hook) hook();   /* stands for the purge thread's creation */
 #endif
     if (hh_likely(atomic_load_explicit(&hhi_bg.decay_ns, memory_order_relaxed) == 0)) return;
     /* With the purge thread running the passes are its alone: their

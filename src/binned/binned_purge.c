@@ -19,7 +19,9 @@
  * load. The flag and `idle` are a store-then-load pair on each side (the
  * thread: idle, then the flag; a noter: the flag, then idle), both
  * sequentially consistent, so one of them sees the other's store: no note
- * is lost. A quiet program's thread thus wakes for nothing.
+ * is lost. A quiet program's thread thus wakes for nothing. With decay off
+ * it neither clears the flag nor says it is idle: only a new period (a
+ * kick) or a stop wakes it, never a free.
  *
  * Life cycle (purge_state):
  *   OFF      no thread; hh_binned_set_purge_thread(false), the library default
@@ -111,17 +113,24 @@ static void *purge_main(void *arg) {
     uint64_t mine = (uint64_t)(uintptr_t)arg;
     bool fresh = true;
     for (;;) {
-        /* Cleared before looking (see Sleep above); decay off counts as
-           nothing to do (hh_binned_set_decay_ms nudges the thread). */
-        atomic_store(&hhi_bg.decay_work, false);
+        /* Decay off: nothing to do until hh_binned_set_decay_ms gives a
+           period (it nudges: a kick) or a stop. The thread then neither
+           clears the flag nor says it is idle, so frees do not wake it:
+           every free into a cache would, once it had woken (247 wake-ups
+           in 256 frees). */
         uint64_t period = atomic_load_explicit(&hhi_bg.decay_ns, memory_order_relaxed);
-        bool idle = period == 0 || !hhi_decay_has_work();
-        struct timespec until = idle ? (struct timespec){ 0, 0 } : purge_next_wake(period, fresh);
+        bool off = period == 0;
+        /* Cleared before looking (see Sleep above). */
+        if (!off) atomic_store(&hhi_bg.decay_work, false);
+        bool idle = !off && !hhi_decay_has_work();
+        struct timespec until = off || idle ? (struct timespec){ 0, 0 } : purge_next_wake(period, fresh);
         fresh = false;
         pthread_mutex_lock(&purge.lock);
         if (idle) atomic_store(&purge.idle, true);
         while (purge.current == mine && !purge.kick) {
-            if (!idle) {
+            if (off) {
+                pthread_cond_wait(&purge.wake, &purge.lock);
+            } else if (!idle) {
                 if (pthread_cond_timedwait(&purge.wake, &purge.lock, &until) != 0) break;   /* timed out */
             } else if (atomic_load(&hhi_bg.decay_work)) {
                 fresh = true;   /* noted: look again, the first pass a period on */
@@ -206,6 +215,9 @@ void hhi_purge_start(void) {
 int hhi_purge_state(void) { return atomic_load_explicit(&purge.state, memory_order_relaxed); }
 
 void hhi_decay_work_noted(void) {
+    /* The flag, then idle (both seq_cst): the thread stores idle, then
+       loads the flag, so a thread about to sleep sees this note or this
+       call sees it idle and wakes it (see Sleep above). */
     atomic_store(&hhi_bg.decay_work, true);
     if (!atomic_load(&purge.idle)) return;
     pthread_mutex_lock(&purge.lock);
