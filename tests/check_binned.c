@@ -285,7 +285,7 @@ START_TEST(far_aligned_blocks_take_one_mapping_each) {
        twice the address space. */
     enum { N = 16 };
     char *p[N];
-    uint64_t maps = atomic_load(&hhi_test_os_maps), unmaps = atomic_load(&hhi_test_os_unmaps);
+    uint64_t maps = hhi_test_os_maps_here, unmaps = hhi_test_os_unmaps_here;
     for (int i = 0; i < N; i++) {
         size_t align = (size_t)4 << 20 << (i % 3), size = ((size_t)1 << 20) + (size_t)i * 4096;
         p[i] = hh_bmemalign(align, size);
@@ -294,7 +294,7 @@ START_TEST(far_aligned_blocks_take_one_mapping_each) {
         p[i][0] = 1;                                    /* writable at both ends */
         p[i][size - 1] = 2;
     }
-    uint64_t calls = (atomic_load(&hhi_test_os_maps) - maps) + (atomic_load(&hhi_test_os_unmaps) - unmaps);
+    uint64_t calls = (hhi_test_os_maps_here - maps) + (hhi_test_os_unmaps_here - unmaps);
     ck_assert_int_eq(hh_binned_check(), HH_OK);
     for (int i = 0; i < N; i++) {
         size_t size = ((size_t)1 << 20) + (size_t)i * 4096;
@@ -2467,6 +2467,74 @@ START_TEST(reused_extent_slack_is_left_to_decay_not_madvised_in_malloc) {
 }
 END_TEST
 
+/* A block of `want` bytes carved from the head of a cached 8 MiB extent:
+   the first 4 MiB chunk is its mapping, the slack past the block its tail
+   (the rest stays cached). */
+static char *block_with_a_tail(size_t want) {
+    const size_t mib = (size_t)1 << 20;
+    char *a = hh_bmalloc(8 * mib - HHI_LARGE_HDR);
+    REQUIRE(a != NULL);
+    hh_bfree(a);
+    char *b = hh_bmalloc(want);
+    REQUIRE(b == a);
+    return b;
+}
+
+static void sum_large_regions(const hh_binned_region *r, void *user) {
+    if (r->kind == HH_BINNED_REGION_LARGE) *(size_t *)user += r->size;
+}
+
+/* The walk's large regions are the mappings large_mapped_bytes counts:
+   a block's tail is part of its region (it was left out: 2625536 walked
+   against 4194304 mapped). */
+START_TEST(walk_counts_a_tail_with_its_blocks_mapping) {
+    const size_t mib = (size_t)1 << 20;
+    hh_binned_trim(0);
+    char *b = block_with_a_tail(5 * mib / 2);
+    REQUIRE(((hhi_blarge *)(void *)(b - HHI_LARGE_HDR))->tail > 0);
+    hh_binned_stats s;
+    hh_binned_stats_get(&s);
+    size_t walked = 0;
+    hh_binned_walk(sum_large_regions, &walked);
+    hh_bfree(b);
+    hh_binned_trim(0);
+    ck_assert_uint_eq(walked, s.large_mapped_bytes);
+}
+END_TEST
+
+/* A realloc whose move fails (mremap refused) leaves the block where it
+   was and its tail nobody's bytes again: no access to the memory checker.
+   The move's marks made the tail addressable, and they stayed (memcheck:
+   undefined, state 1). */
+START_TEST(a_failed_grow_leaves_the_tail_no_ones_bytes) {
+    const size_t mib = (size_t)1 << 20, want = 5 * mib / 2;
+    hh_binned_trim(0);
+    char *b = block_with_a_tail(want);
+    hhi_blarge *h = (hhi_blarge *)(void *)(b - HHI_LARGE_HDR);   /* the header before the block */
+    REQUIRE(h->tail > 0);
+    const char *tail = (const char *)h + h->map_size;
+    int before = hh_test_checker_state(tail, 64);
+    hh_test_fill(b, want, 7);
+    hh_test_fail_after(1);                            /* the new mapping is made, the move fails */
+    void *g = hhi_large_grow((uintptr_t)b, 6 * mib);
+    hh_test_fail_after(-1);
+    ck_assert_ptr_null(g);
+    ck_assert_uint_gt(h->tail, 0);                    /* where it was, tail and all */
+    int after = hh_test_checker_state(tail, 64);
+    ck_assert_int_eq(hh_test_verify(b, want, 7), -1);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    char *c = hh_brealloc(b, 6 * mib);                /* and the next grow moves it */
+    REQUIRE(c != NULL);
+    ck_assert_int_eq(hh_test_verify(c, want, 7), -1);
+    hh_bfree(c);
+    hh_binned_trim(0);
+    if (before >= 0) {
+        ck_assert_int_eq(before, 2);
+        ck_assert_msg(after == 2, "checker state %d of the tail after a failed grow", after);
+    }
+}
+END_TEST
+
 /* At most HHI_TAILS_MAX live blocks hold a tail; the next reuse with a big
    slack decommits it in malloc, as before, and the slack is the block's. */
 START_TEST(tails_beyond_their_cap_are_decommitted_in_malloc) {
@@ -2891,6 +2959,8 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, large_cache_decays_by_age_in_bounded_pieces);
     tcase_add_test(tc, large_cache_merged_age_is_weighted_by_bytes);
     tcase_add_test(tc, reused_extent_slack_is_left_to_decay_not_madvised_in_malloc);
+    tcase_add_test(tc, walk_counts_a_tail_with_its_blocks_mapping);
+    tcase_add_test(tc, a_failed_grow_leaves_the_tail_no_ones_bytes);
     tcase_add_test(tc, tails_beyond_their_cap_are_decommitted_in_malloc);
     tcase_add_test(tc, large_realloc_moves_pages_instead_of_copying);
     tcase_add_test(tc, check_finds_broken_large_extents);

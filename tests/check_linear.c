@@ -282,28 +282,6 @@ END_TEST
    Memory-checker view (only meaningful under memcheck or in an ASan build;
    `make check` runs this suite under memcheck)
 --------------------------------------------------------------------------- */
-#if HH_TRACK_VALGRIND
-#  include <valgrind/memcheck.h>
-/* 0: addressable and defined, 1: addressable but undefined, 2: no access, -1: no checker. */
-static int checker_state(const void *p, size_t n) {
-    static uint8_t vbits[256];
-    if (!RUNNING_ON_VALGRIND) return -1;
-    ck_assert_uint_le(n, sizeof vbits);
-    unsigned r = VALGRIND_GET_VBITS(p, vbits, n);  /* silent, unlike the CHECK_* requests */
-    if (r == 3) return 2;
-    ck_assert_uint_eq(r, 1);
-    for (size_t i = 0; i < n; i++)
-        if (vbits[i] != 0) return 1;
-    return 0;
-}
-#elif HH_TRACK_ASAN
-#  include <sanitizer/asan_interface.h>
-static int checker_state(const void *p, size_t n) {
-    return __asan_region_is_poisoned((void *)(uintptr_t)p, n) != NULL ? 2 : 0;  /* ASan has no "undefined" */
-}
-#else
-static int checker_state(const void *p, size_t n) { (void)p; (void)n; return -1; }
-#endif
 
 START_TEST(popped_memory_is_no_access_and_reuse_undefined) {
     hh_memstack *ms = stack_new(0);
@@ -313,12 +291,12 @@ START_TEST(popped_memory_is_no_access_and_reuse_undefined) {
     uint8_t *p = alloc_filled(ms, 64, 16, 2);
     uint8_t *q = alloc_filled(ms, 100000, 16, 3);  /* in an oversize chunk, unmapped at pop */
     (void)q;
-    int live = checker_state(p, 64);
+    int live = hh_test_checker_state(p, 64);
     ck_assert_int_eq(hh_mark_pop(&m), HH_OK);
-    int popped = checker_state(p, 64);
+    int popped = hh_test_checker_state(p, 64);
     uint8_t *again = hh_memstack_alloc(ms, 64, 16);
     ck_assert_ptr_eq(again, p);
-    int reused = checker_state(again, 64);
+    int reused = hh_test_checker_state(again, 64);
     if (live >= 0) {
         ck_assert_int_eq(live, 0);
         ck_assert_int_eq(popped, 2);
@@ -333,14 +311,14 @@ START_TEST(popped_memory_is_no_access_and_reuse_undefined) {
     uint8_t *e = hh_pool_alloc(pool);
     memset(e, 1, 48);
     ck_assert_int_eq(hh_pool_free(pool, e), HH_OK);
-    if (live >= 0) ck_assert_int_eq(checker_state(e + 8, 40), 2);  /* freed element (past its link) */
+    if (live >= 0) ck_assert_int_eq(hh_test_checker_state(e + 8, 40), 2);  /* freed element (past its link) */
     hh_pool_destroy(pool);
     hh_scratch *sc = NULL;
     ck_assert_int_eq(hh_scratch_create(NULL, &sc), HH_OK);
     uint8_t *b = hh_scratch_alloc(sc, 128, 16);
     memset(b, 1, 128);
     hh_scratch_reset(sc);
-    if (live >= 0) ck_assert_int_eq(checker_state(b, 128), 2);
+    if (live >= 0) ck_assert_int_eq(hh_test_checker_state(b, 128), 2);
     hh_scratch_destroy(sc);
     hh_memstack_destroy(ms);
 }

@@ -127,3 +127,29 @@ _Noreturn void hh_test_child_exit(int code) {
     execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
     _exit(code);
 }
+
+#if HH_TRACK_VALGRIND
+#  include <valgrind/memcheck.h>
+int hh_test_checker_state(const void *p, size_t n) {
+    static uint8_t vbits[256];
+    if (!RUNNING_ON_VALGRIND) return -1;
+    ck_assert_uint_le(n, sizeof vbits);
+    unsigned r = VALGRIND_GET_VBITS(p, vbits, n);  /* silent, unlike the CHECK_* requests */
+    if (r == 3) return 2;
+    ck_assert_uint_eq(r, 1);
+    for (size_t i = 0; i < n; i++)
+        if (vbits[i] != 0) return 1;
+    return 0;
+}
+#elif HH_TRACK_ASAN
+#  include <sanitizer/asan_interface.h>
+int hh_test_checker_state(const void *p, size_t n) {
+    return __asan_region_is_poisoned((void *)(uintptr_t)p, n) != NULL ? 2 : 0;  /* ASan has no "undefined" */
+}
+#else
+int hh_test_checker_state(const void *p, size_t n) {
+    (void)p;
+    (void)n;
+    return -1;
+}
+#endif

@@ -47,6 +47,11 @@ uint64_t  hh_test_seed(uint64_t dflt);
 void      hh_test_fill(void *p, size_t n, uint64_t key);
 long      hh_test_verify(const void *p, size_t n, uint64_t key);
 
+/* The memory checker's view of [p, p+n) (n <= 256): 0 addressable and
+   defined, 1 addressable but undefined (memcheck only), 2 no access; -1 no
+   checker (not under memcheck, not an ASan build). */
+int       hh_test_checker_state(const void *p, size_t n);
+
 /* A fork child's end, with its exit code: through exec, because under
    memcheck a fork child would run a leak check at exit, and a block another
    thread was just handing out (in a register of a thread the child does not

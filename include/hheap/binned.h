@@ -122,7 +122,8 @@ typedef struct hh_binned_stats {
     hh_binned_class_stats classes[HH_BINNED_CLASS_COUNT];
     uint64_t small_live_blocks, small_live_bytes;   /* sums over the classes */
     uint64_t large_live_blocks, large_live_bytes;   /* OS-mapped blocks (usable bytes) */
-    size_t   large_mapped_bytes;                     /* bytes mapped for live large blocks */
+    size_t   large_mapped_bytes;                     /* bytes mapped for live large blocks, their
+                                                        tails included (idle slack decay unmaps) */
     size_t   large_cached_bytes;                     /* freed large mappings kept for reuse */
     uint32_t spans;               /* 4 MiB spans mapped */
     uint32_t pages_in_classes;    /* pages owned by a class */
@@ -228,7 +229,8 @@ enum {
 };
 typedef struct hh_binned_region {
     uintptr_t address;            /* first byte of the page or mapping */
-    size_t    size;               /* HH_BINNED_PAGE_SIZE, or the mapping's bytes */
+    size_t    size;               /* HH_BINNED_PAGE_SIZE, or the mapping's bytes (a large
+                                     block's idle tail included, as in large_mapped_bytes) */
     int       kind;               /* HH_BINNED_REGION_* */
     int       size_class;         /* class index, -1 unless kind == CLASS */
     uint32_t  block_size;         /* class block size; usable bytes of a large block */

@@ -786,8 +786,9 @@ static void spans_end(void) { hhi_lock_release(&hhi_bg.trim_lock); }
 /* One large block as copied under g.large_lock. */
 typedef struct large_snap {
     const hhi_blarge *header;      /* mapping base (the header itself) */
-    size_t map_size;               /* bytes mapped */
+    size_t map_size;               /* bytes of the block's mapping, its tail aside */
     size_t offset;                 /* user pointer - header */
+    size_t tail;                   /* idle bytes mapped past map_size (invariant 6) */
 } large_snap;
 
 /* Copies up to max large blocks, skipping the first `skip` on g.large, under
@@ -797,7 +798,7 @@ static unsigned large_batch(size_t skip, large_snap *out, unsigned max) {
     hhi_lock_acquire(&hhi_bg.large_lock);
     hhi_blarge *h = hhi_bg.large;
     for (size_t k = 0; h != NULL && k < skip; k++) h = h->next;
-    for (; h != NULL && n < max; h = h->next, n++) out[n] = (large_snap){ h, h->map_size, h->offset };
+    for (; h != NULL && n < max; h = h->next, n++) out[n] = (large_snap){ h, h->map_size, h->offset, h->tail };
     hhi_lock_release(&hhi_bg.large_lock);
     return n;
 }
@@ -823,7 +824,7 @@ void hh_binned_walk(hh_binned_walk_fn fn, void *user) {
             hh_binned_region *r = &snap[i];
             memset(r, 0, sizeof *r);
             r->address = (uintptr_t)big[i].header;
-            r->size = big[i].map_size;
+            r->size = big[i].map_size + big[i].tail;   /* the regions sum to large_mapped_bytes */
             r->kind = HH_BINNED_REGION_LARGE;
             r->size_class = -1;
             r->block_size = (uint32_t)HH_MIN(big[i].map_size - big[i].offset, (size_t)UINT32_MAX);

@@ -95,11 +95,14 @@ static void large_unmap_range(void *p, size_t size) {
     hhi_os_unmap(p, size);
 }
 
+/* Takes entry i off g.tails (large lock held); the last fills its place. */
+static void tails_drop_at(uint32_t i) { hhi_bg.tails[i] = hhi_bg.tails[--hhi_bg.n_tails]; }
+
 /* Takes live block h off g.tails (large lock held; h is on it). */
 static void tails_remove(const hhi_blarge *h) {
     for (uint32_t i = 0; i < hhi_bg.n_tails; i++)
         if (hhi_bg.tails[i] == h) {
-            hhi_bg.tails[i] = hhi_bg.tails[--hhi_bg.n_tails];
+            tails_drop_at(i);
             return;
         }
     hh_assert_internal(!"a block with a tail is on g.tails");
@@ -533,10 +536,14 @@ void *hhi_large_grow(uintptr_t a, size_t size) {
         if (base != NULL) hhi_os_unmap(base, map_size);
         /* hhi_os_move marked the range undefined before it tried: the block
            stayed, so its header and bytes read as they did (defined, as a
-           successful move leaves them). Back as it was (should g.tails
-           have filled meanwhile, the tail becomes the block's, resident). */
+           successful move leaves them), and its tail is nobody's bytes
+           again. Should g.tails have filled meanwhile, the tail becomes
+           the block's (resident): its bytes stay undefined, as a grow's. */
         hh_track_defined(h, old_map);
-        (void)large_register(h, old_map, offset, old_size, tail, tail_ns);
+        if (large_register(h, old_map, offset, old_size, tail, tail_ns))
+            hh_track_noaccess((char *)h + old_map, tail);
+        else
+            hh_track_move(&hhi_bg, (void *)a, (void *)a, old_map + tail - offset);
         return NULL;
     }
     (void)large_register((hhi_blarge *)(void *)base, map_size, offset, size, 0, 0);
@@ -570,7 +577,7 @@ static size_t lcache_release(uint64_t freed_before_ns, uint64_t deadline_ns) {
             r = (lrange){ (char *)t + t->map_size, t->tail };
             hhi_bg.large_mapped -= t->tail;
             t->tail = 0;
-            hhi_bg.tails[ti] = hhi_bg.tails[--hhi_bg.n_tails];
+            tails_drop_at((uint32_t)ti);
         } else if (old != NULL && old->freed_ns < freed_before_ns) {
             size_t n = old->map_size;
             if (n > LCACHE_PIECE) {

@@ -25,18 +25,23 @@ size_t hhi_os_page_size(void) {
 }
 
 #if HH_TESTING
-_Atomic uint64_t hhi_test_os_maps, hhi_test_os_unmaps;
+_Thread_local uint64_t hhi_test_os_maps_here, hhi_test_os_unmaps_here;
 _Thread_local uint64_t hhi_test_os_decommits_here;
 #endif
 
-/* The map calls of map_aligned and every unmap, counted under HH_TESTING. */
+/* The map calls of map_aligned and every unmap, counted per thread under
+   HH_TESTING (a purge thread's unmaps are not the test's). */
 static void *os_mmap(void *at, size_t size, int prot, int flags) {
-    HHI_TEST_COUNT(hhi_test_os_maps);
+#if HH_TESTING
+    hhi_test_os_maps_here++;
+#endif
     return mmap(at, size, prot, flags, -1, 0);
 }
 
 static void os_munmap(void *p, size_t size) {
-    HHI_TEST_COUNT(hhi_test_os_unmaps);
+#if HH_TESTING
+    hhi_test_os_unmaps_here++;
+#endif
     munmap(p, size);
 }
 
@@ -189,12 +194,12 @@ void hhi_os_unmap_untracked(void *p, size_t size) {
 }
 
 bool hhi_os_move(void *from, size_t size, void *to) {
-    if (hhi_fault()) return false;
     /* As for munmap: ASan would keep the poison of the old range (and not
        move it with the pages). */
     hh_track_undefined(from, size);
     hh_track_undefined(to, size);
     hint_forget(from, size);
+    if (hhi_fault()) return false;   /* after the marks, as mremap failing leaves them */
     return mremap(from, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, to) == to;
 }
 

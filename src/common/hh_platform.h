@@ -57,8 +57,9 @@ HH_INTERNAL uint64_t hhi_now_ns(void);
    this many ns at every call, so a test can assert how much work a budgeted
    call did without timing anything. 0: the real clock. */
 HH_INTERNAL void hhi_test_clock_step(uint64_t step_ns);
-/* mmap calls made by hhi_os_map/hhi_os_reserve, and munmap calls of the platform layer, so far. */
-HH_INTERNAL _Atomic uint64_t hhi_test_os_maps, hhi_test_os_unmaps;
+/* mmap calls made by hhi_os_map/hhi_os_reserve, and munmap calls of the
+   platform layer, made by the calling thread so far. */
+HH_INTERNAL _Thread_local uint64_t hhi_test_os_maps_here, hhi_test_os_unmaps_here;
 /* hhi_os_decommit calls (madvise) made by the calling thread so far. */
 HH_INTERNAL _Thread_local uint64_t hhi_test_os_decommits_here;
 #endif
