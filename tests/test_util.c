@@ -128,6 +128,7 @@ _Noreturn void hh_test_child_exit(int code) {
     _exit(code);
 }
 
+#include "../src/common/hh_config.h"   /* HH_TRACK_VALGRIND, HH_TRACK_ASAN: which checker the build has */
 #if HH_TRACK_VALGRIND
 #  include <valgrind/memcheck.h>
 int hh_test_checker_state(const void *p, size_t n) {

@@ -164,7 +164,9 @@ HH_API hh_status hh_binned_set_decay_ms(uint32_t ms);
    then goes quiet (no more slow paths) still goes back -- one to two
    periods after the free -- and the program's own calls do no decay work
    while it runs. With nothing for decay to give back it sleeps until
-   something is (the first free into a cache after that wakes it).
+   something is (the first free into a cache after that wakes it); with
+   decay off (ms 0) it sleeps until a new period or a stop, whatever is
+   freed.
    Started lazily, by the first slow path that sees decay on after memory
    first became decay's to give back (an empty page, a freed large block): a
    program that never frees that much never gets it. Its creation allocates
