@@ -25,7 +25,8 @@
  * medians of bench_reps() runs: BENCH binned <workload> ns/op hh ... glibc ...
  * Part 2, out of process: the same workload binary on plain malloc under
  * LD_PRELOAD of each peer library given as name=path arguments (the Makefile
- * finds them with dpkg -L) and of our shim, all interleaved per repetition:
+ * finds them with dpkg -L; the peer named shim-huge is our shim with
+ * HHEAP_SMALL_HUGEPAGES=1) and of our shim, all interleaved per repetition:
  *   BENCH binned preload-<workload> ns/op shim ... <peer> ...
  *   BENCH binned rss-<workload> bytes shim ... glibc ...   (peak RSS: VmHWM)
  * Internal mode: bench_binned --child <workload> <hh|libc> runs once and
@@ -408,7 +409,13 @@ int main(int argc, char **argv) {
         for (int r = 0; r < reps && ok; r++) {
             ok &= run_child(self, workloads[w].name, shim, &ns[0][r], &rss[0][r]);
             ok &= run_child(self, workloads[w].name, NULL, &ns[1][r], &rss[1][r]);
-            for (int p = 0; p < np; p++) ok &= run_child(self, workloads[w].name, peers[p].path, &ns[2 + p][r], &rss[2 + p][r]);
+            for (int p = 0; p < np; p++) {
+                /* "shim-huge": our shim with small-block spans on huge pages */
+                bool huge = strcmp(peers[p].name, "shim-huge") == 0;
+                if (huge) setenv("HHEAP_SMALL_HUGEPAGES", "1", 1);
+                ok &= run_child(self, workloads[w].name, peers[p].path, &ns[2 + p][r], &rss[2 + p][r]);
+                if (huge) unsetenv("HHEAP_SMALL_HUGEPAGES");
+            }
         }
         if (!ok) {
             printf("bench_binned: a child run of %s failed; skipped\n", workloads[w].name);

@@ -149,6 +149,7 @@ bench-binned: $(BUILD)/bench/bench_binned $(BUILD)/libhheap_malloc.so
 	@peer() { dpkg -L $$1 2>/dev/null | grep -E "/$$2[^/]*\.so(\.[0-9]+)*$$" | head -1; }; \
 	 $(BUILD)/bench/bench_binned \
 	   shim=$(BUILD)/libhheap_malloc.so \
+	   shim-huge=$(BUILD)/libhheap_malloc.so \
 	   mimalloc=$$(peer libmimalloc2.0 libmimalloc) \
 	   jemalloc=$$(peer libjemalloc2 libjemalloc) \
 	   tcmalloc=$$(peer libtcmalloc-minimal4 libtcmalloc_minimal)

@@ -2733,6 +2733,61 @@ static bool advised_huge(const void *p) {
    kernel shows the advice as VmFlags "hg" in /proc/self/smaps; without THP
    in the kernel there is nothing to look at, and only the switch is
    checked. */
+/* hh_binned_set_small_hugepages: off by default, and then no span carries
+   huge-page advice; on, the next span the bins take is advised, and its
+   blocks work as any. */
+START_TEST(small_blocks_get_huge_page_advice_when_asked) {
+    ck_assert(!hh_binned_small_hugepages());
+    FILE *thp = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    bool have_thp = thp != NULL;
+    if (thp) fclose(thp);
+    char *first = hh_bmalloc(1000);
+    ck_assert_ptr_nonnull(first);
+    if (have_thp) ck_assert_msg(!advised_huge(first), "a span with huge-page advice while off");
+    ck_assert_int_eq(hh_binned_set_small_hugepages(true), HH_OK);
+    ck_assert(hh_binned_small_hugepages());
+    /* Blocks until a span is taken after the switch: at most a span's
+       worth past the pool's pages. */
+    enum { MAX = 20000 };
+    char **p = malloc(MAX * sizeof *p);
+    ck_assert_ptr_nonnull(p);
+    uint32_t spans = hhi_bg.n_spans, n = 0;
+    while (n < MAX && hhi_bg.n_spans == spans) {
+        p[n] = hh_bmalloc(1000);
+        REQUIRE(p[n] != NULL);
+        hh_test_fill(p[n], 1000, n);
+        n++;
+    }
+    ck_assert_int_eq(hh_binned_set_small_hugepages(false), HH_OK);   /* off before any assertion can end the test */
+    ck_assert(!hh_binned_small_hugepages());
+    ck_assert_uint_gt(hhi_bg.n_spans, spans);
+    if (have_thp) ck_assert_msg(advised_huge(p[n - 1]), "a span taken with the option on has no huge-page advice");
+    for (uint32_t i = 0; i < n; i++) {
+        REQUIRE(hh_test_verify(p[i], 1000, i) == -1);
+        hh_bfree(p[i]);
+    }
+    hh_bfree(first);
+    char *span = (char *)((uintptr_t)p[n - 1] & ~(uintptr_t)HHI_SPAN_MASK);
+    free(p);
+    hh_binned_thread_flush();
+    hh_binned_trim(0);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    ck_assert_uint_eq(hh_test_captured_count(), 0);
+    /* Wholly free, the advised span is retired: decommitted, and the link
+       its header keeps is one small page, not a 2 MiB one faulted back in
+       (512 pages resident before the retirement took the advice back). */
+    ck_assert_uint_eq(hhi_registry_get((uintptr_t)span), HHI_REG_SPAN_FREED);
+    const size_t page = hhi_os_page_size(), npages = HHI_SPAN_SIZE / page;
+    unsigned char *vec = malloc(npages);
+    ck_assert_ptr_nonnull(vec);
+    ck_assert_int_eq(mincore(span, HHI_SPAN_SIZE, vec), 0);
+    size_t resident = 0;
+    for (size_t i = 0; i < npages; i++) resident += vec[i] & 1;
+    free(vec);
+    ck_assert_msg(resident <= 4, "a retired span keeps %zu pages resident", resident);
+}
+END_TEST
+
 START_TEST(large_blocks_get_huge_page_advice_when_asked) {
     ck_assert(!hh_binned_large_hugepages());
     FILE *thp = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
@@ -2965,6 +3020,7 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, large_realloc_moves_pages_instead_of_copying);
     tcase_add_test(tc, check_finds_broken_large_extents);
     tcase_add_test(tc, large_blocks_get_huge_page_advice_when_asked);
+    tcase_add_test(tc, small_blocks_get_huge_page_advice_when_asked);
     tcase_add_test(tc, large_random_ops_against_shadow_model);
     suite_add_tcase(s, tc);
 

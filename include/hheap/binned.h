@@ -199,6 +199,24 @@ HH_API hh_status hh_binned_set_large_hugepages(bool on);
 /* Whether large mappings are advised to use huge pages. */
 HH_API bool      hh_binned_large_hugepages(void);
 
+/* Transparent huge pages for small blocks: with on, every 4 MiB span the
+   bins take afterwards (a fresh mapping, or one trim had retired) is
+   advised MADV_HUGEPAGE, so its blocks share two 2 MiB translations
+   instead of 1024 4 KiB ones. Programs whose small blocks are many and
+   touched at random -- a free reads its block and its page's state byte,
+   far apart -- spend much of their time in TLB misses, above all under
+   virtualisation; see the README for the figures measured. The price is
+   memory: the kernel faults in 2 MiB at a time (peak resident size rises
+   by a few MB), and a page decommitted inside a huge page splits it. A
+   retired span (trim found it wholly free) drops the advice, so its
+   metadata link keeps 4 KiB resident, not 2 MiB. Off by default. A hint:
+   without THP (or set to "never") nothing changes; spans advised while it
+   was on keep the advice until they retire. The LD_PRELOAD shim turns it
+   on with HHEAP_SMALL_HUGEPAGES=1. Returns HH_OK. */
+HH_API hh_status hh_binned_set_small_hugepages(bool on);
+/* Whether the spans of small blocks are advised to use huge pages. */
+HH_API bool      hh_binned_small_hugepages(void);
+
 /* Full walk of every invariant of the global structures (spans, pages, class
    lists, the page pool, large blocks) and of the calling thread's cache.
    HH_OK, or HH_E_CORRUPT with one message naming the first broken invariant. */

@@ -436,6 +436,13 @@ hh_status hh_binned_set_decay_ms(uint32_t ms) {
     return HH_OK;
 }
 
+hh_status hh_binned_set_small_hugepages(bool on) {
+    atomic_store_explicit(&hhi_bg.small_huge, on, memory_order_relaxed);   /* span_new reads it */
+    return HH_OK;
+}
+
+bool hh_binned_small_hugepages(void) { return atomic_load_explicit(&hhi_bg.small_huge, memory_order_relaxed); }
+
 /* ---------------------------------------------------------------------------
    Check: one function per numbered invariant of binned_internal.h, each run
    with every lock held, each naming its invariant in the message of the

@@ -189,7 +189,7 @@ _Static_assert(sizeof(hhi_bpage) == 64, "page meta is 64 bytes");
 typedef struct hhi_bspan {
     uint64_t magic;
     uint32_t free_pages;        /* pages of this span in the pool (pool lock) */
-    uint32_t pad;
+    uint32_t huge;              /* advised MADV_HUGEPAGE by span_new (hh_binned_set_small_hugepages) */
     struct hhi_bspan *next, *prev;  /* g.spans (pool lock) */
     hhi_bpage pages[HHI_PAGES_PER_SPAN];
     _Alignas(64) _Atomic uint8_t state[HHI_PAGES_PER_SPAN - 1][HHI_STATE_SLOT];   /* pages 1..63 */
@@ -374,6 +374,7 @@ typedef struct hhi_bglobal {
     hhi_blarge *tails[HHI_TAILS_MAX];   /* live large blocks whose tail decay or trim gives back */
     uint32_t n_tails;
     _Atomic bool large_huge;        /* hh_binned_set_large_hugepages: advise fresh large mappings */
+    _Atomic bool small_huge;        /* hh_binned_set_small_hugepages: advise the spans span_new takes */
     /* thread caches */
     hhi_lock tc_lock;
     hhi_tcache *tcaches, *tc_free;

@@ -152,6 +152,13 @@ static bool span_new(void) {
         s = hhi_os_map(HHI_SPAN_SIZE, HHI_SPAN_SIZE);
         if (s == NULL) return false;
     }
+    /* A retired range too: it may have been mapped while the option was
+       off, and its retirement took the advice back. Spans are 2 MiB-aligned,
+       so each half can be one huge page. */
+    if (atomic_load_explicit(&hhi_bg.small_huge, memory_order_relaxed)) {
+        hhi_os_hugepages(s, HHI_SPAN_SIZE);
+        s->huge = 1;
+    }
     s->magic = HHI_SPAN_MAGIC;
     /* Highest first onto the clean list, whose head is taken first: pages
        go out from page 1 up, and the state slots of the first classes (one
@@ -532,6 +539,11 @@ static size_t spans_retire(uint64_t deadline_ns) {
             /* Retire, never unmap (invariant 7): a free racing this trim may
                still read the header. If the decommit fails the range is
                kept all the same; only the memory stays. */
+            /* An advised span drops the advice first: the link written below
+               would fault a whole 2 MiB page back in (a retired span held
+               2 MiB resident instead of 4 KiB: `release` with huge pages
+               kept 152 MB, not 12). span_new advises it again. */
+            if (s->huge) hhi_os_no_hugepages(s, HHI_SPAN_SIZE);
             hh_track_undefined(s, HHI_SPAN_SIZE);
             if (hhi_os_decommit(s, HHI_SPAN_SIZE)) given += HHI_PAGE_SIZE;   /* the metadata page */
             hh_track_defined(s, HHI_SPAN_SIZE);   /* such a racing free reads zeros: legal */

@@ -176,6 +176,15 @@ void hhi_os_hugepages(void *p, size_t size) {
 #endif
 }
 
+void hhi_os_no_hugepages(void *p, size_t size) {
+#ifdef MADV_NOHUGEPAGE
+    if (size) (void)madvise(p, hh_align_up(size, hhi_os_page_size()), MADV_NOHUGEPAGE);
+#else
+    (void)p;
+    (void)size;
+#endif
+}
+
 void hhi_os_unmap(void *p, size_t size) {
     if (p == NULL) return;
     size = hh_align_up(size, hhi_os_page_size());

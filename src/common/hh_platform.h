@@ -35,6 +35,9 @@ HH_INTERNAL bool  hhi_os_commit(void *p, size_t size);
 /* Asks for transparent huge pages on [p, p+size) (p page-aligned): a hint,
    silently ignored where the OS has none or refuses. */
 HH_INTERNAL void  hhi_os_hugepages(void *p, size_t size);
+/* Takes that back (MADV_NOHUGEPAGE): the range's next faults map 4 KiB
+   pages, not 2 MiB ones. A hint, as above. */
+HH_INTERNAL void  hhi_os_no_hugepages(void *p, size_t size);
 /* Unmaps what hhi_os_map returned; size as passed to hhi_os_map. */
 HH_INTERNAL void  hhi_os_unmap(void *p, size_t size);
 /* munmap alone, for a mapping no tool annotation (hh_track_*) ever touched:
