@@ -1877,6 +1877,11 @@ static void decay_hook_alloc_free(void) {
 
 START_TEST(a_free_nested_in_the_decay_call_keeps_the_bin_within_its_cap) {
     unsigned c = (unsigned)hh_binned_class_of(200);
+    /* From an empty bin: the malloc refills it, which gives it back its
+       full cap. A bin an earlier test left free-only (cap 32: its pushes
+       saw no allocation) would take it back at the refills below, after
+       `cap` was read, and never fill. */
+    hh_binned_thread_flush();
     hh_bfree(hh_bmalloc(200));
     uint32_t cap = hhi_bin_cap(hhi_tc_self, c);
     ck_assert_uint_ge(cap, 4);

@@ -538,11 +538,11 @@ static size_t spans_retire(uint64_t deadline_ns) {
                                   memory_order_release);
             /* Retire, never unmap (invariant 7): a free racing this trim may
                still read the header. If the decommit fails the range is
-               kept all the same; only the memory stays. */
-            /* An advised span drops the advice first: the link written below
-               would fault a whole 2 MiB page back in (a retired span held
-               2 MiB resident instead of 4 KiB: `release` with huge pages
-               kept 152 MB, not 12). span_new advises it again. */
+               kept all the same; only the memory stays. An advised span
+               drops the advice first: the link written below would fault a
+               whole 2 MiB page back in (a retired span held 2 MiB resident
+               instead of 4 KiB: `release` with huge pages kept 152 MB, not
+               12). span_new advises it again. */
             if (s->huge) hhi_os_no_hugepages(s, HHI_SPAN_SIZE);
             hh_track_undefined(s, HHI_SPAN_SIZE);
             if (hhi_os_decommit(s, HHI_SPAN_SIZE)) given += HHI_PAGE_SIZE;   /* the metadata page */

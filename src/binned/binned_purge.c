@@ -116,7 +116,7 @@ static void *purge_main(void *arg) {
         /* Decay off: nothing to do until hh_binned_set_decay_ms gives a
            period (it nudges: a kick) or a stop. The thread then neither
            clears the flag nor says it is idle, so frees do not wake it:
-           every free into a cache would, once it had woken (247 wake-ups
+           every free into a cache would, once it had woken (256 wake-ups
            in 256 frees). */
         uint64_t period = atomic_load_explicit(&hhi_bg.decay_ns, memory_order_relaxed);
         bool off = period == 0;
