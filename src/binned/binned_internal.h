@@ -614,8 +614,9 @@ HH_INLINE void hhi_decay_work_note_running(void) {
    unfinished pass). Takes the class, pool and large locks one at a time. */
 HH_INTERNAL bool     hhi_decay_has_work(void);
 
-/* binned_purge.c, the rest of the thread's interface. Wakes a running thread so that it plans its sleep by the new decay period
-   (it slept by the old one, up to 60 s). */
+/* binned_purge.c, the rest of the thread's interface. Wakes a running
+   thread so that it plans its sleep by the new decay period (it slept by
+   the old one, up to 60 s). */
 HH_INTERNAL void     hhi_purge_nudge(void);
 HH_INTERNAL void     hhi_purge_start(void);      /* starts it if still wanted (no lock held) */
 HH_INTERNAL void     hhi_purge_fork_prepare(void);
