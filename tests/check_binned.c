@@ -2732,12 +2732,6 @@ static bool advised_huge(const void *p) {
     return strstr(flags, " hg") != NULL;
 }
 
-/* hh_binned_set_large_hugepages: off by default, and then a large block's
-   mapping carries no huge-page advice; on, fresh mappings (a plain block,
-   a realloc that grows one, a block aligned above 2 MiB) are advised. The
-   kernel shows the advice as VmFlags "hg" in /proc/self/smaps; without THP
-   in the kernel there is nothing to look at, and only the switch is
-   checked. */
 /* hh_binned_set_small_hugepages: off by default, and then no span carries
    huge-page advice; on, the next span the bins take is advised, and its
    blocks work as any. */
@@ -2793,6 +2787,12 @@ START_TEST(small_blocks_get_huge_page_advice_when_asked) {
 }
 END_TEST
 
+/* hh_binned_set_large_hugepages: off by default, and then a large block's
+   mapping carries no huge-page advice; on, fresh mappings (a plain block,
+   a realloc that grows one, a block aligned above 2 MiB) are advised. The
+   kernel shows the advice as VmFlags "hg" in /proc/self/smaps; without THP
+   in the kernel there is nothing to look at, and only the switch is
+   checked. */
 START_TEST(large_blocks_get_huge_page_advice_when_asked) {
     ck_assert(!hh_binned_large_hugepages());
     FILE *thp = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
