@@ -1105,6 +1105,31 @@ START_TEST(purge_thread_takes_decay_passes_off_the_programs_path) {
 }
 END_TEST
 
+/* Polls done() with 1 ms sleeps, 20 s at most (a sleeping purge thread's
+   work, in real time); returns its last answer. */
+static bool wait_until(bool (*done)(void)) {
+    for (int i = 0; i < 20000; i++) {
+        if (done()) return true;
+        struct timespec ms = { 0, 1000000 };
+        nanosleep(&ms, NULL);
+    }
+    return done();
+}
+
+static bool large_cache_empty(void) {
+    hh_binned_stats s;
+    hh_binned_stats_get(&s);
+    return s.large_cached_bytes == 0;
+}
+
+/* Waits for the large cache to empty; the bytes it still holds. */
+static size_t wait_large_cache_empty(void) {
+    wait_until(large_cache_empty);
+    hh_binned_stats s;
+    hh_binned_stats_get(&s);
+    return s.large_cached_bytes;
+}
+
 START_TEST(a_new_decay_period_reaches_a_sleeping_purge_thread) {
     /* The thread sleeps half a period; the slow paths leave passes to it.
        Shortening the period from 60 s must wake it, or freed memory would
@@ -1117,30 +1142,12 @@ START_TEST(a_new_decay_period_reaches_a_sleeping_purge_thread) {
     ck_assert(hhi_purge_running());
     hh_bfree(hh_bmalloc((size_t)3 << 20));          /* cached: 3 MiB for decay */
     ck_assert_int_eq(hh_binned_set_decay_ms(1), HH_OK);
-    hh_binned_stats s;
-    for (int i = 0; i < 20000; i++) {               /* 20 s at most; a pass within ms */
-        hh_binned_stats_get(&s);
-        if (s.large_cached_bytes == 0) break;
-        struct timespec ms = { 0, 1000000 };
-        nanosleep(&ms, NULL);
-    }
+    size_t left = wait_large_cache_empty();         /* a pass within ms */
     ck_assert_int_eq(hh_binned_set_purge_thread(false), HH_OK);
     ck_assert_int_eq(hh_binned_set_decay_ms(0), HH_OK);
-    ck_assert_uint_eq(s.large_cached_bytes, 0);
+    ck_assert_uint_eq(left, 0);
 }
 END_TEST
-
-/* Polls (1 ms sleeps, 20 s at most) until the large cache is empty. */
-static size_t wait_large_cache_empty(void) {
-    hh_binned_stats s;
-    for (int i = 0; i < 20000; i++) {
-        hh_binned_stats_get(&s);
-        if (s.large_cached_bytes == 0) break;
-        struct timespec ms = { 0, 1000000 };
-        nanosleep(&ms, NULL);
-    }
-    return s.large_cached_bytes;
-}
 
 START_TEST(purge_thread_sleeps_while_decay_holds_nothing) {
     /* Once everything went back the thread sleeps until something is given
@@ -1156,10 +1163,7 @@ START_TEST(purge_thread_sleeps_while_decay_holds_nothing) {
     hh_bfree(hh_bmalloc((size_t)1 << 20));          /* cached: the thread starts */
     ck_assert(hhi_purge_running());
     size_t left = wait_large_cache_empty();
-    for (int i = 0; i < 20000 && !hhi_purge_idle(); i++) {   /* its last pass ends: idle */
-        struct timespec ms = { 0, 1000000 };
-        nanosleep(&ms, NULL);
-    }
+    wait_until(hhi_purge_idle);                     /* its last pass ends: idle */
     uint64_t woke = atomic_load(&hhi_test_purge_wakeups);
     struct timespec ten = { 0, 10 * period_ms * 1000000 };
     while (nanosleep(&ten, &ten) != 0) {}
@@ -2732,14 +2736,19 @@ static bool advised_huge(const void *p) {
     return strstr(flags, " hg") != NULL;
 }
 
+/* Whether the kernel has THP at all (its advice shows in smaps then). */
+static bool kernel_has_thp(void) {
+    FILE *thp = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (thp) fclose(thp);
+    return thp != NULL;
+}
+
 /* hh_binned_set_small_hugepages: off by default, and then no span carries
    huge-page advice; on, the next span the bins take is advised, and its
    blocks work as any. */
 START_TEST(small_blocks_get_huge_page_advice_when_asked) {
     ck_assert(!hh_binned_small_hugepages());
-    FILE *thp = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
-    bool have_thp = thp != NULL;
-    if (thp) fclose(thp);
+    bool have_thp = kernel_has_thp();
     char *first = hh_bmalloc(1000);
     ck_assert_ptr_nonnull(first);
     if (have_thp) ck_assert_msg(!advised_huge(first), "a span with huge-page advice while off");
@@ -2795,9 +2804,7 @@ END_TEST
    checked. */
 START_TEST(large_blocks_get_huge_page_advice_when_asked) {
     ck_assert(!hh_binned_large_hugepages());
-    FILE *thp = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
-    bool have_thp = thp != NULL;
-    if (thp) fclose(thp);
+    bool have_thp = kernel_has_thp();
     hh_binned_trim(0);                                /* no cached extent: every mapping below is fresh */
     size_t big = (size_t)9 << 20;
     char *p = hh_bmalloc(big);

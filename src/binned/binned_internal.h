@@ -387,6 +387,8 @@ typedef struct hhi_bglobal {
     _Atomic uint64_t decay_ns;      /* period, 0: off */
     _Atomic uint64_t decay_next_ns; /* when the next pass is due */
     _Atomic uint32_t decay_tick;    /* passes so far: dirty pages older than one pass are purged */
+    _Atomic int purge_state;        /* HHI_PURGE_* (binned_purge.c): here, so that
+                                       the notes read it inline */
     /* A pass that ran out of its budget leaves the rest here; the purge
        thread finishes it in further bounded slices (slow paths do not: they
        keep their 1 ms bound and the rest waits for the next period). */
@@ -589,7 +591,8 @@ HH_INTERNAL bool     hhi_decay_continue(void);
 
 /* binned_purge.c: the background purge thread (hh_binned_set_purge_thread). */
 enum { HHI_PURGE_OFF = 0, HHI_PURGE_WANTED, HHI_PURGE_STARTING, HHI_PURGE_RUNNING };
-HH_INTERNAL int      hhi_purge_state(void);      /* HHI_PURGE_*: one relaxed load */
+/* HHI_PURGE_*: one relaxed load. */
+HH_INLINE int hhi_purge_state(void) { return atomic_load_explicit(&hhi_bg.purge_state, memory_order_relaxed); }
 /* Sets g.decay_work and wakes the purge thread if it sleeps with nothing
    to do (then one futex wake: once per idle spell). Any lock but the purge
    thread's own may be held (it is the innermost, rule 8). */

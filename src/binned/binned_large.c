@@ -182,7 +182,7 @@ static bool large_register(hhi_blarge *h, size_t map_size, size_t offset, size_t
    pages when the program asked for it. The advice stays with the pages:
    cached for reuse, split, merged or moved by mremap, they keep it. */
 static void large_advise(void *base, size_t size) {
-    if (base != NULL && atomic_load_explicit(&hhi_bg.large_huge, memory_order_relaxed)) hhi_os_hugepages(base, size);
+    if (base != NULL && atomic_load_explicit(&hhi_bg.large_huge, memory_order_relaxed)) hhi_os_hugepages(base, size, true);
 }
 
 /* ---------------------------------------------------------------------------

@@ -156,7 +156,7 @@ static bool span_new(void) {
        off, and its retirement took the advice back. Spans are 2 MiB-aligned,
        so each half can be one huge page. */
     if (atomic_load_explicit(&hhi_bg.small_huge, memory_order_relaxed)) {
-        hhi_os_hugepages(s, HHI_SPAN_SIZE);
+        hhi_os_hugepages(s, HHI_SPAN_SIZE, true);
         s->huge = 1;
     }
     s->magic = HHI_SPAN_MAGIC;
@@ -543,7 +543,7 @@ static size_t spans_retire(uint64_t deadline_ns) {
                whole 2 MiB page back in (a retired span held 2 MiB resident
                instead of 4 KiB: `release` with huge pages kept 152 MB, not
                12). span_new advises it again. */
-            if (s->huge) hhi_os_no_hugepages(s, HHI_SPAN_SIZE);
+            if (s->huge) hhi_os_hugepages(s, HHI_SPAN_SIZE, false);
             hh_track_undefined(s, HHI_SPAN_SIZE);
             if (hhi_os_decommit(s, HHI_SPAN_SIZE)) given += HHI_PAGE_SIZE;   /* the metadata page */
             hh_track_defined(s, HHI_SPAN_SIZE);   /* such a racing free reads zeros: legal */

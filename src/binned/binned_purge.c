@@ -23,7 +23,7 @@
  * it neither clears the flag nor says it is idle: only a new period (a
  * kick) or a stop wakes it, never a free.
  *
- * Life cycle (purge_state):
+ * Life cycle (hhi_bg.purge_state):
  *   OFF      no thread; hh_binned_set_purge_thread(false), the library default
  *   WANTED   asked for; the next decay-aware slow path starts it (lazily: a
  *            program that never frees much never gets a thread, and nothing
@@ -56,7 +56,6 @@
    stop can never be revived by a newer start (a plain stop flag, cleared by
    the next start, could be). */
 static struct {
-    _Atomic int state;              /* PURGE_* */
     pthread_mutex_t lock;
     pthread_cond_t wake;            /* stop or kick (CLOCK_MONOTONIC timed waits) */
     pthread_cond_t passed;          /* a pass ended (hhi_purge_wait_pass) */
@@ -150,7 +149,7 @@ static void *purge_main(void *arg) {
         /* A pass stopped at its 1 ms budget: finish it in more slices (the
            locks are let go between them, so allocating threads get in). */
         for (unsigned slices = 0; slices < 4096 && hhi_decay_continue(); slices++)
-            if (atomic_load_explicit(&purge.state, memory_order_relaxed) != HHI_PURGE_RUNNING) break;
+            if (atomic_load_explicit(&hhi_bg.purge_state, memory_order_relaxed) != HHI_PURGE_RUNNING) break;
         pthread_mutex_lock(&purge.lock);
         atomic_fetch_add(&purge.passes, 1);
         pthread_cond_broadcast(&purge.passed);
@@ -161,10 +160,10 @@ static void *purge_main(void *arg) {
 /* Stops and joins the thread if there is one; the state becomes `then`. */
 static void purge_stop(int then) {
     pthread_mutex_lock(&purge.lock);
-    int st = atomic_load(&purge.state);
+    int st = atomic_load(&hhi_bg.purge_state);
     /* STARTING: another thread is inside pthread_create; it sees `then`
        and stops what it started. */
-    atomic_store(&purge.state, then);
+    atomic_store(&hhi_bg.purge_state, then);
     pthread_t tid = purge.tid;
     if (st == HHI_PURGE_RUNNING) {
         purge.current = 0;
@@ -176,7 +175,7 @@ static void purge_stop(int then) {
 
 void hhi_purge_start(void) {
     int expect = HHI_PURGE_WANTED;
-    if (!atomic_compare_exchange_strong(&purge.state, &expect, HHI_PURGE_STARTING)) return;
+    if (!atomic_compare_exchange_strong(&hhi_bg.purge_state, &expect, HHI_PURGE_STARTING)) return;
     pthread_mutex_lock(&purge.lock);
     if (!purge.cond_ready) purge_cond_init();
     purge.kick = false;
@@ -194,7 +193,7 @@ void hhi_purge_start(void) {
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_mutex_lock(&purge.lock);
     expect = HHI_PURGE_STARTING;
-    if (made && atomic_compare_exchange_strong(&purge.state, &expect, HHI_PURGE_RUNNING)) {
+    if (made && atomic_compare_exchange_strong(&hhi_bg.purge_state, &expect, HHI_PURGE_RUNNING)) {
         purge.tid = tid;
         pthread_mutex_unlock(&purge.lock);
         return;
@@ -204,15 +203,13 @@ void hhi_purge_start(void) {
        a new start): it says what to do, and this thread goes. */
     if (!made) {
         expect = HHI_PURGE_STARTING;
-        atomic_compare_exchange_strong(&purge.state, &expect, HHI_PURGE_OFF);
+        atomic_compare_exchange_strong(&hhi_bg.purge_state, &expect, HHI_PURGE_OFF);
     }
     if (purge.current == id) purge.current = 0;   /* else a newer start owns it */
     pthread_cond_broadcast(&purge.wake);
     pthread_mutex_unlock(&purge.lock);
     if (made) pthread_join(tid, NULL);
 }
-
-int hhi_purge_state(void) { return atomic_load_explicit(&purge.state, memory_order_relaxed); }
 
 void hhi_decay_work_noted(void) {
     /* The flag, then idle (both seq_cst): the thread stores idle, then
@@ -226,7 +223,7 @@ void hhi_decay_work_noted(void) {
 }
 
 void hhi_purge_nudge(void) {
-    if (atomic_load(&purge.state) != HHI_PURGE_RUNNING) return;
+    if (atomic_load(&hhi_bg.purge_state) != HHI_PURGE_RUNNING) return;
     pthread_mutex_lock(&purge.lock);
     purge.kick = true;
     pthread_cond_broadcast(&purge.wake);
@@ -242,8 +239,8 @@ void hhi_purge_fork_parent(void) { pthread_mutex_unlock(&purge.lock); }
    once the child itself gives memory to decay (a child that only execs, as
    a shell's do, never pays for a thread). */
 void hhi_purge_fork_child(void) {
-    int st = atomic_load(&purge.state);
-    if (st == HHI_PURGE_RUNNING || st == HHI_PURGE_STARTING) atomic_store(&purge.state, HHI_PURGE_WANTED);
+    int st = atomic_load(&hhi_bg.purge_state);
+    if (st == HHI_PURGE_RUNNING || st == HHI_PURGE_STARTING) atomic_store(&hhi_bg.purge_state, HHI_PURGE_WANTED);
     atomic_store_explicit(&hhi_bg.decay_work, false, memory_order_relaxed);
     atomic_store(&purge.idle, false);
     if (purge.cond_ready) purge_cond_init();
@@ -252,7 +249,7 @@ void hhi_purge_fork_child(void) {
 }
 
 #if HH_TESTING
-bool hhi_purge_running(void) { return atomic_load(&purge.state) == HHI_PURGE_RUNNING; }
+bool hhi_purge_running(void) { return atomic_load(&hhi_bg.purge_state) == HHI_PURGE_RUNNING; }
 bool hhi_purge_idle(void) { return atomic_load(&purge.idle); }
 
 /* Kicks the thread until it has ended a pass that began after this call
@@ -261,7 +258,7 @@ bool hhi_purge_idle(void) { return atomic_load(&purge.idle); }
 uint64_t hhi_purge_kick_and_wait(void) {
     pthread_mutex_lock(&purge.lock);
     uint64_t want = atomic_load(&purge.passes) + 2;
-    while (atomic_load(&purge.passes) < want && atomic_load(&purge.state) == HHI_PURGE_RUNNING) {
+    while (atomic_load(&purge.passes) < want && atomic_load(&hhi_bg.purge_state) == HHI_PURGE_RUNNING) {
         purge.kick = true;
         pthread_cond_broadcast(&purge.wake);
         pthread_cond_wait(&purge.passed, &purge.lock);
@@ -280,11 +277,11 @@ __attribute__((destructor)) static void purge_at_exit(void) { purge_stop(HHI_PUR
 hh_status hh_binned_set_purge_thread(bool on) {
     if (on) {
         int expect = HHI_PURGE_OFF;
-        atomic_compare_exchange_strong(&purge.state, &expect, HHI_PURGE_WANTED);
+        atomic_compare_exchange_strong(&hhi_bg.purge_state, &expect, HHI_PURGE_WANTED);
     } else {
         purge_stop(HHI_PURGE_OFF);
     }
     return HH_OK;
 }
 
-bool hh_binned_purge_thread(void) { return atomic_load(&purge.state) != HHI_PURGE_OFF; }
+bool hh_binned_purge_thread(void) { return atomic_load(&hhi_bg.purge_state) != HHI_PURGE_OFF; }

@@ -25,11 +25,14 @@
 #  define HH_TESTING 0
 #endif
 /* Counts an event in a test-only counter (an _Atomic uint64_t that exists
-   under HH_TESTING only; the caller includes <stdatomic.h>). */
+   under HH_TESTING only; the caller includes <stdatomic.h>). _HERE: the same
+   for a _Thread_local counter, what the calling thread did. */
 #if HH_TESTING
 #  define HHI_TEST_COUNT(c) atomic_fetch_add_explicit(&(c), 1, memory_order_relaxed)
+#  define HHI_TEST_COUNT_HERE(c) ((void)(c)++)
 #else
 #  define HHI_TEST_COUNT(c) ((void)0)
+#  define HHI_TEST_COUNT_HERE(c) ((void)0)
 #endif
 
 #if HH_DEBUG < 0 || HH_DEBUG > 3

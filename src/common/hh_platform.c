@@ -32,16 +32,12 @@ _Thread_local uint64_t hhi_test_os_decommits_here;
 /* The map calls of map_aligned and every unmap, counted per thread under
    HH_TESTING (a purge thread's unmaps are not the test's). */
 static void *os_mmap(void *at, size_t size, int prot, int flags) {
-#if HH_TESTING
-    hhi_test_os_maps_here++;
-#endif
+    HHI_TEST_COUNT_HERE(hhi_test_os_maps_here);
     return mmap(at, size, prot, flags, -1, 0);
 }
 
 static void os_munmap(void *p, size_t size) {
-#if HH_TESTING
-    hhi_test_os_unmaps_here++;
-#endif
+    HHI_TEST_COUNT_HERE(hhi_test_os_unmaps_here);
     munmap(p, size);
 }
 
@@ -167,21 +163,13 @@ bool hhi_os_commit(void *p, size_t size) {
     return mprotect(p, size, PROT_READ | PROT_WRITE) == 0;
 }
 
-void hhi_os_hugepages(void *p, size_t size) {
-#ifdef MADV_HUGEPAGE
-    if (size) (void)madvise(p, hh_align_up(size, hhi_os_page_size()), MADV_HUGEPAGE);   /* a hint: may be refused */
+void hhi_os_hugepages(void *p, size_t size, bool on) {
+#if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE)
+    if (size) (void)madvise(p, hh_align_up(size, hhi_os_page_size()), on ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);   /* a hint: may be refused */
 #else
     (void)p;
     (void)size;
-#endif
-}
-
-void hhi_os_no_hugepages(void *p, size_t size) {
-#ifdef MADV_NOHUGEPAGE
-    if (size) (void)madvise(p, hh_align_up(size, hhi_os_page_size()), MADV_NOHUGEPAGE);
-#else
-    (void)p;
-    (void)size;
+    (void)on;
 #endif
 }
 
@@ -215,9 +203,7 @@ bool hhi_os_move(void *from, size_t size, void *to) {
 bool hhi_os_decommit(void *p, size_t size) {
     if (size == 0) return true;
     if (hhi_fault()) return false;
-#if HH_TESTING
-    hhi_test_os_decommits_here++;
-#endif
+    HHI_TEST_COUNT_HERE(hhi_test_os_decommits_here);
     return madvise(p, size, MADV_DONTNEED) == 0;
 }
 

@@ -32,12 +32,10 @@ HH_INTERNAL void *hhi_os_reserve(size_t size, size_t align, bool readable);
 /* Commits [p, p+size) of a reservation: read/write, zero until written. p and
    size page-aligned. false if the OS refuses (or an injected fault): nothing changed. */
 HH_INTERNAL bool  hhi_os_commit(void *p, size_t size);
-/* Asks for transparent huge pages on [p, p+size) (p page-aligned): a hint,
-   silently ignored where the OS has none or refuses. */
-HH_INTERNAL void  hhi_os_hugepages(void *p, size_t size);
-/* Takes that back (MADV_NOHUGEPAGE): the range's next faults map 4 KiB
-   pages, not 2 MiB ones. A hint, as above. */
-HH_INTERNAL void  hhi_os_no_hugepages(void *p, size_t size);
+/* on: asks for transparent huge pages on [p, p+size) (p page-aligned);
+   off: takes that back (the range's next faults map 4 KiB pages, not 2 MiB
+   ones). A hint, silently ignored where the OS has none or refuses. */
+HH_INTERNAL void  hhi_os_hugepages(void *p, size_t size, bool on);
 /* Unmaps what hhi_os_map returned; size as passed to hhi_os_map. */
 HH_INTERNAL void  hhi_os_unmap(void *p, size_t size);
 /* munmap alone, for a mapping no tool annotation (hh_track_*) ever touched:
@@ -61,7 +59,7 @@ HH_INTERNAL uint64_t hhi_now_ns(void);
    call did without timing anything. 0: the real clock. */
 HH_INTERNAL void hhi_test_clock_step(uint64_t step_ns);
 /* mmap calls made by hhi_os_map/hhi_os_reserve, and munmap calls of the
-   platform layer, made by the calling thread so far. */
+   platform layer, made by the calling thread so far (HHI_TEST_COUNT_HERE). */
 HH_INTERNAL _Thread_local uint64_t hhi_test_os_maps_here, hhi_test_os_unmaps_here;
 /* hhi_os_decommit calls (madvise) made by the calling thread so far. */
 HH_INTERNAL _Thread_local uint64_t hhi_test_os_decommits_here;

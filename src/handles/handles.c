@@ -81,7 +81,7 @@ void *hhi_slot_array_map(uint32_t cap, size_t size, bool growable, bool huge, ui
             return NULL;
         }
     }
-    if (huge) hhi_os_hugepages(slots, bytes);
+    if (huge) hhi_os_hugepages(slots, bytes, true);
     return slots;
 }
 

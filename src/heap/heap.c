@@ -941,7 +941,7 @@ hh_status hh_heap_create(const hh_heap_desc *desc, hh_heap **out) {
     }
     h->mapping = mapping;
     h->mapping_bytes = mapping_bytes;
-    if (huge) hhi_os_hugepages(mapping, mapping_bytes);
+    if (huge) hhi_os_hugepages(mapping, mapping_bytes, true);
     s = hhi_slots_init(&h->handles, base + HHI_HDR, d.max_handles, committed);   /* slots hold payload offsets */
     if (s != HH_OK) {
         heap_release(h);

@@ -30,7 +30,7 @@ void *hhi_slots_map(uint32_t max_handles, bool growable, bool huge, size_t obj_b
         hhi_slots_unmap(obj, obj_bytes);
         return NULL;
     }
-    if (huge) hhi_os_hugepages(r, (size_t)cap * sizeof(uint64_t));
+    if (huge) hhi_os_hugepages(r, (size_t)cap * sizeof(uint64_t), true);
     return obj;
 }
 
