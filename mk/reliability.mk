@@ -6,6 +6,7 @@
 #                            build/asan/; LeakSanitizer on. Part of `make check`.
 #   make check-tsan          library + the threaded suites with -fsanitize=thread, in
 #                            build/tsan/ (TSAN_SUITES; each run as CK_RUN_SUITE=<name>).
+#                            Part of `make check`.
 #   make fuzz                builds build/fuzz/fuzz_<name> (clang -fsanitize=fuzzer,address,
 #                            undefined) and runs each for FUZZ_SECONDS (default 60) on a
 #                            scratch copy of its committed corpus tests/fuzz/corpus_<name>/;
@@ -23,8 +24,9 @@
 #
 # The sanitizer builds need clang and its runtime (libclang-rt-14-dev); `make deps`
 # installs them. REL_CC overrides the compiler (gcc works for check-asan/check-tsan).
-# CI: `make check` runs check-asan, check-fuzz-corpus, check-wrong-rel and check-fuzz
-# (about 3 minutes together on 2 cores, builds included; each prints its wall time).
+# CI: `make check` runs check-asan, check-tsan, check-fuzz-corpus, check-wrong-rel and
+# check-fuzz (about 5 minutes together on 2 cores, builds included; each prints its
+# wall time).
 # FUZZ_STRICT=0 makes the harnesses report known bugs instead of failing on them.
 
 REL_CC          ?= clang
@@ -121,11 +123,14 @@ check-asan:
 	@CK_FORK=no HH_TEST_UNDER_VALGRIND=1 HH_TEST_SCALE=$(ASAN_TEST_SCALE) $(REL_ASAN_ENV) $(ASAN_DIR)/hh-tests
 	$(REL_T1)
 
-check-tsan: rel-tsan-build
+check-tsan:
+	$(REL_T0)
+	@$(MAKE) --no-print-directory rel-tsan-build
 	@echo "== threaded suites under TSan ($(TSAN_SUITES))"
 	@for s in $(TSAN_SUITES); do \
 	  CK_FORK=no CK_RUN_SUITE=$$s TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
 	    $(TSAN_DIR)/hh-tests || { echo "check-tsan: suite $$s failed"; exit 1; }; done
+	$(REL_T1)
 
 # ---------------------------------------------------------------------------
 # libFuzzer harnesses. The library is built with ASan+UBSan and coverage

@@ -49,12 +49,12 @@
 #include <time.h>
 
 
-/* The thread's bookkeeping. `lock` guards current/kick and the state changes
-   that start or end the thread; the thread holds it only around its waits.
-   Each thread gets its own id and runs while `current` holds it: a stop
-   sets current to 0 and a newer start to the newer id, so a thread told to
-   stop can never be revived by a newer start (a plain stop flag, cleared by
-   the next start, could be). */
+/* The thread's bookkeeping. `lock` guards current/kick and the changes of
+   hhi_bg.purge_state that start or end the thread; the thread holds it
+   only around its waits. Each thread gets its own id and runs while
+   `current` holds it: a stop sets current to 0 and a newer start to the
+   newer id, so a thread told to stop can never be revived by a newer
+   start (a plain stop flag, cleared by the next start, could be). */
 static struct {
     pthread_mutex_t lock;
     pthread_cond_t wake;            /* stop or kick (CLOCK_MONOTONIC timed waits) */
