@@ -1116,18 +1116,18 @@ static bool wait_until(bool (*done)(void)) {
     return done();
 }
 
-static bool large_cache_empty(void) {
+static size_t large_cached(void) {
     hh_binned_stats s;
     hh_binned_stats_get(&s);
-    return s.large_cached_bytes == 0;
+    return s.large_cached_bytes;
 }
+
+static bool large_cache_empty(void) { return large_cached() == 0; }
 
 /* Waits for the large cache to empty; the bytes it still holds. */
 static size_t wait_large_cache_empty(void) {
     wait_until(large_cache_empty);
-    hh_binned_stats s;
-    hh_binned_stats_get(&s);
-    return s.large_cached_bytes;
+    return large_cached();
 }
 
 START_TEST(a_new_decay_period_reaches_a_sleeping_purge_thread) {
@@ -1185,7 +1185,7 @@ START_TEST(purge_thread_with_decay_off_is_not_woken_by_frees) {
     /* Decay off: the running thread has nothing to do until a new period,
        so frees into the caches must not wake it. It used to: once it had
        woken it cleared the flag and slept as idle, and the next free's
-       note woke it again (247 wake-ups in 256 frees). */
+       note woke it again (256 wake-ups in 256 frees). */
     hh_binned_thread_flush();
     hh_binned_trim(0);
     ck_assert_int_eq(hh_binned_set_decay_ms(20), HH_OK);
@@ -1201,9 +1201,7 @@ START_TEST(purge_thread_with_decay_off_is_not_woken_by_frees) {
         nanosleep(&us, NULL);
     }
     woke = atomic_load(&hhi_test_purge_wakeups) - woke;
-    hh_binned_stats s;
-    hh_binned_stats_get(&s);
-    size_t cached = s.large_cached_bytes;
+    size_t cached = large_cached();
     ck_assert_int_eq(hh_binned_set_decay_ms(1), HH_OK);   /* a new period reaches it */
     size_t later = wait_large_cache_empty();
     ck_assert_int_eq(hh_binned_set_purge_thread(false), HH_OK);
@@ -2331,12 +2329,6 @@ END_TEST
 /* ---------------------------------------------------------------------------
    The large cache: reuse, split, merge, decay
 --------------------------------------------------------------------------- */
-static size_t large_cached(void) {
-    hh_binned_stats s;
-    hh_binned_stats_get(&s);
-    return s.large_cached_bytes;
-}
-
 START_TEST(large_cache_splits_reuses_and_merges) {
     /* A freed 24 MiB mapping serves a 6 MiB block at its head and a 10 MiB
        block from the tail split off at the next 4 MiB boundary, both without

@@ -149,7 +149,7 @@ static void *purge_main(void *arg) {
         /* A pass stopped at its 1 ms budget: finish it in more slices (the
            locks are let go between them, so allocating threads get in). */
         for (unsigned slices = 0; slices < 4096 && hhi_decay_continue(); slices++)
-            if (atomic_load_explicit(&hhi_bg.purge_state, memory_order_relaxed) != HHI_PURGE_RUNNING) break;
+            if (hhi_purge_state() != HHI_PURGE_RUNNING) break;
         pthread_mutex_lock(&purge.lock);
         atomic_fetch_add(&purge.passes, 1);
         pthread_cond_broadcast(&purge.passed);
