@@ -102,10 +102,8 @@ START_TEST(block_index_is_exact_for_every_offset) {
         ck_assert_msg(wrong == HHI_PAGE_SIZE, "class %u: index of offset %lu wrong", c, (unsigned long)wrong);
         uint32_t cap = hhi_class_capacity(c);
         ck_assert_uint_ge(cap, 2);
-        size_t state = hhi_class_tail_state(c) ? cap : 0;
-        ck_assert_uint_le((size_t)cap * pg.block_size + state, HHI_PAGE_SIZE);
-        if (!hhi_class_tail_state(c)) ck_assert_uint_le(cap, HHI_STATE_SLOT);
-        else ck_assert_uint_lt(hhi_class_size[c], 80);
+        ck_assert_uint_le((size_t)cap * pg.block_size, HHI_PAGE_SIZE);
+        ck_assert_uint_gt((size_t)(cap + 1) * pg.block_size, HHI_PAGE_SIZE);   /* the page is all blocks */
     }
 }
 END_TEST
@@ -134,7 +132,7 @@ static void expect_check_names(unsigned n);
 
 /* Hits and the room share one word (hhi_tcache.ops): a warm bin's
    malloc/free pairs count one hit each, the count comes back unchanged, and
-   a cached block's stored state-byte address is one hh_binned_check checks. */
+   a cached block's free tag is one hh_binned_check checks. */
 START_TEST(cache_hits_counted_per_pair_and_cached_state_checked) {
     enum { N = 1000 };
     int c = hh_binned_class_of(96);
@@ -157,16 +155,74 @@ START_TEST(cache_hits_counted_per_pair_and_cached_state_checked) {
     ck_assert_uint_eq(hhi_bin_count(tc, (unsigned)c), count0);
     ck_assert_uint_eq(hhi_bin_hits(tc, (unsigned)c) >= N, 1);
 
-    /* Break the head block's stored state address: invariant 5 names it. */
+    /* Break the head block's tag: invariant 5 names it. */
     hhi_bblock *b = tc->head[c];
-    _Atomic uint8_t *good = hhi_block_state(b);
-    hh_track_undefined(&b->state, sizeof b->state);
-    atomic_store_explicit(&b->state, good + 1, memory_order_relaxed);
-    hh_track_noaccess(&b->state, sizeof b->state);
+    uint64_t good = hhi_block_tag(hhi_bg.tag_key, b);
+    hh_track_undefined(&b->tag, sizeof b->tag);
+    atomic_store_explicit(&b->tag, good + 1, memory_order_relaxed);
+    hh_track_noaccess(&b->tag, sizeof b->tag);
     expect_check_names(5);
-    hh_track_undefined(&b->state, sizeof b->state);
-    atomic_store_explicit(&b->state, good, memory_order_relaxed);
-    hh_track_noaccess(&b->state, sizeof b->state);
+    hh_track_undefined(&b->tag, sizeof b->tag);
+    atomic_store_explicit(&b->tag, good, memory_order_relaxed);
+    hh_track_noaccess(&b->tag, sizeof b->tag);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+}
+END_TEST
+
+/* A block's state is in the block (its free tag): a free on the fast path
+   writes the block and the thread's cache, and not one byte of the span
+   header, where the page metadata of 63 pages shared by every thread
+   lives. Before, it wrote the block's state byte there -- 64 blocks' states
+   to a cache line, blocks of different threads side by side -- and half a
+   four-thread churn's time went to those lines (make bench-binned). */
+START_TEST(a_free_writes_the_block_and_not_the_span_header) {
+    for (size_t size = 16; size <= 1024; size *= 4) {
+        hh_bfree(hh_bmalloc(size));                 /* a warm bin with room to spare */
+        char *p = hh_bmalloc(size);
+        REQUIRE(p != NULL);
+        memset(p, 0x5A, size);
+        hhi_bspan *span = hhi_span_of((uintptr_t)p);
+        enum { HDR = sizeof(hhi_bspan) };
+        static unsigned char before[HDR];
+        memcpy(before, span, HDR);
+        hh_bfree(p);
+        ck_assert_msg(memcmp(before, span, HDR) == 0, "%zu B: the free wrote the span header", size);
+        hhi_bblock *b = (hhi_bblock *)(void *)p;
+        hh_track_defined(&b->tag, sizeof b->tag);
+        uint64_t t = atomic_load_explicit(&b->tag, memory_order_relaxed);
+        hh_track_noaccess(&b->tag, sizeof b->tag);
+        ck_assert_uint_eq(t, hhi_block_tag(hhi_bg.tag_key, p));
+        ck_assert_uint_eq(t >> 63, 1);              /* no user-space pointer has the top bit */
+        hh_test_reset_captured();
+        hh_bfree(p);                                /* the tag says freed */
+        ck_assert_uint_eq(hh_test_captured_count(), 1);
+        ck_assert_int_eq(hh_test_last_captured(), HH_E_DOUBLE_FREE);
+    }
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+}
+END_TEST
+
+/* What a live block holds is the user's, even a pointer to itself in its
+   second word (an empty intrusive list head: next and prev both point at
+   the node) or any fixed pattern: none of it reads as freed. Each such
+   block frees once, cleanly, and the allocator's walks count it live. */
+START_TEST(a_live_block_holding_its_own_address_frees_cleanly) {
+    enum { N = 200 };
+    void *v[N];
+    hh_test_reset_captured();
+    for (int i = 0; i < N; i++) {
+        uintptr_t *w = hh_bmalloc(16 + (size_t)(i % 8) * 16);
+        REQUIRE(w != NULL);
+        w[0] = (uintptr_t)w;
+        w[1] = i % 3 == 0 ? (uintptr_t)w : i % 3 == 1 ? ~(uintptr_t)0 : (uintptr_t)w ^ ((uintptr_t)1 << 63);
+        v[i] = w;
+    }
+    size_t live0 = hh_binned_leak_report(NULL, NULL, NULL);
+    ck_assert_uint_ge(live0, N);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    for (int i = 0; i < N; i++) hh_bfree(v[i]);
+    ck_assert_uint_eq(hh_test_captured_count(), 0);
+    ck_assert_uint_eq(hh_binned_leak_report(NULL, NULL, NULL), live0 - N);
     ck_assert_int_eq(hh_binned_check(), HH_OK);
 }
 END_TEST
@@ -451,9 +507,10 @@ START_TEST(double_free_after_the_page_left_its_class) {
 END_TEST
 
 START_TEST(double_free_after_trim_decommitted_a_tail_state_page) {
-    /* Classes below 80 B keep their block states in the page's own tail,
-       which a trim gives back to the OS: a second free after that must still
-       be a double free (the shim ignores foreign pointers silently). */
+    /* A block's free tag is in the block, which a trim gives back to the OS
+       with its page: a second free after that must still be a double free
+       (the shim ignores foreign pointers silently). The name is kept from
+       when classes below 80 B kept their states in the page's tail. */
     enum { N = 3000 };
     void **v = malloc(N * sizeof *v);
     for (int i = 0; i < N; i++) v[i] = hh_bmalloc(64);
@@ -465,7 +522,6 @@ START_TEST(double_free_after_trim_decommitted_a_tail_state_page) {
     hh_binned_trim(0);
     REQUIRE(hhi_registry_get((uintptr_t)p) == HHI_REG_SPAN);
     REQUIRE(hhi_page_of((uintptr_t)p)->pool == HHI_POOL_DECOMMITTED);
-    REQUIRE(hhi_class_tail_state(hhi_size_class(64)));
     hh_test_reset_captured();
     hh_bfree(p);
     ck_assert_uint_eq(hh_test_captured_count(), 1);
@@ -595,12 +651,12 @@ START_TEST(check_finds_broken_metadata) {
     k->empty--;
     hhi_lock_release(&k->lock);
     ck_assert_int_eq(hh_binned_check(), HH_OK);
-    /* 5: a cached block marked live */
-    hhi_bpage *qp = hhi_page_of((uintptr_t)q);
-    uint32_t qi = hhi_block_index(qp, (uintptr_t)q);
-    hhi_state_set(qp, qi, HHI_ST_LIVE);
+    /* 5: a cached block that reads as live (its tag gone) */
+    hhi_bblock *qb = (hhi_bblock *)(void *)q;
+    hhi_block_untag(qb);
+    hh_track_noaccess(&qb->tag, sizeof qb->tag);
     expect_check_names(5);
-    hhi_state_set(qp, qi, HHI_ST_FREED);
+    hhi_block_set_cached(qb, hhi_block_next(qb), hhi_bg.tag_key);
     ck_assert_int_eq(hh_binned_check(), HH_OK);
     /* 6: a large-block count that disagrees with the list */
     hhi_lock_acquire(&hhi_bg.large_lock);
@@ -1921,10 +1977,9 @@ START_TEST(check_finds_a_block_on_a_transfer_stack_twice) {
     hhi_tcache *tc = hhi_tc_self;
     hhi_bblock *b = tc->head[c];
     ck_assert_ptr_eq(b, p);
-    _Atomic uint8_t *state = hhi_block_state(b);
     tc->head[c] = hhi_block_next(b);
     hhi_bin_count_set(tc, c, hhi_bin_count(tc, c) - 1);
-    hhi_block_set_cached(b, NULL, state);
+    hhi_block_set_cached(b, NULL, hhi_bg.tag_key);
     hhi_class_xfer_put(c, b, 1);
     ck_assert_int_eq(hh_binned_check(), HH_OK);               /* once is right */
     hhi_class_xfer_put(c, b, 1);
@@ -1934,7 +1989,7 @@ START_TEST(check_finds_a_block_on_a_transfer_stack_twice) {
     ck_assert_uint_eq(hhi_class_refill(c, &got, 1, 0), 1);    /* want 0: batches only, no page */
     ck_assert_uint_eq(hhi_class_refill(c, &got, 1, 0), 1);
     ck_assert_ptr_eq(got, b);
-    hhi_block_set_cached(b, tc->head[c], state);
+    hhi_block_set_cached(b, tc->head[c], hhi_bg.tag_key);
     tc->head[c] = b;
     hhi_bin_count_set(tc, c, hhi_bin_count(tc, c) + 1);
     ck_assert_int_eq(hh_binned_check(), HH_OK);
@@ -2104,7 +2159,7 @@ END_TEST
 
 /* A take that finds a few freed blocks and then carves returns one list:
    the freed blocks first, the fresh ones linked behind them after the
-   lock, each block once, each carrying its own state-byte address. */
+   lock, each block once, each tagged free. */
 START_TEST(a_take_links_freed_then_fresh_blocks_into_one_list) {
     unsigned c = (unsigned)hh_binned_class_of(200);
     hh_bfree(hh_bmalloc(200));                        /* initialised */
@@ -2133,10 +2188,9 @@ START_TEST(a_take_links_freed_then_fresh_blocks_into_one_list) {
         uint32_t i = hhi_block_index(pg, (uintptr_t)b);
         ck_assert_uint_eq(pg->cls, c);
         ck_assert_uint_eq((uintptr_t)b & HHI_PAGE_MASK, (uintptr_t)i * pg->block_size);
-        ck_assert_ptr_eq(hhi_block_state(b), &pg->state[i]);
+        ck_assert(hhi_block_is_free(b, hhi_bg.tag_key));
         bool was_put = b == three[0] || b == three[1] || b == three[2];
         ck_assert_msg(was_put == (n < 3), "block %u of the take: freed blocks come first, fresh ones after", n);
-        if (n >= 3) ck_assert_uint_eq(hhi_state_get(pg, i), HHI_ST_NEVER);   /* never handed out */
     }
     ck_assert_uint_eq(n, got);
     hhi_class_put(c, list, got);
@@ -2959,6 +3013,8 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, foreign_pointers_are_reported_and_harmless);
     tcase_add_test(tc, check_finds_broken_metadata);
     tcase_add_test(tc, cache_hits_counted_per_pair_and_cached_state_checked);
+    tcase_add_test(tc, a_free_writes_the_block_and_not_the_span_header);
+    tcase_add_test(tc, a_live_block_holding_its_own_address_frees_cleanly);
     tcase_add_test(tc, double_free_after_the_page_left_its_class);
     tcase_add_test(tc, double_free_after_trim_decommitted_a_tail_state_page);
     tcase_add_test(tc, foreign_block_beside_a_freed_large_mapping);

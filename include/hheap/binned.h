@@ -16,7 +16,12 @@
  *     straight from the OS with a header, found again in O(1);
  *   - every free is validated in O(1) in every build: a pointer that is not a
  *     live block of ours is reported (HH_E_DOUBLE_FREE or HH_E_FOREIGN_POINTER)
- *     and ignored; the allocator stays intact.
+ *     and ignored; the allocator stays intact. A small block's state is in
+ *     the block: a free writes a tag into its second 8 bytes (as it writes
+ *     its link into the first), a value with the top bit set made from the
+ *     block's address and a random per-process key -- no pointer, and no
+ *     fixed pattern, equals it. A second free finds the tag and is reported;
+ *     of two threads freeing one block at once, exactly one succeeds.
  *
  * Alignment: every block is 16-byte aligned. hh_bmemalign serves alignments up
  * to 32 KiB from the bins (it picks the smallest class whose size is a multiple
@@ -203,8 +208,8 @@ HH_API bool      hh_binned_large_hugepages(void);
    bins take afterwards (a fresh mapping, or one trim had retired) is
    advised MADV_HUGEPAGE, so its blocks share two 2 MiB translations
    instead of 1024 4 KiB ones. Programs whose small blocks are many and
-   touched at random -- a free reads its block and its page's state byte,
-   far apart -- spend much of their time in TLB misses, above all under
+   touched at random -- a free reads its block and its page's metadata in
+   the span header, far apart -- spend much of their time in TLB misses, above all under
    virtualisation; see the README for the figures measured. The price is
    memory: the kernel faults in 2 MiB at a time (peak resident size rises
    by a few MB), and a page decommitted inside a huge page splits it. A

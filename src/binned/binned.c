@@ -32,8 +32,7 @@ static void *small_alloc_direct(unsigned c) {
 
 /* Marks b live and hands it out. */
 static void *small_hand_out(void *b, unsigned c) {
-    hhi_bpage *pg = hhi_page_of((uintptr_t)b);
-    hhi_state_set(pg, hhi_block_index(pg, (uintptr_t)b), HHI_ST_LIVE);
+    hhi_block_untag(b);
     hhi_on_alloc(b, hhi_class_size[c]);
     return b;
 }
@@ -91,18 +90,16 @@ void *hhi_binned_malloc_slow(size_t size, unsigned flags) {
 static hh_status small_lookup(uintptr_t a, hhi_bpage **out_pg, uint32_t *out_i) {
     hhi_bpage *pg = hhi_page_of(a);
     uint32_t i = hhi_block_index(pg, a);
-    if (pg->capacity == 0) {
-        /* A block start of a decommitted page's last class: it was handed
-           out and came back before the page left the class (invariant 2). */
-        uint32_t lost = pg->lost_capacity;
-        if (lost != 0 && pg->block_size != 0 && i < lost && i * pg->block_size == (a & HHI_PAGE_MASK))
-            return HH_E_DOUBLE_FREE;
+    /* capacity 0: never served a class (or a retired span's zeroed header). */
+    if (pg->capacity == 0 || i >= pg->capacity || i * pg->block_size != (a & HHI_PAGE_MASK))
         return HH_E_FOREIGN_POINTER;
-    }
-    if (i >= pg->capacity || i * pg->block_size != (a & HHI_PAGE_MASK)) return HH_E_FOREIGN_POINTER;
-    unsigned st = hhi_state_get(pg, i);
-    if (st == HHI_ST_FREED) return HH_E_DOUBLE_FREE;   /* also in a pooled page (invariant 2) */
-    if (st != HHI_ST_LIVE || pg->cls == HHI_NO_CLASS) return HH_E_FOREIGN_POINTER;
+    /* A pooled page keeps its last class's geometry and how far it was
+       carved (invariant 2): a block start there was handed out and came
+       back before the page left the class, whatever its bytes say now (a
+       decommit zeroed them). */
+    if (pg->cls == HHI_NO_CLASS) return i < pg->carved_last ? HH_E_DOUBLE_FREE : HH_E_FOREIGN_POINTER;
+    if (i >= hhi_page_carved(pg)) return HH_E_FOREIGN_POINTER;   /* never handed out */
+    if (hhi_block_is_free((hhi_bblock *)a, hhi_bg.tag_key)) return HH_E_DOUBLE_FREE;
     *out_pg = pg;
     *out_i = i;
     return HH_OK;
@@ -159,30 +156,30 @@ void hhi_binned_free_slow(void *p, unsigned flags) {
         hhi_large_free(a, flags);
         return;
     }
-    unsigned seen = hhi_state_claim(pg, i);
-    if (seen != HHI_ST_LIVE) {
-        hhi_binned_free_unclaimed(p, seen, flags);   /* another thread freed it since the lookup */
+    unsigned c = pg->cls;
+    uint64_t tag = hhi_block_tag(hhi_bg.tag_key, p);
+    uint64_t seen = hhi_block_claim((hhi_bblock *)p, tag);
+    if (seen == tag) {
+        hhi_binned_free_unclaimed(p, flags);   /* another thread freed it since the lookup */
+        return;
+    }
+    if (pg->cls != c || c == HHI_NO_CLASS || i >= hhi_page_carved(pg)) {   /* as in hhi_bfree_fast */
+        hhi_binned_free_raced(p, seen, flags);
         return;
     }
     hhi_binned_free_claimed(p);
 }
 
-void hhi_binned_free_unclaimed(void *p, unsigned seen, unsigned flags) {
-    if (seen == HHI_ST_FREED) {
-        hhi_binned_fail(HH_E_DOUBLE_FREE, flags, "hh_bfree: %p was already freed", p);
-        return;
-    }
-    /* NEVER: not a block handed out, or a pooled page's: classify only (it
-       cannot claim anything), for the right message. */
-    hhi_bpage *pg = NULL;
-    uint32_t i = 0;
-    bool large;
-    hh_status st = classify((uintptr_t)p, &pg, &i, &large);
-    if (st == HH_OK) st = HH_E_FOREIGN_POINTER;
-    hhi_binned_fail(st, flags,
-                    st == HH_E_DOUBLE_FREE ? "hh_bfree: %p was already freed"
-                                           : "hh_bfree: %p is not a block of the binned allocator",
-                    p);
+void hhi_binned_free_unclaimed(void *p, unsigned flags) {
+    hh_track_noaccess(&((hhi_bblock *)p)->tag, sizeof(uint64_t));   /* a freed block's: the claim opened it */
+    hhi_binned_fail(HH_E_DOUBLE_FREE, flags, "hh_bfree: %p was already freed", p);
+}
+
+void hhi_binned_free_raced(void *p, uint64_t seen, unsigned flags) {
+    hhi_bblock *b = p;
+    uint64_t tag = hhi_block_tag(hhi_bg.tag_key, p);
+    atomic_compare_exchange_strong_explicit(&b->tag, &tag, seen, memory_order_relaxed, memory_order_relaxed);
+    hhi_binned_fail(HH_E_DOUBLE_FREE, flags, "hh_bfree: %p was already freed", p);
 }
 
 void hhi_binned_free_claimed(void *p) {
@@ -236,7 +233,7 @@ void hhi_binned_free_claimed(void *p) {
                 cap = free_only ? HH_MIN(tc->limit_cap[c], HHI_BIN_FREE_ONLY) : tc->limit_cap[c];
                 hhi_tcache_cap_set(tc, c, cap);
             }
-            hhi_block_set_cached((hhi_bblock *)p, tc->head[c], &pg->state[hhi_block_index(pg, (uintptr_t)p)]);
+            hhi_block_set_next((hhi_bblock *)p, tc->head[c]);   /* the claim wrote the tag */
             tc->head[c] = (hhi_bblock *)p;
             hhi_bin_count_set(tc, c, hhi_bin_count(tc, c) + 1);
             /* Only now, with the bin whole again: a decay pass may start the
@@ -492,8 +489,9 @@ static bool check_inv1_spans_registered(check_ctx *cx) {
     return true;
 }
 
-/* 2: each page is pooled (no class, on a pool list, nothing used, no LIVE
-   state) or owned by one class with that class's geometry. */
+/* 2: each page is pooled (no class, on a pool list, nothing used or carved,
+   its last class's carved count within its geometry) or owned by one class
+   with that class's geometry. */
 static bool check_inv2_page_owner(check_ctx *cx) {
     static const char what[] = "2 (one owner per page)";
     for (hhi_bspan *s = hhi_bg.spans; s != NULL; s = s->next)
@@ -502,23 +500,23 @@ static bool check_inv2_page_owner(check_ctx *cx) {
             void *base = (void *)hhi_page_base(pg);
             CHECK(pg->index == pi, "page %u of span %p has index %u", pi, (void *)s, pg->index);
             if (pg->cls == HHI_NO_CLASS) {
-                CHECK(pg->pool != HHI_POOL_NONE && pg->used == 0 && pg->free == NULL,
+                CHECK(pg->pool != HHI_POOL_NONE && pg->used == 0 && pg->free == NULL && hhi_page_carved(pg) == 0,
                       "page %p owned by no class but not pooled", base);
-                for (uint32_t i = 0; i < pg->capacity; i++)
-                    CHECK(hhi_state_get(pg, i) != HHI_ST_LIVE, "pooled page %p has a live block", base);
+                CHECK(pg->carved_last <= pg->capacity, "pooled page %p carved %u of %u", base, pg->carved_last,
+                      pg->capacity);
                 continue;
             }
             unsigned c = pg->cls;
             CHECK(c < HHI_CLASS_COUNT && pg->pool == HHI_POOL_NONE && pg->block_size == hhi_class_size[c] &&
-                      pg->capacity == hhi_class_capacity(c),
+                      pg->capacity == hhi_class_capacity(c) && pg->carved_last == 0,
                   "page %p has bad class fields", base);
         }
     return true;
 }
 
 /* 3: in every class page, used + free-list length == carved <= capacity;
-   free blocks are carved block starts of the page, none LIVE; uncarved
-   blocks are NEVER; no more LIVE blocks than used. Tallies per class for 4. */
+   free blocks are carved block starts of the page, tagged; no more untagged
+   (live) carved blocks than used. Tallies per class for 4. */
 static bool check_inv3_block_accounting(check_ctx *cx) {
     static const char what[] = "3 (block accounting)";
     for (hhi_bspan *s = hhi_bg.spans; s != NULL; s = s->next)
@@ -526,8 +524,8 @@ static bool check_inv3_block_accounting(check_ctx *cx) {
             hhi_bpage *pg = &s->pages[pi];
             if (pg->cls == HHI_NO_CLASS) continue;
             uintptr_t base = hhi_page_base(pg);
-            CHECK(pg->carved <= pg->capacity && pg->used <= pg->carved, "page %p counts %u/%u/%u", (void *)base,
-                  pg->used, pg->carved, pg->capacity);
+            CHECK(hhi_page_carved(pg) <= pg->capacity && pg->used <= hhi_page_carved(pg), "page %p counts %u/%u/%u", (void *)base,
+                  pg->used, hhi_page_carved(pg), pg->capacity);
             uint32_t nfree = 0;
             for (hhi_bblock *b = pg->free; b != NULL; b = hhi_block_next(b)) {
                 uintptr_t a = (uintptr_t)b;
@@ -535,20 +533,16 @@ static bool check_inv3_block_accounting(check_ctx *cx) {
                 CHECK(a >= base && a < base + HHI_PAGE_SIZE, "free block %p outside page %p", (void *)b,
                       (void *)base);
                 uint32_t i = hhi_block_index(pg, a);
-                CHECK(i < pg->carved && i * pg->block_size == (a & HHI_PAGE_MASK), "free block %p misplaced",
+                CHECK(i < hhi_page_carved(pg) && i * pg->block_size == (a & HHI_PAGE_MASK), "free block %p misplaced",
                       (void *)b);
-                CHECK(hhi_state_get(pg, i) != HHI_ST_LIVE, "free block %p marked live", (void *)b);
+                CHECK(hhi_block_is_free(b, hhi_bg.tag_key), "free block %p not tagged", (void *)b);
                 nfree++;
             }
-            CHECK(pg->used + nfree == pg->carved, "page %p used %u + free %u != carved %u", (void *)base, pg->used,
-                  nfree, pg->carved);
+            CHECK(pg->used + nfree == hhi_page_carved(pg), "page %p used %u + free %u != carved %u", (void *)base, pg->used,
+                  nfree, hhi_page_carved(pg));
             uint32_t live = 0;
-            for (uint32_t i = 0; i < pg->capacity; i++) {
-                unsigned v = hhi_state_get(pg, i);
-                CHECK(v <= HHI_ST_FREED && (i < pg->carved || v == HHI_ST_NEVER), "page %p block %u state %u",
-                      (void *)base, i, v);
-                live += v == HHI_ST_LIVE;
-            }
+            for (uint32_t i = 0; i < hhi_page_carved(pg); i++)
+                live += !hhi_block_is_free((hhi_bblock *)(base + (uintptr_t)i * pg->block_size), hhi_bg.tag_key);
             CHECK(live <= pg->used, "page %p has %u live > %u used", (void *)base, live, pg->used);
             cx->class_pages[pg->cls]++;
             if (pg->used == 0) cx->class_empty[pg->cls]++;
@@ -567,7 +561,7 @@ static bool check_inv4_partial_lists(check_ctx *cx) {
         for (unsigned pi = 1; pi < HHI_PAGES_PER_SPAN; pi++) {
             hhi_bpage *pg = &s->pages[pi];
             if (pg->cls == HHI_NO_CLASS) continue;
-            bool has_room = pg->free != NULL || pg->carved < pg->capacity;
+            bool has_room = pg->free != NULL || hhi_page_carved(pg) < pg->capacity;
             CHECK(has_room == (pg->in_partial != 0), "page %p partial-list membership wrong",
                   (void *)hhi_page_base(pg));
         }
@@ -591,17 +585,15 @@ static bool check_inv4_partial_lists(check_ctx *cx) {
 }
 
 /* A cached block of class c (in a bin or a transfer batch): in a span, a
-   carved block start of a class-c page, not LIVE, carrying its own state
-   address. */
+   carved block start of a class-c page, tagged. */
 static bool check_cached_block(check_ctx *cx, const char *what, hhi_bblock *b, unsigned c) {
     uintptr_t a = (uintptr_t)b;
     CHECK(hhi_registry_get(a) == HHI_REG_SPAN, "cached block %p not in a span", (void *)b);
     hhi_bpage *pg = hhi_page_of(a);
     uint32_t i = hhi_block_index(pg, a);
-    CHECK(pg->cls == c && i < pg->carved && i * pg->block_size == (a & HHI_PAGE_MASK) &&
-              hhi_state_get(pg, i) != HHI_ST_LIVE,
+    CHECK(pg->cls == c && i < hhi_page_carved(pg) && i * pg->block_size == (a & HHI_PAGE_MASK),
           "cached block %p of class %u is wrong", (void *)b, c);
-    CHECK(hhi_block_state(b) == &pg->state[i], "cached block %p holds a wrong state-byte address", (void *)b);
+    CHECK(hhi_block_is_free(b, hhi_bg.tag_key), "cached block %p not tagged", (void *)b);
     return true;
 }
 
@@ -772,7 +764,9 @@ static void page_info(const hhi_bpage *pg, hh_binned_region *r) {
         r->block_size = pg->block_size;
         r->capacity = pg->capacity;
         uint32_t live = 0;
-        for (uint32_t i = 0; i < pg->carved; i++) live += hhi_state_get(pg, i) == HHI_ST_LIVE;
+        uintptr_t base = hhi_page_base(pg);
+        for (uint32_t i = 0; i < hhi_page_carved(pg); i++)
+            live += !hhi_block_is_free((hhi_bblock *)(base + (uintptr_t)i * pg->block_size), hhi_bg.tag_key);
         r->live = live;
         r->cached = pg->used > live ? pg->used - live : 0;
     }
@@ -861,13 +855,14 @@ size_t hh_binned_leak_report(hh_binned_leak_fn fn, void *user, size_t *bytes) {
                     unsigned c = pg->cls;
                     if (c != HHI_NO_CLASS) {
                         uintptr_t base = hhi_page_base(pg);
-                        for (; i < pg->carved && n < BATCH; i++)
-                            if (hhi_state_get(pg, i) == HHI_ST_LIVE) {
+                        for (; i < hhi_page_carved(pg) && n < BATCH; i++)
+                            if (!hhi_block_is_free((hhi_bblock *)(base + (uintptr_t)i * pg->block_size),
+                                                   hhi_bg.tag_key)) {
                                 blocks[n] = (const void *)(base + (uintptr_t)i * pg->block_size);
                                 sizes[n++] = pg->block_size;
                             }
                     }
-                    bool more = c != HHI_NO_CLASS && i < pg->carved;
+                    bool more = c != HHI_NO_CLASS && i < hhi_page_carved(pg);
                     hhi_unlock_all();
                     for (unsigned j = 0; j < n; j++) {
                         count++;

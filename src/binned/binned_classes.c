@@ -137,16 +137,8 @@ const uint8_t hhi_class_of16[HH_BINNED_SMALL_MAX / 16 + 1] = {
 };
 _Static_assert(HH_ARRAY_LEN(hhi_class_of16) == 2049, "the table covers 0..32768");
 
-/* Blocks per page. Up to HHI_STATE_SLOT blocks the state bytes live in the
-   span header and the page is all blocks; above, they share the page (one
-   byte per block at its tail). */
-uint32_t hhi_class_capacity(unsigned c) {
-    uint32_t size = hhi_class_size[c];
-    uint32_t n = (uint32_t)(HHI_PAGE_SIZE / size);
-    return n <= HHI_STATE_SLOT ? n : (uint32_t)(HHI_PAGE_SIZE / (size + 1u));
-}
-
-bool hhi_class_tail_state(unsigned c) { return HHI_PAGE_SIZE / hhi_class_size[c] > HHI_STATE_SLOT; }
+/* Blocks per page: the page is all blocks (their state is in them). */
+uint32_t hhi_class_capacity(unsigned c) { return (uint32_t)(HHI_PAGE_SIZE / hhi_class_size[c]); }
 
 size_t hh_binned_class_size(int cls) {
     return cls >= 0 && cls < HHI_CLASS_COUNT ? hhi_class_size[cls] : 0;

@@ -9,32 +9,40 @@
  * Ownership: a byte per 4 MiB of address space (the registry, one flat array
  * mapped once, 32 MiB of address space, touched sparsely) says whether a chunk
  * is one of our spans, the first chunk of a large mapping, or a large mapping
- * freed earlier. Block state: one byte per block (NEVER / LIVE / FREED) in a
- * slot of the span header or, for classes below 80 B, in the page's tail.
+ * freed earlier. Block state lives in the block itself: a free block's second
+ * word holds its free tag (hhi_block_tag: its address XOR a per-process key
+ * with the top bit set, a value no pointer has); a live block holds anything
+ * else there (malloc writes 0; the user may overwrite it). A free claims a
+ * block by exchanging the tag in: of two threads freeing one block, exactly
+ * one sees another value. The tag shares the block's cache line, which the
+ * freeing thread touches anyway: a byte per block in the span header shared
+ * lines between threads whose blocks sat side by side, and every free waited
+ * for its line to come back from the other core (half the time of a
+ * four-thread churn, make bench-binned).
  *
  * Invariants (hh_binned_check verifies 1-7):
  *  1. registry[chunk] == HHI_REG_SPAN iff a live span starts at chunk; the span
  *     is on g.spans; HHI_REG_LARGE iff a live large mapping starts there.
  *  2. A page is either in the pool (cls == HHI_NO_CLASS, on the dirty or
  *     clean pool list) or owned by exactly one class. A pooled page keeps the
- *     geometry and block states of its last class (no block LIVE), so a late
- *     second free of one of its blocks is still reported as a double free;
- *     capacity 0 when it never served a class or its states were lost (a
- *     decommitted page of a class below 80 B: lost_capacity then keeps the
- *     old block count, and a free at one of those block starts is reported
- *     as a double free).
+ *     geometry of its last class and how far it was carved (carved_last; no
+ *     block is live), so a late second free of one of its blocks is still
+ *     reported as a double free (carved is 0 there, so every free takes the
+ *     slow path, which reads the page's owner: the blocks' tags may be gone
+ *     with a decommit); capacity 0 when it never served a class.
  *  3. Every block of a class page is exactly one of: uncarved (index >=
- *     carved, state NEVER); on the page free list (state != LIVE); held by a
- *     thread cache (or carved for one and being linked, outside the class
- *     lock: state NEVER) or a batch of its class's transfer stack (state != LIVE);
- *     live with the user (state LIVE). page->used counts the blocks held by
+ *     carved); on the page free list (tagged); held by a thread cache (or
+ *     carved for one and being linked, outside the class lock: its tag not
+ *     yet written, and no free gets past the carved test before the taker
+ *     hands it out) or a batch of its class's transfer stack (tagged); live
+ *     with the user (not tagged). page->used counts the blocks held by
  *     caches, batches or users, so used + free-list length == carved <=
  *     capacity.
  *  4. A class's partial list holds exactly its pages with a free-list or
  *     uncarved block; empty pages (used == 0) sit at its tail; at most
  *     HHI_KEEP_EMPTY of them stay with a class, the rest go to the pool.
  *  5. A thread cache bin holds at most its cap blocks of its class (state !=
- *     LIVE), each carrying its state-byte address; its room is cap - count;
+ *     tagged); its room is cap - count;
  *     sum over classes of g.cap[c] * size[c] <= g.cache_limit. A class's
  *     transfer stack holds at most HHI_XFER_MAX non-empty batches of such
  *     blocks, xfer_blocks in all (and after each push at most HHI_XFER_BINS
@@ -96,7 +104,6 @@
 #define HHI_PAGES_PER_SPAN  (1u << (HHI_SPAN_SHIFT - HHI_PAGE_SHIFT))
 #define HHI_ADDR_BITS       47u                 /* Linux x86-64/arm64 user space */
 #define HHI_REGISTRY_LEN    ((size_t)1 << (HHI_ADDR_BITS - HHI_SPAN_SHIFT))
-#define HHI_STATE_SLOT      960u                /* state bytes per page kept in the span header */
 #define HHI_MAX_ALIGN       ((size_t)HH_BINNED_MAX_ALIGN) /* largest alignment hh_bmemalign serves */
 #define HHI_FAR_ALIGN       (HHI_SPAN_SIZE / 2) /* larger alignments: the header sits a chunk below */
 #define HHI_LARGE_HDR       64u                 /* bytes before a large block's user pointer */
@@ -129,8 +136,6 @@ enum {
     HHI_REG_NONE = 0, HHI_REG_SPAN = 1, HHI_REG_LARGE = 2, HHI_REG_LARGE_FREED = 3, HHI_REG_SPAN_FREED = 4,
     HHI_REG_LARGE_FAR = 5,
 };
-/* Block state values. */
-enum { HHI_ST_NEVER = 0, HHI_ST_LIVE = 1, HHI_ST_FREED = 2 };
 /* Page pool membership. */
 /* CLEAN pages were never touched, DECOMMITTED ones were given back to the OS;
    both sit on the clean list. */
@@ -146,53 +151,43 @@ enum {
 /* ---------------------------------------------------------------------------
    Structures
 --------------------------------------------------------------------------- */
-/* A free block's first two words. `state` is meaningful only while the block
-   sits in a thread-cache bin: the address of its state byte, stored by the
-   free (or refill) that put it there, which has that address at hand anyway,
-   so the malloc fast path sets the byte LIVE without the page lookup and
-   reciprocal multiply. Elsewhere (page free lists) it is stale. Every class
-   is at least 16 B, so both words fit; hh_binned_check verifies it. */
+/* A free block's first two words: its link and its free tag (see the
+   layout note; hhi_block_tag). Every class is at least 16 B, so both fit. */
 typedef struct hhi_bblock {
     struct hhi_bblock *next;
-    /* Atomic (relaxed: a plain mov) only so that the compiler stores the two
-       words as two movs: gcc's vectoriser otherwise packs them through an
-       SSE register, two instructions more on the free fast path. */
-    _Atomic(_Atomic uint8_t *) state;
+    /* Atomic: the claim exchanges it, and a racing second free may read it. */
+    _Atomic uint64_t tag;
 } hhi_bblock;
 _Static_assert(sizeof(hhi_bblock) == 16, "free-block link: two words, the smallest class");
 
 typedef struct hhi_bpage {
-    uint32_t block_size;        /* 0 when in the pool */
-    uint32_t capacity;          /* 0 when in the pool */
+    /* The free fast path reads the first 24 bytes. */
+    uint32_t block_size;        /* 0 when it never served a class */
+    uint32_t capacity;          /* 0 when it never served a class */
     uint32_t recip;             /* floor(2^32 / block_size) + 1 */
     uint8_t  cls;               /* HHI_NO_CLASS when in the pool */
     uint8_t  pool;              /* HHI_POOL_* */
     uint8_t  in_partial;
     uint8_t  index;             /* page index within its span */
-    _Atomic uint8_t *state;     /* capacity state bytes */
+    _Atomic uint32_t carved;    /* blocks [0, carved) were ever handed out (0 in the pool);
+                                   written under the class lock, read by frees without it */
+    uint32_t carved_last;       /* pooled: carved when it left its last class (a free at a block
+                                   start below it is a double free); else 0 */
     hhi_bblock *free;           /* page free list (class lock) */
     uint32_t used;              /* blocks held by caches or users (class lock) */
-    uint32_t carved;            /* blocks [0, carved) were ever handed out */
+    uint32_t dirty_tick;        /* dirty pool page: g.decay_tick when it joined the pool */
     struct hhi_bpage *next, *prev;  /* class partial list or pool list */
-    uint32_t lost_capacity;         /* decommitted pool page whose tail states went with it: the
-                                       block count of its last class (block_size/recip kept), so
-                                       a late free at a block start is still a double free; else 0 */
-    uint32_t dirty_tick;            /* dirty pool page: g.decay_tick when it joined the pool;
-                                       64 bytes in all: one cache line, meta = span + 32 + index << 6 */
+    uint64_t spare;             /* 64 bytes in all: one cache line */
 } hhi_bpage;
 _Static_assert(sizeof(hhi_bpage) == 64, "page meta is 64 bytes");
 
-/* Span header = page 0. Block states of pages with at most HHI_STATE_SLOT
-   blocks (classes >= 80 B) live here, in one slot per page, so the states of
-   a whole span share a few cache lines and TLB entries instead of one page
-   tail each; classes below 80 B keep them in their page's tail. */
+/* Span header = page 0 (its first OS page; the rest is never touched). */
 typedef struct hhi_bspan {
     uint64_t magic;
     uint32_t free_pages;        /* pages of this span in the pool (pool lock) */
     uint32_t huge;              /* advised MADV_HUGEPAGE by span_new (hh_binned_set_small_hugepages) */
     struct hhi_bspan *next, *prev;  /* g.spans (pool lock) */
-    hhi_bpage pages[HHI_PAGES_PER_SPAN];
-    _Alignas(64) _Atomic uint8_t state[HHI_PAGES_PER_SPAN - 1][HHI_STATE_SLOT];   /* pages 1..63 */
+    _Alignas(64) hhi_bpage pages[HHI_PAGES_PER_SPAN];   /* a line each */
 } hhi_bspan;
 _Static_assert(sizeof(hhi_bspan) <= HHI_PAGE_SIZE, "span header fits in page 0");
 #define HHI_SPAN_MAGIC 0x6868427370616e21ull
@@ -235,6 +230,7 @@ typedef struct hhi_tcache {
        another offset it adds the offset to c in a separate instruction. */
     hhi_bblock *head[HHI_CLASS_COUNT];        /* cached blocks per class, newest first */
     _Atomic uint8_t *registry;        /* copy of hhi_bg.registry: one load less in free */
+    uint64_t tag_key;                 /* copy of hhi_bg.tag_key (hhi_block_tag) */
     size_t registry_len;              /* HHI_REGISTRY_LEN; 0 in hhi_tc_empty, so that every free
                                          there takes the slow path before reading the registry */
     _Atomic uint64_t ops[HHI_CLASS_COUNT];    /* hits << HHI_BIN_COUNT_BITS | room */
@@ -327,8 +323,7 @@ HH_INLINE void hhi_bin_pop_note(hhi_tcache *tc, size_t c) { hhi_owner_add(&tc->o
    pushes its older half -- all of it if the bin only frees --, one whose bin
    is empty pops one, hhi_class_refill), instead of walking
    every block back to its page and out again. Blocks in a batch keep their
-   state FREED and their state-byte address (hhi_bblock.state), so a popped
-   batch is a ready bin. Every decay pass and trim give all batches back. */
+   tags, so a popped batch is a ready bin. Every decay pass and trim give all batches back. */
 #define HHI_XFER_MAX 16u              /* batches per class; a push onto a full stack walks the oldest to its pages */
 #define HHI_XFER_BINS 8u              /* ... and at most this many full bins' worth of blocks */
 /* One batch: its head and block count side by side, so a push or pop
@@ -351,6 +346,7 @@ typedef struct hhi_bclass {
 
 typedef struct hhi_bglobal {
     _Atomic uint8_t *registry;      /* HHI_REGISTRY_LEN bytes; NULL before init */
+    uint64_t tag_key;               /* free tags' key (hhi_block_tag): random, top bit set; set at init */
     atomic_int ready;
     _Atomic uint32_t cap[HHI_CLASS_COUNT];  /* thread-cache bin caps (bins copy them at refill/flush) */
     _Atomic size_t cache_limit;
@@ -416,9 +412,8 @@ HH_INTERNAL const uint8_t hhi_class_of16[HH_BINNED_SMALL_MAX / 16 + 1];   /* by 
 
 /* Class of size (size <= HHI_SMALL_MAX): one table load, no branch. */
 HH_INLINE unsigned hhi_size_class(size_t size) { return hhi_class_of16[(size + 15) >> 4]; }
-/* Blocks per page of class c, and whether the state bytes live in the page tail. */
+/* Blocks per page of class c. */
 HH_INTERNAL uint32_t hhi_class_capacity(unsigned c);
-HH_INTERNAL bool     hhi_class_tail_state(unsigned c);
 
 /* ---------------------------------------------------------------------------
    Pointer -> metadata, O(1)
@@ -432,6 +427,12 @@ HH_INLINE hhi_bpage *hhi_page_of(uintptr_t a) {
 }
 HH_INLINE uintptr_t hhi_page_base(const hhi_bpage *pg) {
     return ((uintptr_t)pg & ~(uintptr_t)HHI_SPAN_MASK) + ((uintptr_t)pg->index << HHI_PAGE_SHIFT);
+}
+HH_INLINE uint32_t hhi_page_carved(const hhi_bpage *pg) {
+    return atomic_load_explicit(&pg->carved, memory_order_relaxed);
+}
+HH_INLINE void hhi_page_carved_set(hhi_bpage *pg, uint32_t n) {   /* class lock held */
+    atomic_store_explicit(&pg->carved, n, memory_order_relaxed);
 }
 HH_INLINE uint32_t hhi_block_index(const hhi_bpage *pg, uintptr_t a) {
     return (uint32_t)(((uint64_t)(a & HHI_PAGE_MASK) * pg->recip) >> 32);
@@ -449,24 +450,39 @@ HH_INLINE uint64_t hhi_block_mul(const hhi_bpage *pg, uintptr_t a) {
 }
 HH_INLINE bool hhi_block_mul_is_start(uint64_t m) { return (uint32_t)m < HHI_PAGE_SIZE; }
 _Static_assert(HHI_SMALL_MAX <= HHI_PAGE_SIZE / 2, "block-start test: recip > 2 * page size");
-HH_INLINE unsigned hhi_state_get(const hhi_bpage *pg, uint32_t i) {
-    return atomic_load_explicit(&pg->state[i], memory_order_relaxed);
+/* The free tag of block b (see the layout note): its address XOR the key,
+   whose top bit no user-space pointer has, so that a live block holding a
+   pointer to itself in its second word (an empty list head) never reads as
+   free; the key's other bits are random, so no fixed pattern does either. */
+HH_INLINE uint64_t hhi_block_tag(uint64_t key, const void *b) { return (uint64_t)(uintptr_t)b ^ key; }
+
+/* The one transition a free makes: the tag goes in, atomically, so that of
+   two threads freeing one block at once exactly one sees another value and
+   the other a double free (a load then a store let both pass). Relaxed: the
+   block's bytes are published by the locks and caches it moves through, not
+   by its tag. Returns the word's old value: this call claimed the block
+   unless it is the tag. The word is opened for the
+   tools first: a user may never have written it (memcheck), and a second
+   free finds it no-access -- hhi_binned_free_unclaimed closes it again. */
+HH_INLINE uint64_t hhi_block_claim(hhi_bblock *b, uint64_t tag) {
+    hh_track_defined(&b->tag, sizeof b->tag);
+    /* Acquire: the caller's second look at the page comes after it. */
+    return atomic_exchange_explicit(&b->tag, tag, memory_order_acquire);
 }
-HH_INLINE void hhi_state_set(hhi_bpage *pg, uint32_t i, unsigned v) {
-    atomic_store_explicit(&pg->state[i], (uint8_t)v, memory_order_relaxed);
+/* A block leaves a bin for the user: it is live from now on (not tagged). */
+HH_INLINE void hhi_block_untag(hhi_bblock *b) {
+    hh_track_undefined(&b->tag, sizeof b->tag);
+    atomic_store_explicit(&b->tag, 0, memory_order_relaxed);
 }
-/* The one transition a free makes: LIVE -> FREED, atomically, so that of two
-   threads freeing one block at once exactly one wins and the other sees a
-   double free (a load then a store let both pass). Relaxed: the block's
-   bytes are published by the locks and caches it moves through, not by the
-   state byte. Returns the state seen: HHI_ST_LIVE if this call claimed it. */
-HH_INLINE unsigned hhi_state_claim_at(_Atomic uint8_t *st) {
-    uint8_t seen = HHI_ST_LIVE;
-    atomic_compare_exchange_strong_explicit(st, &seen, (uint8_t)HHI_ST_FREED, memory_order_relaxed,
-                                            memory_order_relaxed);
-    return seen;
+/* Whether a carved block of a class page is free (tagged), for the walks:
+   reads a user's word without disturbing what memcheck knows of it. */
+HH_INLINE bool hhi_block_is_free(hhi_bblock *b, uint64_t key) {
+    unsigned char save[sizeof b->tag];
+    hh_track_peek_begin(&b->tag, sizeof b->tag, save);
+    uint64_t t = atomic_load_explicit(&b->tag, memory_order_relaxed);
+    hh_track_peek_end(&b->tag, sizeof b->tag, save);
+    return t == hhi_block_tag(key, b);
 }
-HH_INLINE unsigned hhi_state_claim(hhi_bpage *pg, uint32_t i) { return hhi_state_claim_at(&pg->state[i]); }
 
 /* Free-list links live in the first word of a free block, which memcheck sees
    as no-access: open it for the one access. */
@@ -476,23 +492,17 @@ HH_INLINE hhi_bblock *hhi_block_next(hhi_bblock *b) {
     hh_track_noaccess(b, sizeof b->next);
     return n;
 }
-/* The state byte a cached block's free stored (see hhi_bblock). */
-HH_INLINE _Atomic uint8_t *hhi_block_state(hhi_bblock *b) {
-    hh_track_defined(&b->state, sizeof b->state);
-    _Atomic uint8_t *st = atomic_load_explicit(&b->state, memory_order_relaxed);
-    hh_track_noaccess(&b->state, sizeof b->state);
-    return st;
-}
 HH_INLINE void hhi_block_set_next(hhi_bblock *b, hhi_bblock *n) {
     hh_track_undefined(b, sizeof b->next);
     b->next = n;
     hh_track_noaccess(b, sizeof b->next);
 }
-/* b goes onto a thread-cache bin in front of n; st: its state byte. */
-HH_INLINE void hhi_block_set_cached(hhi_bblock *b, hhi_bblock *n, _Atomic uint8_t *st) {
+/* A fresh block goes onto a thread-cache bin in front of n, tagged free
+   (key: hhi_bg.tag_key). */
+HH_INLINE void hhi_block_set_cached(hhi_bblock *b, hhi_bblock *n, uint64_t key) {
     hh_track_undefined(b, sizeof *b);
     b->next = n;
-    atomic_store_explicit(&b->state, st, memory_order_relaxed);
+    atomic_store_explicit(&b->tag, hhi_block_tag(key, b), memory_order_relaxed);
     hh_track_noaccess(b, sizeof *b);
 }
 
@@ -501,9 +511,10 @@ HH_INLINE void hhi_on_alloc(void *p, size_t usable) {
     hh_track_alloc(&hhi_bg, p, usable);
     if (HH_DEBUG >= 2) memset(p, HH_FILL_ALLOC, usable);
 }
-/* A block comes back (debug fill, then memcheck no-access). */
+/* A block comes back (debug fill past its link and tag, then memcheck
+   no-access). */
 HH_INLINE void hhi_on_free(void *p, size_t usable) {
-    if (HH_DEBUG >= 2) memset(p, HH_FILL_FREED, usable);
+    if (HH_DEBUG >= 2) memset((char *)p + sizeof(hhi_bblock), HH_FILL_FREED, usable - sizeof(hhi_bblock));
     hh_track_free(&hhi_bg, p, usable);
 }
 
@@ -513,8 +524,12 @@ HH_INLINE void hhi_on_free(void *p, size_t usable) {
 /* binned.c */
 HH_INTERNAL HH_NOINLINE void *hhi_binned_malloc_slow(size_t size, unsigned flags);
 HH_INTERNAL HH_NOINLINE void  hhi_binned_free_slow(void *p, unsigned flags);
-/* A free of a block of a class page whose claim saw state `seen` (not LIVE). */
-HH_INTERNAL HH_NOINLINE void  hhi_binned_free_unclaimed(void *p, unsigned seen, unsigned flags);
+/* A free of a block of a class page whose claim found it tagged: a double free. */
+HH_INTERNAL HH_NOINLINE void  hhi_binned_free_unclaimed(void *p, unsigned flags);
+/* A free whose claim tagged p (its old second word: seen) while p's page
+   left its class (pooled, perhaps taken by another): only a bad free gets
+   there. Puts the word back if nothing wrote it since, and reports. */
+HH_INTERNAL HH_NOINLINE void  hhi_binned_free_raced(void *p, uint64_t seen, unsigned flags);
 /* The rest of a free whose LIVE -> FREED claim succeeded. It finds p's page
    again itself: passing it kept two more registers live across the fast
    path (a push and a pop on every free). */
@@ -545,8 +560,8 @@ HH_INTERNAL _Atomic(hhi_test_class_hook) hhi_binned_test_carve_hook;
 HH_INTERNAL bool     hhi_binned_init(void);        /* idempotent; false if the OS refused */
 HH_INTERNAL void     hhi_page_setup_class(hhi_bpage *pg, unsigned c);
 /* Takes up to `want` blocks of class c (class lock taken inside), links them
-   and returns the count (0: out of memory). Each carries its state-byte
-   address (hhi_bblock.state), ready for a thread-cache bin. Freed blocks
+   and returns the count (0: out of memory). Each is tagged, ready for a
+   thread-cache bin. Freed blocks
    come first; fresh (uncarved) ones at most HHI_CARVE_BYTES' worth (one OS
    page, at least one block), after which it returns what it has. */
 HH_INTERNAL uint32_t hhi_class_take(unsigned c, hhi_bblock **head, uint32_t want);
@@ -558,7 +573,7 @@ HH_INTERNAL uint32_t hhi_class_refill(unsigned c, hhi_bblock **head, uint32_t ma
 /* Returns a linked list of n blocks of class c to their pages. */
 HH_INTERNAL void     hhi_class_put(unsigned c, hhi_bblock *head, uint32_t n);
 /* Pushes a batch from a full thread-cache bin (its older half, or all of
-   it; n >= 1 blocks of class c, NULL-terminated, state addresses set) onto
+   it; n >= 1 blocks of class c, NULL-terminated, tagged) onto
    the class's transfer stack: O(1), but for a full stack, whose oldest
    batch then goes back to its pages. */
 HH_INTERNAL void     hhi_class_xfer_put(unsigned c, hhi_bblock *head, uint32_t n);
@@ -679,7 +694,7 @@ HH_INLINE void *hhi_bmalloc_fast_with(size_t size, unsigned flags, void *(*slow)
         if (hh_likely(b != NULL)) {
             tc->head[c] = hhi_block_next(b);
             hhi_bin_pop_note(tc, c);
-            atomic_store_explicit(hhi_block_state(b), (uint8_t)HHI_ST_LIVE, memory_order_relaxed);
+            hhi_block_untag(b);
             hhi_on_alloc(b, hhi_class_size[c]);
             return b;
         }
@@ -690,38 +705,46 @@ HH_INLINE void *hhi_bmalloc_fast(size_t size, unsigned flags) {
     return hhi_bmalloc_fast_with(size, flags, hhi_binned_malloc_slow);
 }
 
-/* free: registry, page, block start, the LIVE -> FREED claim, then a push
-   onto the bin if it has room. hhi_tc_empty's registry_len is 0 and its bins
+/* free: registry, page, carved block start, the claim (the tag goes in),
+   the page's second look, then a push onto the bin if it has room. hhi_tc_empty's registry_len is 0 and its bins
    have no room: a thread without a cache goes to the slow path at once. */
 HH_INLINE void hhi_bfree_fast(void *p, unsigned flags) {
     hhi_tcache *tc = hhi_tc_self;
     uintptr_t a = (uintptr_t)p;
     uintptr_t chunk = a >> HHI_SPAN_SHIFT;   /* one shift for the range check and the registry index */
-    /* The block's first line is written below (its link), after the claim:
-       a locked instruction, which waits for its own line and lets nothing
-       after it start, so a block and a state byte both cold (a long-lived
-       object freed) cost two misses one after the other. Asked for now, the
-       block's line arrives while the page and the state byte are read. A
-       hint: it never faults, whatever p is. */
+    /* The claim below is a locked instruction on the block's first line,
+       which waits for the line and lets nothing after it start: asked for
+       now, the line (of a long-lived block, cold) arrives while the
+       registry and the page are read. A hint: it never faults, whatever p
+       is. */
     HH_PREFETCH_W(p);
     if (hh_likely(chunk < tc->registry_len &&
                   atomic_load_explicit(&tc->registry[chunk], memory_order_relaxed) == HHI_REG_SPAN)) {
         hhi_bpage *pg = hhi_page_of(a);
         uint64_t m = hhi_block_mul(pg, a);
         uint32_t i = (uint32_t)(m >> 32);
-        if (hh_likely(i < pg->capacity && hhi_block_mul_is_start(m))) {
-            _Atomic uint8_t *st = &pg->state[i];
-            uint8_t seen = (uint8_t)hhi_state_claim_at(st);   /* a byte: widened on the cold path only */
-            if (hh_unlikely(seen != HHI_ST_LIVE)) {
+        /* carved is 0 on a pooled page: its frees take the slow path. */
+        if (hh_likely(i < hhi_page_carved(pg) && hhi_block_mul_is_start(m))) {
+            size_t c = pg->cls;
+            uint64_t tag = hhi_block_tag(tc->tag_key, p);
+            uint64_t seen = hhi_block_claim((hhi_bblock *)p, tag);
+            if (hh_unlikely(seen == tag)) {
                 /* Report what the claim saw: looking again could find the
                    block handed out anew in between and free it. */
-                hhi_binned_free_unclaimed(p, seen, flags);
+                hhi_binned_free_unclaimed(p, flags);
                 return;
             }
-            size_t c = pg->cls;
+            /* The page still serves c, with p carved: a bad free racing the
+               page's way back to the pool (after the test above) fails
+               here. A legitimate free cannot race it: its block keeps the
+               page in use. */
+            if (hh_unlikely(pg->cls != c || c == HHI_NO_CLASS || i >= hhi_page_carved(pg))) {
+                hhi_binned_free_raced(p, seen, flags);
+                return;
+            }
             if (hh_likely((hhi_owner_read(&tc->ops[c]) & HHI_BIN_COUNT_MASK) != 0)) {   /* room left */
                 hhi_on_free(p, pg->block_size);
-                hhi_block_set_cached((hhi_bblock *)p, tc->head[c], st);
+                hhi_block_set_next((hhi_bblock *)p, tc->head[c]);   /* the claim wrote the tag */
                 tc->head[c] = (hhi_bblock *)p;
                 hhi_owner_add(&tc->ops[c], (uint64_t)-1);   /* room - 1 */
                 return;

@@ -55,6 +55,20 @@ __attribute__((constructor)) static void binned_register_atfork(void) {
 }
 #endif
 
+/* The free tags' key (hhi_block_tag): the clock and two addresses (the
+   stack's and the library's, both placed by ASLR) mixed (splitmix64's
+   finaliser), the top bit set. Not a secret against an attacker who can
+   read memory; enough that no data a program stores by chance matches. */
+static uint64_t tag_key_make(void) {
+    int local = 0;
+    uint64_t x = hhi_now_ns() ^ ((uint64_t)(uintptr_t)&local << 16) ^ (uint64_t)(uintptr_t)&hhi_bg;
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    x ^= x >> 31;
+    return x | ((uint64_t)1 << 63);
+}
+
 /* Maps the registry and sets up the classes, once. Nothing here allocates
    through malloc, so the shim can call it from inside malloc -- except
    pthread_atfork, which is called first, holding no lock: a malloc nested in
@@ -70,6 +84,7 @@ bool hhi_binned_init(void) {
         void *reg = hhi_os_map(HHI_REGISTRY_LEN, 0);
         if (reg != NULL) {
             hhi_bg.registry = reg;
+            hhi_bg.tag_key = tag_key_make();
             for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) hhi_lock_init(&hhi_bg.classes[c].lock);
             hhi_tcache_compute_caps(HHI_DEFAULT_CACHE_LIMIT);
             hh_track_pool_create(&hhi_bg, NULL);
@@ -147,7 +162,7 @@ static bool span_new(void) {
         /* Decommitted whole: reads as zero except the link written at retire. */
         hhi_bg.retired = s->next;
         hhi_bg.n_retired--;
-        memset(s, 0, offsetof(hhi_bspan, state));
+        memset(s, 0, sizeof *s);
     } else {
         s = hhi_os_map(HHI_SPAN_SIZE, HHI_SPAN_SIZE);
         if (s == NULL) return false;
@@ -161,9 +176,7 @@ static bool span_new(void) {
     }
     s->magic = HHI_SPAN_MAGIC;
     /* Highest first onto the clean list, whose head is taken first: pages
-       go out from page 1 up, and the state slots of the first classes (one
-       per page, in page order) share the header's first OS pages instead
-       of touching its far end (2 OS pages less for a small program). */
+       go out from page 1 up. */
     for (unsigned i = HHI_PAGES_PER_SPAN; i-- > 0;) {
         hhi_bpage *pg = &s->pages[i];
         pg->index = (uint8_t)i;
@@ -189,12 +202,14 @@ static hhi_bpage *pool_get(unsigned c) {
     return pg;
 }
 
-/* Gives an empty page back to the pool (class lock held). Geometry and
-   states stay (invariant 2): every block is free, none LIVE. */
+/* Gives an empty page back to the pool (class lock held). Its geometry
+   stays, and how far it was carved (invariant 2): every block is free. */
 static void pool_put(hhi_bpage *pg) {
     pg->cls = HHI_NO_CLASS;
     pg->free = NULL;
-    pg->used = pg->carved = 0;
+    pg->carved_last = hhi_page_carved(pg);
+    pg->used = 0;
+    hhi_page_carved_set(pg, 0);
     hhi_lock_acquire(&hhi_bg.pool_lock);
     pool_insert(pg, HHI_POOL_DIRTY);
     hhi_lock_release(&hhi_bg.pool_lock);
@@ -207,15 +222,13 @@ void hhi_page_setup_class(hhi_bpage *pg, unsigned c) {
     hh_track_undefined((void *)base, HHI_PAGE_SIZE);
     pg->block_size = size;
     pg->capacity = cap;
-    pg->lost_capacity = 0;
+    pg->carved_last = 0;
     pg->recip = (uint32_t)((((uint64_t)1) << 32) / size + 1);
     pg->cls = (uint8_t)c;
     pg->free = NULL;
-    pg->used = pg->carved = 0;
+    pg->used = 0;
+    hhi_page_carved_set(pg, 0);
     pg->in_partial = 0;
-    pg->state = hhi_class_tail_state(c) ? (_Atomic uint8_t *)(base + HHI_PAGE_SIZE - cap)
-                                        : hhi_span_of(base)->state[pg->index - 1];
-    memset((void *)pg->state, HHI_ST_NEVER, cap);
 }
 
 /* ---------------------------------------------------------------------------
@@ -226,13 +239,13 @@ void hhi_page_setup_class(hhi_bpage *pg, unsigned c) {
    write faults the memory in, and a page fault -- microseconds, more in a
    VM -- under the class lock stalled every thread of the class behind it
    (16 threads filling their arrays at once slept on the locks thousands of
-   times a run). The reserved blocks are the taker's alone: their state is
-   NEVER, so no free can claim them, and nothing walks them. */
+   times a run). The reserved blocks are the taker's alone, not yet tagged:
+   nothing walks them, and only a free of a pointer never handed out (a
+   stale one from the page's earlier life) could claim one in this window. */
 typedef struct fresh_run {
     uintptr_t first;            /* address of the first block; 0: none */
     uint32_t block_size;        /* bytes */
     uint32_t count;             /* blocks */
-    _Atomic uint8_t *state;     /* state byte of the first block (the others follow) */
 } fresh_run;
 
 static uint32_t class_take_locked(unsigned c, hhi_bblock **out, hhi_bblock **out_tail, uint32_t want,
@@ -244,7 +257,7 @@ _Atomic(hhi_test_class_hook) hhi_binned_test_carve_hook;
 #endif
 
 /* Links a fresh run behind *tail (or as the list when *head is NULL), no
-   lock held: each block gets its link and state address, as a bin needs. */
+   lock held: each block gets its link and tag, as a bin needs. */
 static void fresh_link(unsigned c, hhi_bblock **head, hhi_bblock *tail, const fresh_run *fr) {
     if (fr->count == 0) return;
 #if HH_TESTING
@@ -254,10 +267,11 @@ static void fresh_link(unsigned c, hhi_bblock **head, hhi_bblock *tail, const fr
     (void)c;
 #endif
     hhi_bblock *first = (hhi_bblock *)fr->first;
+    uint64_t key = hhi_bg.tag_key;
     for (uint32_t i = 0; i < fr->count; i++) {
         hhi_bblock *b = (hhi_bblock *)(fr->first + (uintptr_t)i * fr->block_size);
         hhi_bblock *next = i + 1 < fr->count ? (hhi_bblock *)((uintptr_t)b + fr->block_size) : NULL;
-        hhi_block_set_cached(b, next, fr->state + i);
+        hhi_block_set_cached(b, next, key);
     }
     if (tail != NULL) hhi_block_set_next(tail, first);
     else *head = first;
@@ -277,7 +291,7 @@ uint32_t hhi_class_take(unsigned c, hhi_bblock **out, uint32_t want) {
 uint32_t hhi_class_refill(unsigned c, hhi_bblock **out, uint32_t max, uint32_t want) {
     hhi_bclass *k = &hhi_bg.classes[c];
     hhi_bblock *tail = NULL;
-    fresh_run fresh = { 0, 0, 0, NULL };
+    fresh_run fresh = { 0, 0, 0 };
     hhi_lock_acquire(&k->lock);
     uint32_t got = k->xfer_n > 0 && k->xfer[k->xfer_n - 1].count <= max
                        ? xfer_pop_locked(k, out)
@@ -296,7 +310,7 @@ static uint32_t class_take_locked(unsigned c, hhi_bblock **out, hhi_bblock **out
     hhi_bclass *k = &hhi_bg.classes[c];
     hhi_bblock *head = NULL, *tail = NULL;
     uint32_t got = 0;
-    *fresh = (fresh_run){ 0, 0, 0, NULL };
+    *fresh = (fresh_run){ 0, 0, 0 };
     while (got < want) {
         hhi_bpage *pg = k->head;
         if (pg == NULL) {
@@ -312,7 +326,7 @@ static uint32_t class_take_locked(unsigned c, hhi_bblock **out, hhi_bblock **out
         while (got + n < want && pg->free != NULL) {
             hhi_bblock *b = pg->free;
             pg->free = hhi_block_next(b);
-            hhi_block_set_cached(b, NULL, &pg->state[hhi_block_index(pg, (uintptr_t)b)]);
+            hhi_block_set_next(b, NULL);   /* tagged since its free */
             if (tail) hhi_block_set_next(tail, b);
             else head = b;
             tail = b;
@@ -325,20 +339,20 @@ static uint32_t class_take_locked(unsigned c, hhi_bblock **out, hhi_bblock **out
            was used (a program's first malloc of each size). Reserved here,
            written by fresh_link without the lock. */
         bool carved_fresh = false;
-        if (got + n < want && pg->carved < pg->capacity) {
-            uintptr_t at = hhi_page_base(pg) + (uintptr_t)pg->carved * pg->block_size;
+        if (got + n < want && hhi_page_carved(pg) < pg->capacity) {
+            uintptr_t at = hhi_page_base(pg) + (uintptr_t)hhi_page_carved(pg) * pg->block_size;
             uintptr_t carve_end = (at & ~(uintptr_t)(HHI_CARVE_BYTES - 1)) + HHI_CARVE_BYTES;
             uint32_t fit = (uint32_t)((carve_end - at + pg->block_size - 1) / pg->block_size);   /* >= 1 */
-            uint32_t m = HH_MIN(HH_MIN(want - got - n, pg->capacity - pg->carved), fit);
-            *fresh = (fresh_run){ at, pg->block_size, m, &pg->state[pg->carved] };
-            pg->carved += m;
+            uint32_t m = HH_MIN(HH_MIN(want - got - n, pg->capacity - hhi_page_carved(pg)), fit);
+            *fresh = (fresh_run){ at, pg->block_size, m };
+            hhi_page_carved_set(pg, hhi_page_carved(pg) + m);
             n += m;
             carved_fresh = true;
         }
         pg->used += n;
         k->used += n;
         got += n;
-        if (pg->free == NULL && pg->carved == pg->capacity) {
+        if (pg->free == NULL && hhi_page_carved(pg) == pg->capacity) {
             list_remove(&k->head, &k->tail, pg);
             pg->in_partial = 0;
         }
@@ -467,12 +481,6 @@ static bool page_decommit(hhi_bpage *pg) {
     void *base = (void *)hhi_page_base(pg);
     if (!hhi_os_decommit(base, HHI_PAGE_SIZE)) return false;
     hh_track_undefined(base, HHI_PAGE_SIZE);
-    /* States in the page's own tail are gone with it (they read as zero
-       now): remember how many blocks it had. Span-header states survive. */
-    if ((uintptr_t)pg->state >= (uintptr_t)base && (uintptr_t)pg->state < (uintptr_t)base + HHI_PAGE_SIZE) {
-        pg->lost_capacity = pg->capacity;   /* block_size and recip stay (invariant 2) */
-        pg->capacity = 0;
-    }
     pool_remove(pg);
     pool_insert(pg, HHI_POOL_DECOMMITTED);
     return true;

@@ -206,6 +206,7 @@ static hhi_tcache *tcache_new(void) {
     if (tc != NULL) {
         memset(tc, 0, sizeof *tc);
         tc->registry = hhi_bg.registry;
+        tc->tag_key = hhi_bg.tag_key;
         tc->registry_len = HHI_REGISTRY_LEN;
         for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
             uint32_t cap = atomic_load_explicit(&hhi_bg.cap[c], memory_order_relaxed);

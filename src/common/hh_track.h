@@ -14,6 +14,13 @@
  *   hh_track_defined(p, size)          bytes become readable+defined (our metadata)
  *   hh_track_undefined(p, size)        bytes become accessible but undefined
  *   hh_track_noaccess(p, size)         bytes become inaccessible
+ *   hh_track_peek_begin(p, size, save) / hh_track_peek_end(p, size, save)
+ *                                      around a read of bytes the tools may
+ *                                      see as undefined or no-access (a
+ *                                      user's block, a freed one): they are
+ *                                      readable between the two, and end as
+ *                                      they began. save: unsigned char[size]
+ *                                      (size <= 16) the pair shares.
  */
 #ifndef HH_TRACK_H
 #define HH_TRACK_H
@@ -35,6 +42,12 @@
 #  define hh_track_undefined(p, size)       do { (void)VALGRIND_MAKE_MEM_UNDEFINED((p), (size)); } while (0)
 #  define hh_track_noaccess(p, size)        do { (void)VALGRIND_MAKE_MEM_NOACCESS((p), (size)); } while (0)
 #  define hh_track_running()                (RUNNING_ON_VALGRIND != 0)
+/* GET_VBITS: 1 read, 3 some byte unaddressable (no-access), 0 not under Valgrind. */
+#  define hh_track_peek_begin(p, size, save) \
+      int hh_peek_got_ = VALGRIND_GET_VBITS((p), (save), (size)); (void)VALGRIND_MAKE_MEM_DEFINED((p), (size))
+#  define hh_track_peek_end(p, size, save) \
+      do { if (hh_peek_got_ == 1) (void)VALGRIND_SET_VBITS((p), (save), (size)); \
+           else if (hh_peek_got_ == 3) (void)VALGRIND_MAKE_MEM_NOACCESS((p), (size)); } while (0)
 #elif HH_TRACK_ASAN
 #  include <sanitizer/asan_interface.h>
 #  define hh_track_pool_create(pool, base)  ((void)(pool), (void)(base))
@@ -48,6 +61,11 @@
 #  define hh_track_undefined(p, size)       ASAN_UNPOISON_MEMORY_REGION((p), (size))
 #  define hh_track_noaccess(p, size)        ASAN_POISON_MEMORY_REGION((p), (size))
 #  define hh_track_running()                1
+#  define hh_track_peek_begin(p, size, save) \
+      (void)(save); int hh_peek_got_ = __asan_region_is_poisoned((void *)(p), (size)) != NULL; \
+      if (hh_peek_got_) ASAN_UNPOISON_MEMORY_REGION((p), (size))
+#  define hh_track_peek_end(p, size, save) \
+      do { if (hh_peek_got_) ASAN_POISON_MEMORY_REGION((p), (size)); } while (0)
 #else
 #  define hh_track_pool_create(pool, base)  ((void)(pool), (void)(base))
 #  define hh_track_pool_destroy(pool)       ((void)(pool))
@@ -60,6 +78,8 @@
 #  define hh_track_undefined(p, size)       ((void)(p), (void)(size))
 #  define hh_track_noaccess(p, size)        ((void)(p), (void)(size))
 #  define hh_track_running()                0
+#  define hh_track_peek_begin(p, size, save) ((void)(p), (void)(size), (void)(save))
+#  define hh_track_peek_end(p, size, save)   ((void)(p), (void)(size), (void)(save))
 #endif
 
 #endif /* HH_TRACK_H */
