@@ -227,6 +227,42 @@ START_TEST(a_live_block_holding_its_own_address_frees_cleanly) {
 }
 END_TEST
 
+/* The free fast path reads its page's carved_cls word before its claim and
+   again after it. A change means either a carve of more of the page in
+   between (the free is good: it goes on) or a bad free racing the page's
+   return to the pool or its reuse by another class (reported; the word the
+   claim overwrote is put back, so a block that is someone's now keeps its
+   bytes). Both outcomes of hhi_binned_free_recheck, from the word a free
+   would have read before the change. */
+START_TEST(a_free_whose_page_word_changed_is_rechecked) {
+    hh_test_reset_captured();
+    uint64_t *p = hh_bmalloc(64);
+    REQUIRE(p != NULL);
+    hhi_bpage *pg = hhi_page_of((uintptr_t)p);
+    uint32_t now = hhi_page_carved_cls(pg);
+    REQUIRE(now >> 8 >= 2);
+    /* A carve in between: the word read before held one block fewer. */
+    p[1] = 0x1234;
+    uint64_t seen = hhi_block_claim((hhi_bblock *)p, hhi_block_tag(hhi_bg.tag_key, p));
+    ck_assert_uint_eq(seen, 0x1234);
+    hhi_binned_free_recheck(p, seen, now - (1u << 8), 0);
+    ck_assert_uint_eq(hh_test_captured_count(), 0);
+    void *again = hh_bmalloc(64);                 /* freed for real: the bin's newest */
+    ck_assert_ptr_eq(again, p);
+    /* Another class owned the page when the free first looked. */
+    p[1] = 0x5678;
+    seen = hhi_block_claim((hhi_bblock *)p, hhi_block_tag(hhi_bg.tag_key, p));
+    uint32_t other = (now & ~0xFFu) | ((now & 0xFF) == 0 ? 1u : 0u);
+    hhi_binned_free_recheck(p, seen, other, 0);
+    ck_assert_uint_eq(hh_test_captured_count(), 1);
+    ck_assert_int_eq(hh_test_last_captured(), HH_E_DOUBLE_FREE);
+    ck_assert_uint_eq(p[1], 0x5678);             /* the word put back; the block still live */
+    hh_bfree(p);
+    ck_assert_uint_eq(hh_test_captured_count(), 1);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+}
+END_TEST
+
 START_TEST(thread_cache_caps_stay_within_limit) {
     ck_assert_uint_eq(hh_binned_thread_cache_limit(), 2u << 20);
     size_t sum = 0;
@@ -572,7 +608,7 @@ START_TEST(foreign_pointers_are_reported_and_harmless) {
     char *q = hh_bmalloc(64);
     hhi_bpage *pg = hhi_page_of((uintptr_t)q);
     void *never = (void *)(hhi_page_base(pg) + (uintptr_t)(pg->capacity - 1) * pg->block_size);
-    if (pg->carved < pg->capacity) {
+    if (hhi_page_carved(pg) < pg->capacity) {
         hh_test_reset_captured();
         hh_bfree(never);
         ck_assert_int_eq(hh_test_last_captured(), HH_E_FOREIGN_POINTER);
@@ -2079,7 +2115,7 @@ static void *first_refill_thread(void *arg) {
     fr->block = hh_bmalloc(hhi_class_size[fr->cls]);  /* a new thread: empty bin, one refill */
     hhi_bclass *k = &hhi_bg.classes[fr->cls];
     hhi_lock_acquire(&k->lock);
-    fr->carved_after = hhi_page_of((uintptr_t)fr->block)->carved;
+    fr->carved_after = hhi_page_carved(hhi_page_of((uintptr_t)fr->block));
     hhi_lock_release(&k->lock);
     hh_bfree(fr->block);
     return NULL;
@@ -2100,7 +2136,7 @@ START_TEST(a_refill_carves_at_most_one_os_page_of_fresh_blocks) {
         hhi_bclass *k = &hhi_bg.classes[c];
         hhi_lock_acquire(&k->lock);
         hhi_bpage *next = k->head;                    /* the page the refill will carve (NULL: a new one) */
-        uint32_t carved_before = next ? next->carved : 0;
+        uint32_t carved_before = next ? hhi_page_carved(next) : 0;
         hhi_lock_release(&k->lock);
         first_refill fr = { c, NULL, 0 };
         pthread_t th;
@@ -3015,6 +3051,7 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, cache_hits_counted_per_pair_and_cached_state_checked);
     tcase_add_test(tc, a_free_writes_the_block_and_not_the_span_header);
     tcase_add_test(tc, a_live_block_holding_its_own_address_frees_cleanly);
+    tcase_add_test(tc, a_free_whose_page_word_changed_is_rechecked);
     tcase_add_test(tc, double_free_after_the_page_left_its_class);
     tcase_add_test(tc, double_free_after_trim_decommitted_a_tail_state_page);
     tcase_add_test(tc, foreign_block_beside_a_freed_large_mapping);

@@ -163,11 +163,19 @@ void hhi_binned_free_slow(void *p, unsigned flags) {
         hhi_binned_free_unclaimed(p, flags);   /* another thread freed it since the lookup */
         return;
     }
-    if (pg->cls != c || c == HHI_NO_CLASS || i >= hhi_page_carved(pg)) {   /* as in hhi_bfree_fast */
+    uint32_t cc = hhi_page_carved_cls(pg);
+    if ((cc & 0xFF) != c || i >= cc >> 8) {   /* as in hhi_bfree_fast */
         hhi_binned_free_raced(p, seen, flags);
         return;
     }
     hhi_binned_free_claimed(p);
+}
+
+void hhi_binned_free_recheck(void *p, uint64_t seen, uint32_t cc, unsigned flags) {
+    hhi_bpage *pg = hhi_page_of((uintptr_t)p);
+    uint32_t now = hhi_page_carved_cls(pg);
+    if ((now & 0xFF) == (cc & 0xFF) && now >> 8 >= cc >> 8) hhi_binned_free_claimed(p);
+    else hhi_binned_free_raced(p, seen, flags);
 }
 
 void hhi_binned_free_unclaimed(void *p, unsigned flags) {
@@ -508,7 +516,8 @@ static bool check_inv2_page_owner(check_ctx *cx) {
             }
             unsigned c = pg->cls;
             CHECK(c < HHI_CLASS_COUNT && pg->pool == HHI_POOL_NONE && pg->block_size == hhi_class_size[c] &&
-                      pg->capacity == hhi_class_capacity(c) && pg->carved_last == 0,
+                      pg->capacity == hhi_class_capacity(c) && pg->carved_last == 0 &&
+                      (hhi_page_carved_cls(pg) & 0xFF) == c,
                   "page %p has bad class fields", base);
         }
     return true;

@@ -169,8 +169,10 @@ typedef struct hhi_bpage {
     uint8_t  pool;              /* HHI_POOL_* */
     uint8_t  in_partial;
     uint8_t  index;             /* page index within its span */
-    _Atomic uint32_t carved;    /* blocks [0, carved) were ever handed out (0 in the pool);
-                                   written under the class lock, read by frees without it */
+    _Atomic uint32_t carved_cls;    /* carved << 8 | cls, one word: blocks [0, carved) were ever
+                                       handed out (0 in the pool, where cls is HHI_NO_CLASS).
+                                       Written under the class lock, read by frees without it:
+                                       one load gives a free both, consistent (hhi_page_carved) */
     uint32_t carved_last;       /* pooled: carved when it left its last class (a free at a block
                                    start below it is a double free); else 0 */
     hhi_bblock *free;           /* page free list (class lock) */
@@ -423,17 +425,25 @@ HH_INLINE unsigned hhi_registry_get(uintptr_t a) {
 }
 HH_INLINE hhi_bspan *hhi_span_of(uintptr_t a) { return (hhi_bspan *)(a & ~(uintptr_t)HHI_SPAN_MASK); }
 HH_INLINE hhi_bpage *hhi_page_of(uintptr_t a) {
-    return &hhi_span_of(a)->pages[(a >> HHI_PAGE_SHIFT) & (HHI_PAGES_PER_SPAN - 1)];
+    /* As &span->pages[(a >> 16) & 63], written as one shift and one mask of
+       a (64-byte metas): gcc otherwise shifts the index twice on the free
+       fast path. */
+    uintptr_t meta = (a >> (HHI_PAGE_SHIFT - 6)) & ((uintptr_t)(HHI_PAGES_PER_SPAN - 1) << 6);
+    return (hhi_bpage *)((a & ~(uintptr_t)HHI_SPAN_MASK) + offsetof(hhi_bspan, pages) + meta);
 }
+_Static_assert(sizeof(hhi_bpage) == 64, "hhi_page_of scales the index by 64");
 HH_INLINE uintptr_t hhi_page_base(const hhi_bpage *pg) {
     return ((uintptr_t)pg & ~(uintptr_t)HHI_SPAN_MASK) + ((uintptr_t)pg->index << HHI_PAGE_SHIFT);
 }
-HH_INLINE uint32_t hhi_page_carved(const hhi_bpage *pg) {
-    return atomic_load_explicit(&pg->carved, memory_order_relaxed);
+HH_INLINE uint32_t hhi_page_carved_cls(const hhi_bpage *pg) {
+    return atomic_load_explicit(&pg->carved_cls, memory_order_relaxed);
 }
-HH_INLINE void hhi_page_carved_set(hhi_bpage *pg, uint32_t n) {   /* class lock held */
-    atomic_store_explicit(&pg->carved, n, memory_order_relaxed);
+HH_INLINE uint32_t hhi_page_carved(const hhi_bpage *pg) { return hhi_page_carved_cls(pg) >> 8; }
+/* Class lock held; pg->cls already set (pool_put, hhi_page_setup_class). */
+HH_INLINE void hhi_page_carved_set(hhi_bpage *pg, uint32_t n) {
+    atomic_store_explicit(&pg->carved_cls, n << 8 | pg->cls, memory_order_relaxed);
 }
+_Static_assert(HHI_PAGE_SIZE / 16 < (1u << 24), "carved fits 24 bits");
 HH_INLINE uint32_t hhi_block_index(const hhi_bpage *pg, uintptr_t a) {
     return (uint32_t)(((uint64_t)(a & HHI_PAGE_MASK) * pg->recip) >> 32);
 }
@@ -530,6 +540,10 @@ HH_INTERNAL HH_NOINLINE void  hhi_binned_free_unclaimed(void *p, unsigned flags)
    left its class (pooled, perhaps taken by another): only a bad free gets
    there. Puts the word back if nothing wrote it since, and reports. */
 HH_INTERNAL HH_NOINLINE void  hhi_binned_free_raced(void *p, uint64_t seen, unsigned flags);
+/* A free whose claim succeeded but whose page's carved_cls changed since it
+   read cc: the same class with p still carved (a carve in between) goes on
+   as a claimed free; anything else is hhi_binned_free_raced. */
+HH_INTERNAL HH_NOINLINE void  hhi_binned_free_recheck(void *p, uint64_t seen, uint32_t cc, unsigned flags);
 /* The rest of a free whose LIVE -> FREED claim succeeded. It finds p's page
    again itself: passing it kept two more registers live across the fast
    path (a push and a pop on every free). */
@@ -724,8 +738,9 @@ HH_INLINE void hhi_bfree_fast(void *p, unsigned flags) {
         uint64_t m = hhi_block_mul(pg, a);
         uint32_t i = (uint32_t)(m >> 32);
         /* carved is 0 on a pooled page: its frees take the slow path. */
-        if (hh_likely(i < hhi_page_carved(pg) && hhi_block_mul_is_start(m))) {
-            size_t c = pg->cls;
+        uint32_t cc = hhi_page_carved_cls(pg);
+        if (hh_likely(i < cc >> 8 && hhi_block_mul_is_start(m))) {
+            size_t c = cc & 0xFF;   /* a class: carved > 0 */
             uint64_t tag = hhi_block_tag(tc->tag_key, p);
             uint64_t seen = hhi_block_claim((hhi_bblock *)p, tag);
             if (hh_unlikely(seen == tag)) {
@@ -734,12 +749,14 @@ HH_INLINE void hhi_bfree_fast(void *p, unsigned flags) {
                 hhi_binned_free_unclaimed(p, flags);
                 return;
             }
-            /* The page still serves c, with p carved: a bad free racing the
-               page's way back to the pool (after the test above) fails
-               here. A legitimate free cannot race it: its block keeps the
-               page in use. */
-            if (hh_unlikely(pg->cls != c || c == HHI_NO_CLASS || i >= hhi_page_carved(pg))) {
-                hhi_binned_free_raced(p, seen, flags);
+            /* The page's word again: unchanged, the page still serves c with
+               p carved. A bad free racing the page's way back to the pool
+               (after the test above) fails here -- a legitimate free cannot
+               race it, its block keeps the page in use -- and so, now and
+               then, does a free racing a carve of more of its page, which
+               hhi_binned_free_recheck tells apart. */
+            if (hh_unlikely(hhi_page_carved_cls(pg) != cc)) {
+                hhi_binned_free_recheck(p, seen, cc, flags);
                 return;
             }
             if (hh_likely((hhi_owner_read(&tc->ops[c]) & HHI_BIN_COUNT_MASK) != 0)) {   /* room left */
