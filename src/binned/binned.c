@@ -533,8 +533,9 @@ static bool check_inv3_block_accounting(check_ctx *cx) {
             hhi_bpage *pg = &s->pages[pi];
             if (pg->cls == HHI_NO_CLASS) continue;
             uintptr_t base = hhi_page_base(pg);
-            CHECK(hhi_page_carved(pg) <= pg->capacity && pg->used <= hhi_page_carved(pg), "page %p counts %u/%u/%u", (void *)base,
-                  pg->used, hhi_page_carved(pg), pg->capacity);
+            uint32_t carved = hhi_page_carved(pg);
+            CHECK(carved <= pg->capacity && pg->used <= carved, "page %p counts %u/%u/%u", (void *)base, pg->used,
+                  carved, pg->capacity);
             uint32_t nfree = 0;
             for (hhi_bblock *b = pg->free; b != NULL; b = hhi_block_next(b)) {
                 uintptr_t a = (uintptr_t)b;
@@ -542,15 +543,14 @@ static bool check_inv3_block_accounting(check_ctx *cx) {
                 CHECK(a >= base && a < base + HHI_PAGE_SIZE, "free block %p outside page %p", (void *)b,
                       (void *)base);
                 uint32_t i = hhi_block_index(pg, a);
-                CHECK(i < hhi_page_carved(pg) && i * pg->block_size == (a & HHI_PAGE_MASK), "free block %p misplaced",
-                      (void *)b);
+                CHECK(i < carved && i * pg->block_size == (a & HHI_PAGE_MASK), "free block %p misplaced", (void *)b);
                 CHECK(hhi_block_is_free(b, hhi_bg.tag_key), "free block %p not tagged", (void *)b);
                 nfree++;
             }
-            CHECK(pg->used + nfree == hhi_page_carved(pg), "page %p used %u + free %u != carved %u", (void *)base, pg->used,
-                  nfree, hhi_page_carved(pg));
+            CHECK(pg->used + nfree == carved, "page %p used %u + free %u != carved %u", (void *)base, pg->used, nfree,
+                  carved);
             uint32_t live = 0;
-            for (uint32_t i = 0; i < hhi_page_carved(pg); i++)
+            for (uint32_t i = 0; i < carved; i++)
                 live += !hhi_block_is_free((hhi_bblock *)(base + (uintptr_t)i * pg->block_size), hhi_bg.tag_key);
             CHECK(live <= pg->used, "page %p has %u live > %u used", (void *)base, live, pg->used);
             cx->class_pages[pg->cls]++;

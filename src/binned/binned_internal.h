@@ -41,8 +41,8 @@
  *  4. A class's partial list holds exactly its pages with a free-list or
  *     uncarved block; empty pages (used == 0) sit at its tail; at most
  *     HHI_KEEP_EMPTY of them stay with a class, the rest go to the pool.
- *  5. A thread cache bin holds at most its cap blocks of its class (state !=
- *     tagged); its room is cap - count;
+ *  5. A thread cache bin holds at most its cap blocks of its class (tagged);
+ *     its room is cap - count;
  *     sum over classes of g.cap[c] * size[c] <= g.cache_limit. A class's
  *     transfer stack holds at most HHI_XFER_MAX non-empty batches of such
  *     blocks, xfer_blocks in all (and after each push at most HHI_XFER_BINS
