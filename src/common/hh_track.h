@@ -21,6 +21,12 @@
  *                                      readable between the two, and end as
  *                                      they began. save: unsigned char[size]
  *                                      (size <= 16) the pair shares.
+ *   hh_track_quiet_begin() / hh_track_quiet_end()
+ *                                      memcheck reports nothing on this thread
+ *                                      between the two (a lock-free word that
+ *                                      another thread may close meanwhile)
+ *   HH_TRACK_UNCHECKED                 on a small function whose accesses ASan
+ *                                      must not check (the same words)
  */
 #ifndef HH_TRACK_H
 #define HH_TRACK_H
@@ -48,6 +54,9 @@
 #  define hh_track_peek_end(p, size, save) \
       do { if (hh_peek_got_ == 1) (void)VALGRIND_SET_VBITS((p), (save), (size)); \
            else if (hh_peek_got_ == 3) (void)VALGRIND_MAKE_MEM_NOACCESS((p), (size)); } while (0)
+#  define hh_track_quiet_begin()            do { VALGRIND_DISABLE_ERROR_REPORTING; } while (0)
+#  define hh_track_quiet_end()              do { VALGRIND_ENABLE_ERROR_REPORTING; } while (0)
+#  define HH_TRACK_UNCHECKED
 #elif HH_TRACK_ASAN
 #  include <sanitizer/asan_interface.h>
 #  define hh_track_pool_create(pool, base)  ((void)(pool), (void)(base))
@@ -66,6 +75,9 @@
       if (hh_peek_got_) ASAN_UNPOISON_MEMORY_REGION((p), (size))
 #  define hh_track_peek_end(p, size, save) \
       do { if (hh_peek_got_) ASAN_POISON_MEMORY_REGION((p), (size)); } while (0)
+#  define hh_track_quiet_begin()            ((void)0)
+#  define hh_track_quiet_end()              ((void)0)
+#  define HH_TRACK_UNCHECKED                __attribute__((no_sanitize_address, noinline))
 #else
 #  define hh_track_pool_create(pool, base)  ((void)(pool), (void)(base))
 #  define hh_track_pool_destroy(pool)       ((void)(pool))
@@ -80,6 +92,9 @@
 #  define hh_track_running()                0
 #  define hh_track_peek_begin(p, size, save) ((void)(p), (void)(size), (void)(save))
 #  define hh_track_peek_end(p, size, save)   ((void)(p), (void)(size), (void)(save))
+#  define hh_track_quiet_begin()            ((void)0)
+#  define hh_track_quiet_end()              ((void)0)
+#  define HH_TRACK_UNCHECKED
 #endif
 
 #endif /* HH_TRACK_H */
