@@ -462,7 +462,7 @@ typedef struct check_ctx {
     uint32_t class_pages[HHI_CLASS_COUNT];   /* pages found owned by each class */
     uint32_t class_empty[HHI_CLASS_COUNT];   /* of those, with used == 0 */
     uint64_t class_used[HHI_CLASS_COUNT];    /* sum of their used counts */
-    uint64_t class_live[HHI_CLASS_COUNT];    /* LIVE blocks in them */
+    uint64_t class_live[HHI_CLASS_COUNT];    /* untagged (live) blocks in them */
 } check_ctx;
 
 static bool check_fail(check_ctx *cx, const char *what, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -607,7 +607,7 @@ static bool check_cached_block(check_ctx *cx, const char *what, hhi_bblock *b, u
 }
 
 /* 5: the bin caps fit the cache limit; the calling thread's bins hold at
-   most their cap of carved, non-LIVE blocks of their class, and so does
+   most their cap of carved, tagged blocks of their class, and so does
    every class's transfer stack (batch counts and the total right). */
 static bool check_inv5_thread_cache(check_ctx *cx) {
     static const char what[] = "5 (thread caches)";

@@ -33,8 +33,10 @@
  *  3. Every block of a class page is exactly one of: uncarved (index >=
  *     carved); on the page free list (tagged); held by a thread cache (or
  *     carved for one and being linked, outside the class lock: its tag not
- *     yet written, and no free gets past the carved test before the taker
- *     hands it out) or a batch of its class's transfer stack (tagged); live
+ *     yet written -- a free of a pointer never handed out that lands on it
+ *     in that window is not caught, and the block would be handed out
+ *     twice: only a stale pointer from the page's earlier life gets there)
+ *     or a batch of its class's transfer stack (tagged); live
  *     with the user (not tagged). page->used counts the blocks held by
  *     caches, batches or users, so used + free-list length == carved <=
  *     capacity.
@@ -183,7 +185,8 @@ typedef struct hhi_bpage {
 } hhi_bpage;
 _Static_assert(sizeof(hhi_bpage) == 64, "page meta is 64 bytes");
 
-/* Span header = page 0 (its first OS page; the rest is never touched). */
+/* Span header = page 0 (its first two OS pages, 4160 bytes; the rest is
+   never touched). */
 typedef struct hhi_bspan {
     uint64_t magic;
     uint32_t free_pages;        /* pages of this span in the pool (pool lock) */
@@ -554,7 +557,7 @@ HH_INTERNAL HH_NOINLINE void  hhi_binned_free_raced(void *p, uint64_t seen, unsi
    read cc: the same class with p still carved (a carve in between) goes on
    as a claimed free; anything else is hhi_binned_free_raced. */
 HH_INTERNAL HH_NOINLINE void  hhi_binned_free_recheck(void *p, uint64_t seen, uint32_t cc, unsigned flags);
-/* The rest of a free whose LIVE -> FREED claim succeeded. It finds p's page
+/* The rest of a free whose claim succeeded (it wrote the tag). It finds p's page
    again itself: passing it kept two more registers live across the fast
    path (a push and a pop on every free). */
 HH_INTERNAL HH_NOINLINE void  hhi_binned_free_claimed(void *p);
