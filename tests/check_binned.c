@@ -2193,6 +2193,70 @@ START_TEST(a_refill_writes_fresh_blocks_without_the_class_lock) {
 }
 END_TEST
 
+/* A free, from another thread, of a fresh block a refill has reserved but
+   not yet linked (its taker is between the class lock and publishing): the
+   pointer was never handed out, so it is foreign -- and the free must not
+   claim the block, which the taker then links into its bin: it would be
+   handed out twice (it was, before a take published its run). */
+static _Atomic(void *) carve_victim;
+static void *free_carve_victim(void *arg) {
+    (void)arg;
+    hh_bfree(atomic_load(&carve_victim));
+    return NULL;
+}
+static void carve_probe_free(unsigned c) {
+    if (c != atomic_load(&carve_probe_cls)) return;
+    atomic_fetch_add(&carve_probe_calls, 1);
+    /* The page with a run in flight: its next block past carved. */
+    hhi_bclass *k = &hhi_bg.classes[c];
+    void *victim = NULL;
+    hhi_lock_acquire(&k->lock);
+    for (hhi_bspan *s = hhi_bg.spans; s != NULL && victim == NULL; s = s->next)
+        for (unsigned pi = 1; pi < HHI_PAGES_PER_SPAN && victim == NULL; pi++) {
+            hhi_bpage *pg = &s->pages[pi];
+            if (pg->cls == c && hhi_page_carved(pg) < pg->reserved)
+                victim = (void *)(hhi_page_base(pg) + (uintptr_t)hhi_page_carved(pg) * pg->block_size);
+        }
+    hhi_lock_release(&k->lock);
+    ck_assert_ptr_nonnull(victim);
+    atomic_store(&carve_victim, victim);
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, free_carve_victim, NULL), 0);
+    pthread_join(th, NULL);
+}
+
+START_TEST(a_free_of_a_block_being_carved_is_foreign_and_claims_nothing) {
+    static const size_t sizes[] = { 200, 48, 3000 };
+    for (size_t t = 0; t < HH_ARRAY_LEN(sizes); t++) {
+        unsigned c = (unsigned)hh_binned_class_of(sizes[t]);
+        hh_bfree(hh_bmalloc(hhi_class_size[c]));    /* initialised */
+        hhi_bblock *held = NULL;
+        uint32_t n_held = class_hold_free_blocks(c, &held);
+        memset(race_reports, 0, sizeof race_reports);
+        hh_set_error_handler(race_handler, NULL);
+        atomic_store(&carve_probe_cls, c);
+        atomic_store(&carve_probe_calls, 0);
+        atomic_store(&hhi_binned_test_carve_hook, carve_probe_free);
+        first_refill fr = { c, NULL, 0 };
+        pthread_t th;
+        ck_assert_int_eq(pthread_create(&th, NULL, first_refill_thread, &fr), 0);
+        pthread_join(th, NULL);
+        atomic_store(&hhi_binned_test_carve_hook, (hhi_test_class_hook)0);
+        hh_test_capture_errors();
+        ck_assert_uint_ge(atomic_load(&carve_probe_calls), 1);   /* it did carve */
+        ck_assert_uint_eq(atomic_load(&race_reports[HH_E_FOREIGN_POINTER]), atomic_load(&carve_probe_calls));
+        ck_assert_uint_eq(atomic_load(&race_reports[HH_E_DOUBLE_FREE]), 0);
+        if (n_held > 0) hhi_class_put(c, held, n_held);
+        ck_assert_int_eq(hh_binned_check(), HH_OK);
+        /* Every block of the victim's page is on one list at most: the
+           class takes the page's whole room back without a duplicate. */
+        hh_binned_thread_flush();
+        hh_binned_trim(0);
+        ck_assert_int_eq(hh_binned_check(), HH_OK);
+    }
+}
+END_TEST
+
 /* A take that finds a few freed blocks and then carves returns one list:
    the freed blocks first, the fresh ones linked behind them after the
    lock, each block once, each tagged free. */
@@ -3069,6 +3133,7 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, transfer_stack_is_bounded_and_trim_empties_it);
     tcase_add_test(tc, a_refill_carves_at_most_one_os_page_of_fresh_blocks);
     tcase_add_test(tc, a_refill_writes_fresh_blocks_without_the_class_lock);
+    tcase_add_test(tc, a_free_of_a_block_being_carved_is_foreign_and_claims_nothing);
     tcase_add_test(tc, a_take_links_freed_then_fresh_blocks_into_one_list);
     tcase_add_test(tc, a_bin_that_only_frees_pushes_small_batches);
     tcase_add_test(tc, transfer_stack_holds_at_most_its_bins_worth_of_blocks);

@@ -508,7 +508,8 @@ static bool check_inv2_page_owner(check_ctx *cx) {
             void *base = (void *)hhi_page_base(pg);
             CHECK(pg->index == pi, "page %u of span %p has index %u", pi, (void *)s, pg->index);
             if (pg->cls == HHI_NO_CLASS) {
-                CHECK(pg->pool != HHI_POOL_NONE && pg->used == 0 && pg->free == NULL && hhi_page_carved(pg) == 0,
+                CHECK(pg->pool != HHI_POOL_NONE && pg->used == 0 && pg->free == NULL && hhi_page_carved(pg) == 0 &&
+                          pg->reserved == 0,
                       "page %p owned by no class but not pooled", base);
                 CHECK(pg->carved_last <= pg->capacity, "pooled page %p carved %u of %u", base, pg->carved_last,
                       pg->capacity);
@@ -523,9 +524,11 @@ static bool check_inv2_page_owner(check_ctx *cx) {
     return true;
 }
 
-/* 3: in every class page, used + free-list length == carved <= capacity;
-   free blocks are carved block starts of the page, tagged; no more untagged
-   (live) carved blocks than used. Tallies per class for 4. */
+/* 3: in every class page, used + free-list length == reserved, carved <=
+   reserved <= capacity; free blocks are carved block starts of the page,
+   tagged; no more untagged (live) carved blocks than used. Tallies per
+   class for 4. (carved is read once: a take publishing its fresh run moves
+   it without the class lock.) */
 static bool check_inv3_block_accounting(check_ctx *cx) {
     static const char what[] = "3 (block accounting)";
     for (hhi_bspan *s = hhi_bg.spans; s != NULL; s = s->next)
@@ -534,8 +537,8 @@ static bool check_inv3_block_accounting(check_ctx *cx) {
             if (pg->cls == HHI_NO_CLASS) continue;
             uintptr_t base = hhi_page_base(pg);
             uint32_t carved = hhi_page_carved(pg);
-            CHECK(carved <= pg->capacity && pg->used <= carved, "page %p counts %u/%u/%u", (void *)base, pg->used,
-                  carved, pg->capacity);
+            CHECK(carved <= pg->reserved && pg->reserved <= pg->capacity && pg->used <= pg->reserved,
+                  "page %p counts %u/%u/%u/%u", (void *)base, pg->used, carved, pg->reserved, pg->capacity);
             uint32_t nfree = 0;
             for (hhi_bblock *b = pg->free; b != NULL; b = hhi_block_next(b)) {
                 uintptr_t a = (uintptr_t)b;
@@ -547,8 +550,8 @@ static bool check_inv3_block_accounting(check_ctx *cx) {
                 CHECK(hhi_block_is_free(b, hhi_bg.tag_key), "free block %p not tagged", (void *)b);
                 nfree++;
             }
-            CHECK(pg->used + nfree == carved, "page %p used %u + free %u != carved %u", (void *)base, pg->used, nfree,
-                  carved);
+            CHECK(pg->used + nfree == pg->reserved, "page %p used %u + free %u != reserved %u", (void *)base, pg->used,
+                  nfree, pg->reserved);
             uint32_t live = 0;
             for (uint32_t i = 0; i < carved; i++)
                 live += !hhi_block_is_free((hhi_bblock *)(base + (uintptr_t)i * pg->block_size), hhi_bg.tag_key);
@@ -561,7 +564,7 @@ static bool check_inv3_block_accounting(check_ctx *cx) {
     return true;
 }
 
-/* 4: a page is on its class's partial list iff it has a free or uncarved
+/* 4: a page is on its class's partial list iff it has a free or unreserved
    block; empty pages sit at the tail, at most HHI_KEEP_EMPTY of them; the
    class counters match the pages (tallied by 3). */
 static bool check_inv4_partial_lists(check_ctx *cx) {
@@ -570,7 +573,7 @@ static bool check_inv4_partial_lists(check_ctx *cx) {
         for (unsigned pi = 1; pi < HHI_PAGES_PER_SPAN; pi++) {
             hhi_bpage *pg = &s->pages[pi];
             if (pg->cls == HHI_NO_CLASS) continue;
-            bool has_room = pg->free != NULL || hhi_page_carved(pg) < pg->capacity;
+            bool has_room = pg->free != NULL || pg->reserved < pg->capacity;
             CHECK(has_room == (pg->in_partial != 0), "page %p partial-list membership wrong",
                   (void *)hhi_page_base(pg));
         }

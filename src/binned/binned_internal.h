@@ -30,18 +30,17 @@
  *     reported as a double free (carved is 0 there, so every free takes the
  *     slow path, which reads the page's owner: the blocks' tags may be gone
  *     with a decommit); capacity 0 when it never served a class.
- *  3. Every block of a class page is exactly one of: uncarved (index >=
- *     carved); on the page free list (tagged); held by a thread cache (or
- *     carved for one and being linked, outside the class lock: its tag not
- *     yet written -- a free of a pointer never handed out that lands on it
- *     in that window is not caught, and the block would be handed out
- *     twice: only a stale pointer from the page's earlier life gets there)
- *     or a batch of its class's transfer stack (tagged); live
- *     with the user (not tagged). page->used counts the blocks held by
- *     caches, batches or users, so used + free-list length == carved <=
- *     capacity.
+ *  3. Every block of a class page is exactly one of: unreserved (index >=
+ *     reserved); reserved by a take and being linked outside the class lock
+ *     (index in [carved, reserved): at most one such run per page, and a
+ *     free of one reads as foreign until the take publishes it);
+ *     on the page free list (tagged); held by a thread cache or a batch of
+ *     its class's transfer stack (tagged); live with the user (not tagged).
+ *     page->used counts the blocks reserved, held by caches, batches or
+ *     users, so used + free-list length == reserved, and carved <=
+ *     reserved <= capacity.
  *  4. A class's partial list holds exactly its pages with a free-list or
- *     uncarved block; empty pages (used == 0) sit at its tail; at most
+ *     unreserved block; empty pages (used == 0) sit at its tail; at most
  *     HHI_KEEP_EMPTY of them stay with a class, the rest go to the pool.
  *  5. A thread cache bin holds at most its cap blocks of its class (tagged);
  *     its room is cap - count;
@@ -172,16 +171,25 @@ typedef struct hhi_bpage {
     uint8_t  in_partial;
     uint8_t  index;             /* page index within its span */
     _Atomic uint32_t carved_cls;    /* carved << 8 | cls, one word: blocks [0, carved) were ever
-                                       handed out (0 in the pool, where cls is HHI_NO_CLASS).
-                                       Written under the class lock, read by frees without it:
-                                       one load gives a free both, consistent (hhi_page_carved) */
+                                       handed out or are tagged in a cache (0 in the pool, where
+                                       cls is HHI_NO_CLASS). Written under the class lock, or by
+                                       the take publishing a run (fresh_link); read by frees
+                                       without it: one load gives a free both, consistent
+                                       (hhi_page_carved) */
     uint32_t carved_last;       /* pooled: carved when it left its last class (a free at a block
                                    start below it is a double free); else 0 */
     hhi_bblock *free;           /* page free list (class lock) */
     uint32_t used;              /* blocks held by caches or users (class lock) */
     uint32_t dirty_tick;        /* dirty pool page: g.decay_tick when it joined the pool */
     struct hhi_bpage *next, *prev;  /* class partial list or pool list */
-    uint64_t spare;             /* 64 bytes in all: one cache line */
+    /* Fresh blocks go out in two steps (hhi_class_take): reserved under the
+       class lock, then linked, tagged and published -- carved covers them --
+       by the taker without it. Until then a free of one takes the slow path
+       and reads as foreign: it cannot claim a block whose taker is about to
+       link it. One run at a time is in flight on a page (take_page), so
+       [carved, reserved) is that run and carved stays a prefix. */
+    uint32_t reserved;          /* blocks [0, reserved) carved or being linked (class lock) */
+    uint32_t spare;             /* 64 bytes in all: one cache line */
 } hhi_bpage;
 _Static_assert(sizeof(hhi_bpage) == 64, "page meta is 64 bytes");
 
@@ -438,13 +446,16 @@ _Static_assert(sizeof(hhi_bpage) == 64, "hhi_page_of scales the index by 64");
 HH_INLINE uintptr_t hhi_page_base(const hhi_bpage *pg) {
     return ((uintptr_t)pg & ~(uintptr_t)HHI_SPAN_MASK) + ((uintptr_t)pg->index << HHI_PAGE_SHIFT);
 }
+/* Acquire: a free that sees a block carved then sees its tag (written
+   before the release in hhi_page_carved_set) in its claim. */
 HH_INLINE uint32_t hhi_page_carved_cls(const hhi_bpage *pg) {
-    return atomic_load_explicit(&pg->carved_cls, memory_order_relaxed);
+    return atomic_load_explicit(&pg->carved_cls, memory_order_acquire);
 }
 HH_INLINE uint32_t hhi_page_carved(const hhi_bpage *pg) { return hhi_page_carved_cls(pg) >> 8; }
-/* Class lock held; pg->cls already set (pool_put, hhi_page_setup_class). */
+/* Class lock held, pg->cls already set (pool_put, hhi_page_setup_class) --
+   or a take publishing its fresh run (fresh_link), the word's one writer then. */
 HH_INLINE void hhi_page_carved_set(hhi_bpage *pg, uint32_t n) {
-    atomic_store_explicit(&pg->carved_cls, n << 8 | pg->cls, memory_order_relaxed);
+    atomic_store_explicit(&pg->carved_cls, n << 8 | pg->cls, memory_order_release);
 }
 _Static_assert(HHI_PAGE_SIZE / 16 < (1u << 24), "carved fits 24 bits");
 HH_INLINE uint32_t hhi_block_index(const hhi_bpage *pg, uintptr_t a) {

@@ -207,8 +207,9 @@ static hhi_bpage *pool_get(unsigned c) {
 static void pool_put(hhi_bpage *pg) {
     pg->cls = HHI_NO_CLASS;
     pg->free = NULL;
-    pg->carved_last = hhi_page_carved(pg);
+    pg->carved_last = hhi_page_carved(pg);   /* == reserved: no take in flight, nothing used */
     pg->used = 0;
+    pg->reserved = 0;
     hhi_page_carved_set(pg, 0);
     hhi_lock_acquire(&hhi_bg.pool_lock);
     pool_insert(pg, HHI_POOL_DIRTY);
@@ -227,6 +228,7 @@ void hhi_page_setup_class(hhi_bpage *pg, unsigned c) {
     pg->cls = (uint8_t)c;
     pg->free = NULL;
     pg->used = 0;
+    pg->reserved = 0;
     hhi_page_carved_set(pg, 0);
     pg->in_partial = 0;
 }
@@ -234,17 +236,22 @@ void hhi_page_setup_class(hhi_bpage *pg, unsigned c) {
 /* ---------------------------------------------------------------------------
    Class lists
 --------------------------------------------------------------------------- */
-/* Fresh blocks a take reserved under the class lock (the page's carved
-   count already covers them) and links after releasing it: their first
-   write faults the memory in, and a page fault -- microseconds, more in a
-   VM -- under the class lock stalled every thread of the class behind it
-   (16 threads filling their arrays at once slept on the locks thousands of
-   times a run). The reserved blocks are the taker's alone, not yet tagged:
-   nothing walks them, and only a free of a pointer never handed out (a
-   stale one from the page's earlier life) could claim one in this window. */
+/* Fresh blocks a take reserved under the class lock (pg->reserved covers
+   them) and links after releasing it: their first write faults the memory
+   in, and a page fault -- microseconds, more in a VM -- under the class
+   lock stalled every thread of the class behind it (16 threads filling
+   their arrays at once slept on the locks thousands of times a run). Once
+   they are linked and tagged, the taker publishes them (carved covers them)
+   before it hands any out. Until then they are outside carved: a free of
+   one (a pointer never handed out) takes the slow path and reads as
+   foreign, where a claim would have taken a block its taker was about to
+   link, and the block would have been handed out twice. One take at a time
+   is in flight on a page (take_page), so carved stays a prefix: a second
+   take that overtook the first could not publish its blocks before the
+   first did, and could not hand them out until then. */
 typedef struct fresh_run {
-    uintptr_t first;            /* address of the first block; 0: none */
-    uint32_t block_size;        /* bytes */
+    hhi_bpage *page;            /* NULL: none */
+    uint32_t first;             /* index of the first block */
     uint32_t count;             /* blocks */
 } fresh_run;
 
@@ -257,7 +264,10 @@ _Atomic(hhi_test_class_hook) hhi_binned_test_carve_hook;
 #endif
 
 /* Links a fresh run behind *tail (or as the list when *head is NULL), no
-   lock held: each block gets its link and tag, as a bin needs. */
+   lock held: each block gets its link and tag, as a bin needs; then
+   publishes the run. The page's class and carved count cannot change
+   meanwhile: its run counts as used (no pool_put) and no other take carves
+   it (take_page), so this store is the word's only writer. */
 static void fresh_link(unsigned c, hhi_bblock **head, hhi_bblock *tail, const fresh_run *fr) {
     if (fr->count == 0) return;
 #if HH_TESTING
@@ -266,15 +276,19 @@ static void fresh_link(unsigned c, hhi_bblock **head, hhi_bblock *tail, const fr
 #else
     (void)c;
 #endif
-    hhi_bblock *first = (hhi_bblock *)fr->first;
+    hhi_bpage *pg = fr->page;
+    uint32_t bs = pg->block_size;
+    uintptr_t at = hhi_page_base(pg) + (uintptr_t)fr->first * bs;
     uint64_t key = hhi_bg.tag_key;
     for (uint32_t i = 0; i < fr->count; i++) {
-        hhi_bblock *b = (hhi_bblock *)(fr->first + (uintptr_t)i * fr->block_size);
-        hhi_bblock *next = i + 1 < fr->count ? (hhi_bblock *)((uintptr_t)b + fr->block_size) : NULL;
+        hhi_bblock *b = (hhi_bblock *)(at + (uintptr_t)i * bs);
+        hhi_bblock *next = i + 1 < fr->count ? (hhi_bblock *)((uintptr_t)b + bs) : NULL;
         hhi_block_set_cached(b, next, key);
     }
-    if (tail != NULL) hhi_block_set_next(tail, first);
-    else *head = first;
+    hh_assert_internal(hhi_page_carved(pg) == fr->first);
+    hhi_page_carved_set(pg, fr->first + fr->count);   /* release: after the tags */
+    if (tail != NULL) hhi_block_set_next(tail, (hhi_bblock *)at);
+    else *head = (hhi_bblock *)at;
 }
 
 uint32_t hhi_class_take(unsigned c, hhi_bblock **out, uint32_t want) {
@@ -291,7 +305,7 @@ uint32_t hhi_class_take(unsigned c, hhi_bblock **out, uint32_t want) {
 uint32_t hhi_class_refill(unsigned c, hhi_bblock **out, uint32_t max, uint32_t want) {
     hhi_bclass *k = &hhi_bg.classes[c];
     hhi_bblock *tail = NULL;
-    fresh_run fresh = { 0, 0, 0 };
+    fresh_run fresh = { NULL, 0, 0 };
     hhi_lock_acquire(&k->lock);
     uint32_t got = k->xfer_n > 0 && k->xfer[k->xfer_n - 1].count <= max
                        ? xfer_pop_locked(k, out)
@@ -299,6 +313,17 @@ uint32_t hhi_class_refill(unsigned c, hhi_bblock **out, uint32_t max, uint32_t w
     hhi_lock_release(&k->lock);
     fresh_link(c, out, tail, &fresh);
     return got;
+}
+
+/* The page a take serves from (class lock held): the first partial page
+   with a free-list block or one to carve -- but no page with another
+   take's fresh run in flight (carved short of reserved) for carving; NULL
+   when none. The walk passes only pages being carved right now, at most
+   one per thread taking. */
+static hhi_bpage *take_page(const hhi_bclass *k) {
+    for (hhi_bpage *pg = k->head; pg != NULL; pg = pg->next)
+        if (pg->free != NULL || hhi_page_carved(pg) == pg->reserved) return pg;
+    return NULL;
 }
 
 /* hhi_class_take with the class lock held: the blocks of page free lists
@@ -310,9 +335,9 @@ static uint32_t class_take_locked(unsigned c, hhi_bblock **out, hhi_bblock **out
     hhi_bclass *k = &hhi_bg.classes[c];
     hhi_bblock *head = NULL, *tail = NULL;
     uint32_t got = 0;
-    *fresh = (fresh_run){ 0, 0, 0 };
+    *fresh = (fresh_run){ NULL, 0, 0 };
     while (got < want) {
-        hhi_bpage *pg = k->head;
+        hhi_bpage *pg = take_page(k);
         if (pg == NULL) {
             pg = pool_get(c);
             if (pg == NULL) break;
@@ -337,22 +362,22 @@ static uint32_t class_take_locked(unsigned c, hhi_bblock **out, hhi_bblock **out
            every block's link, so it faults its memory in: a refill of half
            a bin of 16 KiB touched four OS pages per class when one block
            was used (a program's first malloc of each size). Reserved here,
-           written by fresh_link without the lock. */
+           written and published by fresh_link without the lock. */
         bool carved_fresh = false;
-        if (got + n < want && hhi_page_carved(pg) < pg->capacity) {
-            uintptr_t at = hhi_page_base(pg) + (uintptr_t)hhi_page_carved(pg) * pg->block_size;
+        if (got + n < want && pg->reserved < pg->capacity && hhi_page_carved(pg) == pg->reserved) {
+            uintptr_t at = hhi_page_base(pg) + (uintptr_t)pg->reserved * pg->block_size;
             uintptr_t carve_end = (at & ~(uintptr_t)(HHI_CARVE_BYTES - 1)) + HHI_CARVE_BYTES;
             uint32_t fit = (uint32_t)((carve_end - at + pg->block_size - 1) / pg->block_size);   /* >= 1 */
-            uint32_t m = HH_MIN(HH_MIN(want - got - n, pg->capacity - hhi_page_carved(pg)), fit);
-            *fresh = (fresh_run){ at, pg->block_size, m };
-            hhi_page_carved_set(pg, hhi_page_carved(pg) + m);
+            uint32_t m = HH_MIN(HH_MIN(want - got - n, pg->capacity - pg->reserved), fit);
+            *fresh = (fresh_run){ pg, pg->reserved, m };
+            pg->reserved += m;
             n += m;
             carved_fresh = true;
         }
         pg->used += n;
         k->used += n;
         got += n;
-        if (pg->free == NULL && hhi_page_carved(pg) == pg->capacity) {
+        if (pg->free == NULL && pg->reserved == pg->capacity) {
             list_remove(&k->head, &k->tail, pg);
             pg->in_partial = 0;
         }
