@@ -508,14 +508,12 @@ HH_INLINE void hhi_block_untag(hhi_bblock *b) {
     hh_track_undefined(&b->tag, sizeof b->tag);
     atomic_store_explicit(&b->tag, 0, memory_order_relaxed);
 }
-/* Whether a carved block of a class page is free (tagged), for the walks:
-   reads a user's word without disturbing what memcheck knows of it. */
+/* Whether a carved block of a class page is free (tagged), for the walks
+   and a bad free's diagnosis: reads a word that is a user's while the block
+   is live -- its owner may be handing it out and writing it meanwhile -- so
+   the tools neither see the read nor change what they know of the word. */
 HH_INLINE bool hhi_block_is_free(hhi_bblock *b, uint64_t key) {
-    unsigned char save[sizeof b->tag];
-    hh_track_peek_begin(&b->tag, sizeof b->tag, save);
-    uint64_t t = atomic_load_explicit(&b->tag, memory_order_relaxed);
-    hh_track_peek_end(&b->tag, sizeof b->tag, save);
-    return t == hhi_block_tag(key, b);
+    return hh_track_peek_u64(&b->tag) == hhi_block_tag(key, b);
 }
 
 /* Free-list links live in the first word of a free block, which memcheck sees

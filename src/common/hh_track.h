@@ -14,13 +14,13 @@
  *   hh_track_defined(p, size)          bytes become readable+defined (our metadata)
  *   hh_track_undefined(p, size)        bytes become accessible but undefined
  *   hh_track_noaccess(p, size)         bytes become inaccessible
- *   hh_track_peek_begin(p, size, save) / hh_track_peek_end(p, size, save)
- *                                      around a read of bytes the tools may
- *                                      see as undefined or no-access (a
- *                                      user's block, a freed one): they are
- *                                      readable between the two, and end as
- *                                      they began. save: unsigned char[size]
- *                                      (size <= 16) the pair shares.
+ *   hh_track_peek_u64(p)               the aligned 8-byte word at p, which
+ *                                      the tools may see as undefined or
+ *                                      no-access and another thread may be
+ *                                      writing (a word of a user's block,
+ *                                      for a walk): no tool sees the read or
+ *                                      changes what it knows of the word;
+ *                                      the value is the old or the new one
  *   hh_track_quiet_begin() / hh_track_quiet_end()
  *                                      memcheck reports nothing on this thread
  *                                      between the two (a lock-free word that
@@ -32,6 +32,7 @@
 #define HH_TRACK_H
 
 #include "hh_config.h"
+#include <stdint.h>
 
 #if HH_TRACK_VALGRIND
 #  include <valgrind/memcheck.h>
@@ -49,11 +50,6 @@
 #  define hh_track_noaccess(p, size)        do { (void)VALGRIND_MAKE_MEM_NOACCESS((p), (size)); } while (0)
 #  define hh_track_running()                (RUNNING_ON_VALGRIND != 0)
 /* GET_VBITS: 1 read, 3 some byte unaddressable (no-access), 0 not under Valgrind. */
-#  define hh_track_peek_begin(p, size, save) \
-      int hh_peek_got_ = VALGRIND_GET_VBITS((p), (save), (size)); (void)VALGRIND_MAKE_MEM_DEFINED((p), (size))
-#  define hh_track_peek_end(p, size, save) \
-      do { if (hh_peek_got_ == 1) (void)VALGRIND_SET_VBITS((p), (save), (size)); \
-           else if (hh_peek_got_ == 3) (void)VALGRIND_MAKE_MEM_NOACCESS((p), (size)); } while (0)
 #  define hh_track_quiet_begin()            do { VALGRIND_DISABLE_ERROR_REPORTING; } while (0)
 #  define hh_track_quiet_end()              do { VALGRIND_ENABLE_ERROR_REPORTING; } while (0)
 #  define HH_TRACK_UNCHECKED
@@ -70,11 +66,6 @@
 #  define hh_track_undefined(p, size)       ASAN_UNPOISON_MEMORY_REGION((p), (size))
 #  define hh_track_noaccess(p, size)        ASAN_POISON_MEMORY_REGION((p), (size))
 #  define hh_track_running()                1
-#  define hh_track_peek_begin(p, size, save) \
-      (void)(save); int hh_peek_got_ = __asan_region_is_poisoned((void *)(p), (size)) != NULL; \
-      if (hh_peek_got_) ASAN_UNPOISON_MEMORY_REGION((p), (size))
-#  define hh_track_peek_end(p, size, save) \
-      do { if (hh_peek_got_) ASAN_POISON_MEMORY_REGION((p), (size)); } while (0)
 #  define hh_track_quiet_begin()            ((void)0)
 #  define hh_track_quiet_end()              ((void)0)
 #  define HH_TRACK_UNCHECKED                __attribute__((no_sanitize_address, noinline))
@@ -90,11 +81,39 @@
 #  define hh_track_undefined(p, size)       ((void)(p), (void)(size))
 #  define hh_track_noaccess(p, size)        ((void)(p), (void)(size))
 #  define hh_track_running()                0
-#  define hh_track_peek_begin(p, size, save) ((void)(p), (void)(size), (void)(save))
-#  define hh_track_peek_end(p, size, save)   ((void)(p), (void)(size), (void)(save))
 #  define hh_track_quiet_begin()            ((void)0)
 #  define hh_track_quiet_end()              ((void)0)
 #  define HH_TRACK_UNCHECKED
 #endif
+
+/* hh_track_peek_u64 reads in place, unseen: a walk that opened the word for
+   the tools and closed it again after (saving and restoring memcheck's V
+   bits, ASan's poison) could close it over a block another thread had
+   handed out in between, and TSan saw its load race with the user's
+   writes. A plain volatile load of an aligned word, which x86-64 and
+   AArch64 perform whole; memcheck's report of a no-access or undefined
+   read is silenced on this thread for the load, and the copy is marked
+   defined so that comparing it reports nothing either. */
+#if defined(__SANITIZE_THREAD__)
+#  define HH_TRACK_TSAN_ 1
+#elif defined(__has_feature)
+#  if __has_feature(thread_sanitizer)
+#    define HH_TRACK_TSAN_ 1
+#  endif
+#endif
+#if defined(HH_TRACK_TSAN_)
+#  define HH_TRACK_PEEK_ATTR_ __attribute__((no_sanitize("thread"), noinline))
+#elif HH_TRACK_ASAN
+#  define HH_TRACK_PEEK_ATTR_ __attribute__((no_sanitize_address, noinline))
+#else
+#  define HH_TRACK_PEEK_ATTR_
+#endif
+static inline HH_TRACK_PEEK_ATTR_ uint64_t hh_track_peek_u64(const void *p) {
+    hh_track_quiet_begin();
+    uint64_t v = *(const volatile uint64_t *)p;
+    hh_track_quiet_end();
+    hh_track_defined(&v, sizeof v);
+    return v;
+}
 
 #endif /* HH_TRACK_H */
