@@ -87,7 +87,7 @@ void *hhi_binned_malloc_slow(size_t size, unsigned flags) {
 
 /* Validates a pointer into one of our spans: the page and block index of a
    live block, or the status it deserves. */
-static hh_status small_lookup(uintptr_t a, hhi_bpage **out_pg, uint32_t *out_i) {
+static hh_status small_lookup(uintptr_t a, hhi_bpage **out_pg, uint32_t *out_i, uint32_t *out_cc) {
     hhi_bpage *pg = hhi_page_of(a);
     uint32_t i = hhi_block_index(pg, a);
     /* capacity 0: never served a class (or a retired span's zeroed header). */
@@ -97,11 +97,13 @@ static hh_status small_lookup(uintptr_t a, hhi_bpage **out_pg, uint32_t *out_i) 
        carved (invariant 2): a block start there was handed out and came
        back before the page left the class, whatever its bytes say now (a
        decommit zeroed them). */
-    if (pg->cls == HHI_NO_CLASS) return i < pg->carved_last ? HH_E_DOUBLE_FREE : HH_E_FOREIGN_POINTER;
-    if (i >= hhi_page_carved(pg)) return HH_E_FOREIGN_POINTER;   /* never handed out */
+    uint32_t cc = hhi_page_carved_cls(pg);   /* once: class and carved as one */
+    if ((cc & 0xFF) == HHI_NO_CLASS) return i < pg->carved_last ? HH_E_DOUBLE_FREE : HH_E_FOREIGN_POINTER;
+    if (i >= cc >> 8) return HH_E_FOREIGN_POINTER;   /* never handed out, or being carved */
     if (hhi_block_is_free((hhi_bblock *)a, hhi_bg.tag_key)) return HH_E_DOUBLE_FREE;
     *out_pg = pg;
     *out_i = i;
+    *out_cc = cc;
     return HH_OK;
 }
 
@@ -113,7 +115,7 @@ _Atomic(hhi_test_hook) hhi_binned_test_lookup_hook;
    pointer into a large chunk (*large set; hhi_large_free validates it under
    the large lock); otherwise the status a free of p deserves:
    HH_E_DOUBLE_FREE or HH_E_FOREIGN_POINTER. */
-static hh_status classify(uintptr_t a, hhi_bpage **pg, uint32_t *i, bool *large) {
+static hh_status classify(uintptr_t a, hhi_bpage **pg, uint32_t *i, uint32_t *cc, bool *large) {
     *large = false;
     if (!atomic_load_explicit(&hhi_bg.ready, memory_order_acquire) || (a >> HHI_ADDR_BITS) != 0)
         return HH_E_FOREIGN_POINTER;
@@ -124,7 +126,7 @@ static hh_status classify(uintptr_t a, hhi_bpage **pg, uint32_t *i, bool *large)
 #endif
     switch (reg) {
     case HHI_REG_SPAN: {
-        hh_status st = small_lookup(a, pg, i);
+        hh_status st = small_lookup(a, pg, i, cc);
         /* A trim retired the span since the registry read: its metadata now
            reads as zero (no block), and the pointer was ours -- freed. */
         if (st == HH_E_FOREIGN_POINTER && hhi_registry_get(a) == HHI_REG_SPAN_FREED) st = HH_E_DOUBLE_FREE;
@@ -142,9 +144,9 @@ void hhi_binned_free_slow(void *p, unsigned flags) {
     if (p == NULL) return;
     uintptr_t a = (uintptr_t)p;
     hhi_bpage *pg = NULL;
-    uint32_t i = 0;
+    uint32_t i = 0, cc = 0;
     bool large;
-    hh_status st = classify(a, &pg, &i, &large);
+    hh_status st = classify(a, &pg, &i, &cc, &large);
     if (st != HH_OK) {
         hhi_binned_fail(st, flags,
                         st == HH_E_DOUBLE_FREE ? "hh_bfree: %p was already freed"
@@ -156,19 +158,8 @@ void hhi_binned_free_slow(void *p, unsigned flags) {
         hhi_large_free(a, flags);
         return;
     }
-    unsigned c = pg->cls;
-    uint64_t tag = hhi_block_tag(hhi_bg.tag_key, p);
-    uint64_t seen = hhi_block_claim((hhi_bblock *)p, tag);
-    if (seen == tag) {
-        hhi_binned_free_unclaimed(p, flags);   /* another thread freed it since the lookup */
-        return;
-    }
-    uint32_t cc = hhi_page_carved_cls(pg);
-    if ((cc & 0xFF) != c || i >= cc >> 8) {   /* as in hhi_bfree_fast */
-        hhi_binned_free_raced(p, seen, flags);
-        return;
-    }
-    hhi_binned_free_claimed(p);
+    /* The lookup saw p live; another thread may have freed it since. */
+    if (hhi_block_free_claim(p, pg, cc, hhi_bg.tag_key, flags)) hhi_binned_free_claimed(p);
 }
 
 void hhi_binned_free_recheck(void *p, uint64_t seen, uint32_t cc, unsigned flags) {
@@ -289,9 +280,9 @@ void *hhi_binned_calloc(size_t count, size_t size, unsigned flags) {
 
 size_t hhi_binned_usable(const void *p, hh_status *st) {
     hhi_bpage *pg = NULL;
-    uint32_t i = 0;
+    uint32_t i = 0, cc = 0;
     bool large;
-    *st = classify((uintptr_t)p, &pg, &i, &large);
+    *st = classify((uintptr_t)p, &pg, &i, &cc, &large);
     if (*st != HH_OK) return 0;
     if (large) {
         size_t n = hhi_large_usable((uintptr_t)p);
@@ -524,6 +515,17 @@ static bool check_inv2_page_owner(check_ctx *cx) {
     return true;
 }
 
+/* The live blocks (not tagged) among the first `carved` of a class page's.
+   With other threads running, a snapshot: a cache may hand one out or take
+   one back meanwhile. */
+static uint32_t page_live_count(const hhi_bpage *pg, uint32_t carved) {
+    uintptr_t base = hhi_page_base(pg);
+    uint32_t live = 0;
+    for (uint32_t i = 0; i < carved; i++)
+        live += !hhi_block_is_free((hhi_bblock *)(base + (uintptr_t)i * pg->block_size), hhi_bg.tag_key);
+    return live;
+}
+
 /* 3: in every class page, used + free-list length == reserved, carved <=
    reserved <= capacity; free blocks are carved block starts of the page,
    tagged; no more untagged (live) carved blocks than used. Tallies per
@@ -552,9 +554,7 @@ static bool check_inv3_block_accounting(check_ctx *cx) {
             }
             CHECK(pg->used + nfree == pg->reserved, "page %p used %u + free %u != reserved %u", (void *)base, pg->used,
                   nfree, pg->reserved);
-            uint32_t live = 0;
-            for (uint32_t i = 0; i < carved; i++)
-                live += !hhi_block_is_free((hhi_bblock *)(base + (uintptr_t)i * pg->block_size), hhi_bg.tag_key);
+            uint32_t live = page_live_count(pg, carved);
             CHECK(live <= pg->used, "page %p has %u live > %u used", (void *)base, live, pg->used);
             cx->class_pages[pg->cls]++;
             if (pg->used == 0) cx->class_empty[pg->cls]++;
@@ -775,10 +775,7 @@ static void page_info(const hhi_bpage *pg, hh_binned_region *r) {
         r->size_class = pg->cls;
         r->block_size = pg->block_size;
         r->capacity = pg->capacity;
-        uint32_t live = 0;
-        uintptr_t base = hhi_page_base(pg);
-        for (uint32_t i = 0; i < hhi_page_carved(pg); i++)
-            live += !hhi_block_is_free((hhi_bblock *)(base + (uintptr_t)i * pg->block_size), hhi_bg.tag_key);
+        uint32_t live = page_live_count(pg, hhi_page_carved(pg));
         r->live = live;
         r->cached = pg->used > live ? pg->used - live : 0;
     }

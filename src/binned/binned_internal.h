@@ -566,6 +566,33 @@ HH_INTERNAL HH_NOINLINE void  hhi_binned_free_raced(void *p, uint64_t seen, unsi
    read cc: the same class with p still carved (a carve in between) goes on
    as a claimed free; anything else is hhi_binned_free_raced. */
 HH_INTERNAL HH_NOINLINE void  hhi_binned_free_recheck(void *p, uint64_t seen, uint32_t cc, unsigned flags);
+/* The claim of a free of p, a carved block start of page pg, whose word
+   read cc before: true when the free is the caller's to finish (the claim
+   tagged p and the page is unchanged); false when it ended here -- a double
+   free reported, or a changed page word passed to hhi_binned_free_recheck,
+   which finishes the free or reports it. The fast and the slow free share
+   it. */
+HH_INLINE bool hhi_block_free_claim(void *p, const hhi_bpage *pg, uint32_t cc, uint64_t key, unsigned flags) {
+    uint64_t tag = hhi_block_tag(key, p);
+    uint64_t seen = hhi_block_claim((hhi_bblock *)p, tag);
+    if (hh_unlikely(seen == tag)) {
+        /* Report what the claim saw: looking again could find the block
+           handed out anew in between and free it. */
+        hhi_binned_free_unclaimed(p, flags);
+        return false;
+    }
+    /* The page's word again: unchanged, the page still serves its class
+       with p carved. A bad free racing the page's way back to the pool
+       (after the caller's test) fails here -- a legitimate free cannot race
+       it, its block keeps the page in use -- and so, now and then, does a
+       free racing the publication of more of its page, which
+       hhi_binned_free_recheck tells apart. */
+    if (hh_unlikely(hhi_page_carved_cls(pg) != cc)) {
+        hhi_binned_free_recheck(p, seen, cc, flags);
+        return false;
+    }
+    return true;
+}
 /* The rest of a free whose claim succeeded (it wrote the tag). It finds p's page
    again itself: passing it kept two more registers live across the fast
    path (a push and a pop on every free). */
@@ -763,24 +790,7 @@ HH_INLINE void hhi_bfree_fast(void *p, unsigned flags) {
         uint32_t cc = hhi_page_carved_cls(pg);
         if (hh_likely(i < cc >> 8 && hhi_block_mul_is_start(m))) {
             size_t c = cc & 0xFF;   /* a class: carved > 0 */
-            uint64_t tag = hhi_block_tag(tc->tag_key, p);
-            uint64_t seen = hhi_block_claim((hhi_bblock *)p, tag);
-            if (hh_unlikely(seen == tag)) {
-                /* Report what the claim saw: looking again could find the
-                   block handed out anew in between and free it. */
-                hhi_binned_free_unclaimed(p, flags);
-                return;
-            }
-            /* The page's word again: unchanged, the page still serves c with
-               p carved. A bad free racing the page's way back to the pool
-               (after the test above) fails here -- a legitimate free cannot
-               race it, its block keeps the page in use -- and so, now and
-               then, does a free racing a carve of more of its page, which
-               hhi_binned_free_recheck tells apart. */
-            if (hh_unlikely(hhi_page_carved_cls(pg) != cc)) {
-                hhi_binned_free_recheck(p, seen, cc, flags);
-                return;
-            }
+            if (hh_unlikely(!hhi_block_free_claim(p, pg, cc, tc->tag_key, flags))) return;
             if (hh_likely((hhi_owner_read(&tc->ops[c]) & HHI_BIN_COUNT_MASK) != 0)) {   /* room left */
                 hhi_on_free(p, pg->block_size);
                 hhi_block_set_next((hhi_bblock *)p, tc->head[c]);   /* the claim wrote the tag */
