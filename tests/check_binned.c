@@ -2831,10 +2831,59 @@ START_TEST(pool_decay_checks_its_deadline_before_every_decommit) {
     ck_assert_uint_ge(s.pages_free - s.pages_decommitted, 40);
     hhi_test_clock_step(1000);
     uint64_t now = hhi_now_ns();
+    hhi_lock_acquire(&hhi_bg.trim_lock);
     size_t given = hhi_pool_decay(atomic_load(&hhi_bg.decay_tick) + 1, now + 2500);
+    hhi_lock_release(&hhi_bg.trim_lock);
     hhi_test_clock_step(0);
     hh_binned_trim(0);
     ck_assert_uint_eq(given, 2 * HHI_PAGE_SIZE);
+}
+END_TEST
+
+/* Decay and trim give pool pages back one madvise at a time, without the
+   pool lock: with it held, a thread that needed a page (a refill of a class
+   with none left) waited for the whole pass, up to its 1 ms budget, behind
+   a lock its own work does not touch. The seam sees every madvise of one
+   page of a span; the pool lock must be free then. */
+static _Atomic unsigned decommit_pages_seen, decommit_pages_locked;
+static void decommit_probe(void *p, size_t size) {
+    if (size != HHI_PAGE_SIZE || hhi_registry_get((uintptr_t)p) != HHI_REG_SPAN) return;
+    atomic_fetch_add(&decommit_pages_seen, 1);
+    if (pthread_mutex_trylock(&hhi_bg.pool_lock.m) != 0) atomic_fetch_add(&decommit_pages_locked, 1);
+    else pthread_mutex_unlock(&hhi_bg.pool_lock.m);
+}
+static void make_dirty_pool_pages(void) {
+    enum { N = 3000 };
+    void **v = malloc(N * sizeof *v);
+    REQUIRE(v != NULL);
+    for (int i = 0; i < N; i++) v[i] = hh_bmalloc(1000);
+    for (int i = 0; i < N; i++) hh_bfree(v[i]);
+    free(v);
+    hh_binned_thread_flush();                       /* about 45 pages to the pool, dirty */
+}
+
+START_TEST(pool_pages_are_decommitted_without_the_pool_lock) {
+    hh_binned_thread_flush();
+    hh_binned_trim(0);
+    atomic_store(&decommit_pages_seen, 0);
+    atomic_store(&decommit_pages_locked, 0);
+    make_dirty_pool_pages();
+    atomic_store(&hhi_test_os_decommit_hook, decommit_probe);
+    hhi_lock_acquire(&hhi_bg.trim_lock);                    /* as a decay pass holds it */
+    size_t given = hhi_pool_decay(atomic_load(&hhi_bg.decay_tick) + 1, 0);
+    hhi_lock_release(&hhi_bg.trim_lock);
+    atomic_store(&hhi_test_os_decommit_hook, (hhi_test_decommit_hook)0);
+    ck_assert_uint_ge(given, 40 * HHI_PAGE_SIZE);
+    unsigned by_decay = atomic_load(&decommit_pages_seen);
+    ck_assert_uint_ge(by_decay, 40);
+    make_dirty_pool_pages();
+    atomic_store(&hhi_test_os_decommit_hook, decommit_probe);
+    hh_binned_trim(0);
+    atomic_store(&hhi_test_os_decommit_hook, (hhi_test_decommit_hook)0);
+    unsigned seen = atomic_load(&decommit_pages_seen), locked = atomic_load(&decommit_pages_locked);
+    ck_assert_uint_ge(seen - by_decay, 40);
+    ck_assert_uint_eq(locked, 0);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
 }
 END_TEST
 
@@ -3214,6 +3263,7 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, trim_returns_pages);
     tcase_add_test(tc, trim_honours_its_time_budget);
     tcase_add_test(tc, pool_decay_checks_its_deadline_before_every_decommit);
+    tcase_add_test(tc, pool_pages_are_decommitted_without_the_pool_lock);
     tcase_add_test(tc, decay_returns_memory_without_trim_calls);
     tcase_add_test(tc, purge_thread_returns_memory_of_an_idle_program);
     tcase_add_test(tc, purge_thread_takes_decay_passes_off_the_programs_path);

@@ -148,8 +148,10 @@ HH_API void hh_binned_stats_get(hh_binned_stats *out);
    wholly free (decommitted, address range kept for the next span) and unmaps
    the freed large mappings kept for reuse. Spends at most about max_ns nanoseconds (0: no limit), so a
    game can call it once a frame. Does not touch thread caches (call
-   hh_binned_thread_flush first to include the caller's). Returns the bytes
-   given back. */
+   hh_binned_thread_flush first to include the caller's). Other threads'
+   allocations wait for it at most one OS call at a time (it holds no lock
+   they need across an madvise or munmap), as they do for decay. Returns the
+   bytes given back. */
 HH_API size_t hh_binned_trim(uint64_t max_ns);
 
 /* Time-based decay: with a period of ms > 0, freed memory that stayed unused

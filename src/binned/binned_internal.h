@@ -24,7 +24,9 @@
  *  1. registry[chunk] == HHI_REG_SPAN iff a live span starts at chunk; the span
  *     is on g.spans; HHI_REG_LARGE iff a live large mapping starts there.
  *  2. A page is either in the pool (cls == HHI_NO_CLASS, on the dirty or
- *     clean pool list) or owned by exactly one class. A pooled page keeps the
+ *     clean pool list -- or on neither while a trim or decay pass, which
+ *     holds the trim lock, decommits it without the pool lock) or owned by
+ *     exactly one class. A pooled page keeps the
  *     geometry of its last class and how far it was carved (carved_last; no
  *     block is live), so a late second free of one of its blocks is still
  *     reported as a double free (carved is 0 there, so every free takes the
@@ -367,6 +369,7 @@ typedef struct hhi_bglobal {
     /* page pool */
     hhi_lock pool_lock;
     hhi_bpage *dirty, *clean;       /* free pages: used before / never used or decommitted */
+    hhi_bpage *dirty_tail;          /* the dirty list's oldest page (decay starts there) */
     uint32_t n_dirty, n_clean, n_decommitted;
     hhi_bspan *spans;
     uint32_t n_spans;
@@ -642,9 +645,10 @@ HH_INTERNAL void     hhi_class_put(unsigned c, hhi_bblock *head, uint32_t n);
 HH_INTERNAL void     hhi_class_xfer_put(unsigned c, hhi_bblock *head, uint32_t n);
 HH_INTERNAL void     hhi_lock_all(void);     /* classes, pool, large (fork, check) */
 HH_INTERNAL void     hhi_unlock_all(void);
+/* Trim lock held (both drop and retake the pool lock around each madvise).
+   trim: every dirty pool page; decay: those that joined the pool before
+   tick `older_than`; then wholly free spans retire; until the deadline. */
 HH_INTERNAL size_t   hhi_pool_trim(uint64_t deadline_ns);
-/* Decommits dirty pool pages that joined the pool before tick `older_than`
-   (and retires wholly free spans), until the deadline. */
 HH_INTERNAL size_t   hhi_pool_decay(uint32_t older_than, uint64_t deadline_ns);
 /* Decay: a pass if one is due and no purge thread runs (that one does the
    passes; cheap check otherwise; sampled: the clock is read on every 32nd

@@ -131,7 +131,7 @@ static void pool_insert(hhi_bpage *pg, unsigned which) {
     if (which == HHI_POOL_DIRTY) {
         pg->dirty_tick = atomic_load_explicit(&hhi_bg.decay_tick, memory_order_relaxed);
         hhi_decay_work_note();
-        list_push_front(&hhi_bg.dirty, NULL, pg);
+        list_push_front(&hhi_bg.dirty, &hhi_bg.dirty_tail, pg);
         hhi_bg.n_dirty++;
     } else {
         list_push_front(&hhi_bg.clean, NULL, pg);
@@ -143,7 +143,7 @@ static void pool_insert(hhi_bpage *pg, unsigned which) {
 
 static void pool_remove(hhi_bpage *pg) {
     if (pg->pool == HHI_POOL_DIRTY) {
-        list_remove(&hhi_bg.dirty, NULL, pg);
+        list_remove(&hhi_bg.dirty, &hhi_bg.dirty_tail, pg);
         hhi_bg.n_dirty--;
     } else {
         list_remove(&hhi_bg.clean, NULL, pg);
@@ -498,38 +498,43 @@ static void classes_release_empty(uint64_t deadline_ns) {
     }
 }
 
-/* Decommits dirty pool pages and unmaps wholly free spans until the deadline
-   (0: none). Returns bytes given back (pages never touched count as given
-   back when their span is unmapped: an upper bound of the RSS returned). */
-/* Decommits one dirty page (pool lock held); false if the OS refused. */
+/* Decommits one dirty page; false if the OS refused (the page stays dirty).
+   Pool lock held on entry and on return, but not across the madvise: with
+   it held, a thread that needed a page waited for a whole pass (up to its
+   1 ms budget). The page is on no list meanwhile, so no take finds it; the
+   caller's trim lock keeps the walks, the check and fork out of that window,
+   and a stale free of one of its blocks reads carved_last, as for any
+   pooled page. */
 static bool page_decommit(hhi_bpage *pg) {
     void *base = (void *)hhi_page_base(pg);
-    if (!hhi_os_decommit(base, HHI_PAGE_SIZE)) return false;
-    hh_track_undefined(base, HHI_PAGE_SIZE);
     pool_remove(pg);
-    pool_insert(pg, HHI_POOL_DECOMMITTED);
-    return true;
+    hhi_lock_release(&hhi_bg.pool_lock);
+    bool ok = hhi_os_decommit(base, HHI_PAGE_SIZE);
+    if (ok) hh_track_undefined(base, HHI_PAGE_SIZE);
+    hhi_lock_acquire(&hhi_bg.pool_lock);
+    pool_insert(pg, ok ? HHI_POOL_DECOMMITTED : HHI_POOL_DIRTY);
+    return ok;
 }
 
 static size_t spans_retire(uint64_t deadline_ns);
 
+/* Both decommit dirty pool pages (decay: the old ones) and retire wholly
+   free spans until the deadline (0: none), trim lock held. They return the
+   bytes given back (pages never touched count as given back when their
+   span retires: an upper bound of the RSS returned). */
 size_t hhi_pool_decay(uint32_t older_than, uint64_t deadline_ns) {
     size_t given = 0;
     hhi_lock_acquire(&hhi_bg.pool_lock);
-    /* The dirty list is newest first: walk it, decommitting the old pages
-       (the young ones are the likeliest to be reused soon). */
-    hhi_bpage *pg = hhi_bg.dirty;
-    for (unsigned n = 0; pg != NULL; n++) {
-        hhi_bpage *next = pg->next;
-        bool old = (int32_t)(pg->dirty_tick - older_than) < 0;
-        /* The clock before every madvise (each costs far more than a
-           reading), and every 16 pages walked past young ones. */
-        if ((old || (n & 15) == 0) && deadline_ns && hhi_now_ns() >= deadline_ns) break;
-        if (old) {
-            if (!page_decommit(pg)) break;
-            given += HHI_PAGE_SIZE;
-        }
-        pg = next;
+    /* The dirty list is newest first (pages join at the head with the tick
+       of their day, and are taken from the head): its tail is the oldest
+       page, and the old pages end at the first young one from there (the
+       young ones are the likeliest to be reused soon). The list is read
+       afresh after each decommit, which drops the lock. */
+    for (hhi_bpage *pg; (pg = hhi_bg.dirty_tail) != NULL && (int32_t)(pg->dirty_tick - older_than) < 0;) {
+        /* The clock before every madvise: each costs far more than a reading. */
+        if (deadline_ns && hhi_now_ns() >= deadline_ns) break;
+        if (!page_decommit(pg)) break;
+        given += HHI_PAGE_SIZE;
     }
     given += spans_retire(deadline_ns);
     hhi_lock_release(&hhi_bg.pool_lock);
@@ -540,9 +545,9 @@ size_t hhi_pool_trim(uint64_t deadline_ns) {
     size_t given = 0;
     classes_release_empty(deadline_ns);
     hhi_lock_acquire(&hhi_bg.pool_lock);
-    while (hhi_bg.dirty != NULL) {
+    while (hhi_bg.dirty_tail != NULL) {   /* oldest first, as decay: takes use the newest */
         if (deadline_ns && hhi_now_ns() >= deadline_ns) break;
-        if (!page_decommit(hhi_bg.dirty)) break;
+        if (!page_decommit(hhi_bg.dirty_tail)) break;
         given += HHI_PAGE_SIZE;
     }
     given += spans_retire(deadline_ns);
@@ -550,7 +555,8 @@ size_t hhi_pool_trim(uint64_t deadline_ns) {
     return given;
 }
 
-/* Retires every wholly free span until the deadline (pool lock held). */
+/* Retires every wholly free span until the deadline (trim lock and pool
+   lock held; the pool lock is dropped around each span's decommit). */
 static size_t spans_retire(uint64_t deadline_ns) {
     size_t given = 0;
     hhi_bspan *s = hhi_bg.spans;
@@ -576,10 +582,15 @@ static size_t spans_retire(uint64_t deadline_ns) {
                whole 2 MiB page back in (a retired span held 2 MiB resident
                instead of 4 KiB: `release` with huge pages kept 152 MB, not
                12). span_new advises it again. */
+            /* Off every list now: the OS calls go without the pool lock, as
+               a page's decommit does. `next` stays valid meanwhile: new
+               spans join at the head, and only a trim-lock holder retires. */
+            hhi_lock_release(&hhi_bg.pool_lock);
             if (s->huge) hhi_os_hugepages(s, HHI_SPAN_SIZE, false);
             hh_track_undefined(s, HHI_SPAN_SIZE);
             if (hhi_os_decommit(s, HHI_SPAN_SIZE)) given += HHI_PAGE_SIZE;   /* the metadata page */
             hh_track_defined(s, HHI_SPAN_SIZE);   /* such a racing free reads zeros: legal */
+            hhi_lock_acquire(&hhi_bg.pool_lock);
             s->next = hhi_bg.retired;
             hhi_bg.retired = s;
             hhi_bg.n_retired++;

@@ -27,6 +27,7 @@ size_t hhi_os_page_size(void) {
 #if HH_TESTING
 _Thread_local uint64_t hhi_test_os_maps_here, hhi_test_os_unmaps_here;
 _Thread_local uint64_t hhi_test_os_decommits_here;
+_Atomic(hhi_test_decommit_hook) hhi_test_os_decommit_hook;
 #endif
 
 /* The map calls of map_aligned and every unmap, counted per thread under
@@ -202,6 +203,10 @@ bool hhi_os_move(void *from, size_t size, void *to) {
 
 bool hhi_os_decommit(void *p, size_t size) {
     if (size == 0) return true;
+#if HH_TESTING
+    hhi_test_decommit_hook hook = atomic_load_explicit(&hhi_test_os_decommit_hook, memory_order_relaxed);
+    if (hook) hook(p, size);
+#endif
     if (hhi_fault()) return false;
     HHI_TEST_COUNT_HERE(hhi_test_os_decommits_here);
     return madvise(p, size, MADV_DONTNEED) == 0;

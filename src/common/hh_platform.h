@@ -63,6 +63,10 @@ HH_INTERNAL void hhi_test_clock_step(uint64_t step_ns);
 HH_INTERNAL _Thread_local uint64_t hhi_test_os_maps_here, hhi_test_os_unmaps_here;
 /* hhi_os_decommit calls (madvise) made by the calling thread so far. */
 HH_INTERNAL _Thread_local uint64_t hhi_test_os_decommits_here;
+/* Called first in every hhi_os_decommit (not when NULL): a test looks at
+   what is locked while memory goes back. */
+typedef void (*hhi_test_decommit_hook)(void *p, size_t size);
+HH_INTERNAL _Atomic(hhi_test_decommit_hook) hhi_test_os_decommit_hook;
 #endif
 
 /* Resident set size of this process in bytes (from /proc/self/statm), 0 if unknown. */
