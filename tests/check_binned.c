@@ -2157,6 +2157,27 @@ END_TEST
    calls during which the lock was held (by anyone: the carving thread too,
    as a default mutex does not recurse). */
 static _Atomic unsigned carve_probe_cls, carve_probe_calls, carve_probe_locked;
+/* Sizes of classes whose blocks share an OS page many, a few or one at a time. */
+static const size_t carve_probe_sizes[] = { 200, 48, 3000 };
+/* A new thread's first hh_bmalloc of class c, with the class's free blocks
+   held aside (*held, *n_held: the caller puts them back) so the refill
+   carves; hook is called by the refill between the class lock and linking
+   its fresh blocks. Returns the block. */
+static void *first_refill_probed(unsigned c, hhi_test_class_hook hook, hhi_bblock **held, uint32_t *n_held) {
+    hh_bfree(hh_bmalloc(hhi_class_size[c]));    /* initialised */
+    *held = NULL;
+    *n_held = class_hold_free_blocks(c, held);
+    atomic_store(&carve_probe_cls, c);
+    atomic_store(&carve_probe_calls, 0);
+    atomic_store(&hhi_binned_test_carve_hook, hook);
+    first_refill fr = { c, NULL, 0 };
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, first_refill_thread, &fr), 0);
+    pthread_join(th, NULL);
+    atomic_store(&hhi_binned_test_carve_hook, (hhi_test_class_hook)0);
+    return fr.block;
+}
+
 static void carve_probe(unsigned c) {
     if (c != atomic_load(&carve_probe_cls)) return;
     atomic_fetch_add(&carve_probe_calls, 1);
@@ -2169,24 +2190,16 @@ static void carve_probe(unsigned c) {
    fault each new OS page -- after it has released the class lock: a fault
    under the lock stalled every thread of the class behind it. */
 START_TEST(a_refill_writes_fresh_blocks_without_the_class_lock) {
-    static const size_t sizes[] = { 200, 48, 3000 };
-    for (size_t t = 0; t < HH_ARRAY_LEN(sizes); t++) {
-        unsigned c = (unsigned)hh_binned_class_of(sizes[t]);
-        hh_bfree(hh_bmalloc(hhi_class_size[c]));    /* initialised */
-        hhi_bblock *held = NULL;
-        uint32_t n_held = class_hold_free_blocks(c, &held);
-        atomic_store(&carve_probe_cls, c);
-        atomic_store(&carve_probe_calls, 0);
+    for (size_t t = 0; t < HH_ARRAY_LEN(carve_probe_sizes); t++) {
+        unsigned c = (unsigned)hh_binned_class_of(carve_probe_sizes[t]);
         atomic_store(&carve_probe_locked, 0);
-        atomic_store(&hhi_binned_test_carve_hook, carve_probe);
-        first_refill fr = { c, NULL, 0 };
-        pthread_t th;
-        ck_assert_int_eq(pthread_create(&th, NULL, first_refill_thread, &fr), 0);
-        pthread_join(th, NULL);
-        atomic_store(&hhi_binned_test_carve_hook, (hhi_test_class_hook)0);
-        ck_assert_ptr_nonnull(fr.block);
+        hhi_bblock *held;
+        uint32_t n_held;
+        void *block = first_refill_probed(c, carve_probe, &held, &n_held);
+        ck_assert_ptr_nonnull(block);
         ck_assert_uint_ge(atomic_load(&carve_probe_calls), 1);   /* it did carve */
         ck_assert_msg(atomic_load(&carve_probe_locked) == 0, "class %u: fresh blocks written under the class lock", c);
+        hh_bfree(block);
         if (n_held > 0) hhi_class_put(c, held, n_held);
         ck_assert_int_eq(hh_binned_check(), HH_OK);
     }
@@ -2284,26 +2297,18 @@ static void carve_probe_free(unsigned c) {
 }
 
 START_TEST(a_free_of_a_block_being_carved_is_foreign_and_claims_nothing) {
-    static const size_t sizes[] = { 200, 48, 3000 };
-    for (size_t t = 0; t < HH_ARRAY_LEN(sizes); t++) {
-        unsigned c = (unsigned)hh_binned_class_of(sizes[t]);
-        hh_bfree(hh_bmalloc(hhi_class_size[c]));    /* initialised */
-        hhi_bblock *held = NULL;
-        uint32_t n_held = class_hold_free_blocks(c, &held);
+    for (size_t t = 0; t < HH_ARRAY_LEN(carve_probe_sizes); t++) {
+        unsigned c = (unsigned)hh_binned_class_of(carve_probe_sizes[t]);
         memset(race_reports, 0, sizeof race_reports);
         hh_set_error_handler(race_handler, NULL);
-        atomic_store(&carve_probe_cls, c);
-        atomic_store(&carve_probe_calls, 0);
-        atomic_store(&hhi_binned_test_carve_hook, carve_probe_free);
-        first_refill fr = { c, NULL, 0 };
-        pthread_t th;
-        ck_assert_int_eq(pthread_create(&th, NULL, first_refill_thread, &fr), 0);
-        pthread_join(th, NULL);
-        atomic_store(&hhi_binned_test_carve_hook, (hhi_test_class_hook)0);
+        hhi_bblock *held;
+        uint32_t n_held;
+        void *block = first_refill_probed(c, carve_probe_free, &held, &n_held);
         hh_test_capture_errors();
         ck_assert_uint_ge(atomic_load(&carve_probe_calls), 1);   /* it did carve */
         ck_assert_uint_eq(atomic_load(&race_reports[HH_E_FOREIGN_POINTER]), atomic_load(&carve_probe_calls));
         ck_assert_uint_eq(atomic_load(&race_reports[HH_E_DOUBLE_FREE]), 0);
+        hh_bfree(block);
         if (n_held > 0) hhi_class_put(c, held, n_held);
         ck_assert_int_eq(hh_binned_check(), HH_OK);
         /* Every block of the victim's page is on one list at most: the
