@@ -2162,8 +2162,11 @@ static const size_t carve_probe_sizes[] = { 200, 48, 3000 };
 /* A new thread's first hh_bmalloc of class c, with the class's free blocks
    held aside (*held, *n_held: the caller puts them back) so the refill
    carves; hook is called by the refill between the class lock and linking
-   its fresh blocks. Returns the block. */
-static void *first_refill_probed(unsigned c, hhi_test_class_hook hook, hhi_bblock **held, uint32_t *n_held) {
+   its fresh blocks; meanwhile (if not NULL) runs on the calling thread
+   while the new one does. Returns the block (freed by its thread: only its
+   address is left). */
+static void *first_refill_probed_with(unsigned c, hhi_test_class_hook hook, hhi_bblock **held, uint32_t *n_held,
+                                      void (*meanwhile)(void)) {
     hh_bfree(hh_bmalloc(hhi_class_size[c]));    /* initialised */
     *held = NULL;
     *n_held = class_hold_free_blocks(c, held);
@@ -2173,9 +2176,13 @@ static void *first_refill_probed(unsigned c, hhi_test_class_hook hook, hhi_bbloc
     first_refill fr = { c, NULL, 0 };
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, first_refill_thread, &fr), 0);
+    if (meanwhile) meanwhile();
     pthread_join(th, NULL);
     atomic_store(&hhi_binned_test_carve_hook, (hhi_test_class_hook)0);
     return fr.block;
+}
+static void *first_refill_probed(unsigned c, hhi_test_class_hook hook, hhi_bblock **held, uint32_t *n_held) {
+    return first_refill_probed_with(c, hook, held, n_held, NULL);
 }
 
 static void carve_probe(unsigned c) {
@@ -2195,11 +2202,9 @@ START_TEST(a_refill_writes_fresh_blocks_without_the_class_lock) {
         atomic_store(&carve_probe_locked, 0);
         hhi_bblock *held;
         uint32_t n_held;
-        void *block = first_refill_probed(c, carve_probe, &held, &n_held);
-        ck_assert_ptr_nonnull(block);
+        ck_assert_ptr_nonnull(first_refill_probed(c, carve_probe, &held, &n_held));
         ck_assert_uint_ge(atomic_load(&carve_probe_calls), 1);   /* it did carve */
         ck_assert_msg(atomic_load(&carve_probe_locked) == 0, "class %u: fresh blocks written under the class lock", c);
-        hh_bfree(block);
         if (n_held > 0) hhi_class_put(c, held, n_held);
         ck_assert_int_eq(hh_binned_check(), HH_OK);
     }
@@ -2303,18 +2308,73 @@ START_TEST(a_free_of_a_block_being_carved_is_foreign_and_claims_nothing) {
         hh_set_error_handler(race_handler, NULL);
         hhi_bblock *held;
         uint32_t n_held;
-        void *block = first_refill_probed(c, carve_probe_free, &held, &n_held);
+        ck_assert_ptr_nonnull(first_refill_probed(c, carve_probe_free, &held, &n_held));
         hh_test_capture_errors();
         ck_assert_uint_ge(atomic_load(&carve_probe_calls), 1);   /* it did carve */
         ck_assert_uint_eq(atomic_load(&race_reports[HH_E_FOREIGN_POINTER]), atomic_load(&carve_probe_calls));
         ck_assert_uint_eq(atomic_load(&race_reports[HH_E_DOUBLE_FREE]), 0);
-        hh_bfree(block);
         if (n_held > 0) hhi_class_put(c, held, n_held);
         ck_assert_int_eq(hh_binned_check(), HH_OK);
         /* Every block of the victim's page is on one list at most: the
            class takes the page's whole room back without a duplicate. */
         hh_binned_thread_flush();
         hh_binned_trim(0);
+        ck_assert_int_eq(hh_binned_check(), HH_OK);
+    }
+}
+END_TEST
+
+/* A fork while another thread is between reserving a fresh run and
+   publishing it: that thread is gone in the child, and the run with it.
+   The child's page takes the run's blocks back (unreserved): else the page
+   could never be carved again (a take passes over a page with a run in
+   flight) and would count them used for good. */
+static _Atomic int fork_window;   /* 1: the taker waits in its window; 2: forked */
+static _Atomic int fork_window_child_status;
+static void carve_probe_wait_for_fork(unsigned c) {
+    if (c != atomic_load(&carve_probe_cls)) return;
+    atomic_fetch_add(&carve_probe_calls, 1);
+    atomic_store(&fork_window, 1);
+    while (atomic_load(&fork_window) != 2) sched_yield();
+}
+static void fork_in_carve_window(void) {
+    while (atomic_load(&fork_window) != 1) sched_yield();
+    pid_t pid = fork();
+    if (pid == 0) {
+        int bad = 0;
+        unsigned c = atomic_load(&carve_probe_cls);
+        atomic_store(&hhi_binned_test_carve_hook, (hhi_test_class_hook)0);   /* no parent to wait for */
+        for (hhi_bspan *s = hhi_bg.spans; s != NULL; s = s->next)
+            for (unsigned pi = 1; pi < HHI_PAGES_PER_SPAN; pi++)
+                if (s->pages[pi].cls != HHI_NO_CLASS && hhi_page_carved(&s->pages[pi]) != s->pages[pi].reserved)
+                    bad |= 1;                         /* a run still in flight */
+        if (hh_binned_check() != HH_OK) bad |= 2;
+        enum { N = 2000 };
+        static void *v[N];
+        for (int i = 0; i < N; i++) v[i] = hh_bmalloc(hhi_class_size[c]);
+        for (int i = 0; i < N; i++) hh_bfree(v[i]);
+        hh_binned_thread_flush();
+        if (hh_binned_check() != HH_OK) bad |= 4;
+        _exit(bad);
+    }
+    atomic_store(&fork_window, 2);
+    int status = -1;
+    if (pid > 0) waitpid(pid, &status, 0);
+    atomic_store(&fork_window_child_status, status);
+}
+
+START_TEST(a_fork_child_takes_back_a_run_whose_taker_it_lacks) {
+    for (size_t t = 0; t < HH_ARRAY_LEN(carve_probe_sizes); t++) {
+        unsigned c = (unsigned)hh_binned_class_of(carve_probe_sizes[t]);
+        atomic_store(&fork_window, 0);
+        atomic_store(&fork_window_child_status, -1);
+        hhi_bblock *held;
+        uint32_t n_held;
+        ck_assert_ptr_nonnull(first_refill_probed_with(c, carve_probe_wait_for_fork, &held, &n_held,
+                                                       fork_in_carve_window));
+        int status = atomic_load(&fork_window_child_status);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "class %u: child status %#x", c, status);
+        if (n_held > 0) hhi_class_put(c, held, n_held);
         ck_assert_int_eq(hh_binned_check(), HH_OK);
     }
 }
@@ -3246,6 +3306,7 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, a_refill_carves_at_most_one_os_page_of_fresh_blocks);
     tcase_add_test(tc, a_refill_writes_fresh_blocks_without_the_class_lock);
     tcase_add_test(tc, a_free_of_a_block_being_carved_is_foreign_and_claims_nothing);
+    tcase_add_test(tc, a_fork_child_takes_back_a_run_whose_taker_it_lacks);
     tcase_add_test(tc, walks_beside_threads_writing_their_blocks_disturb_nothing);
     tcase_add_test(tc, a_take_links_freed_then_fresh_blocks_into_one_list);
     tcase_add_test(tc, a_bin_that_only_frees_pushes_small_batches);

@@ -181,7 +181,7 @@ typedef struct hhi_bpage {
     uint32_t carved_last;       /* pooled: carved when it left its last class (a free at a block
                                    start below it is a double free); else 0 */
     hhi_bblock *free;           /* page free list (class lock) */
-    uint32_t used;              /* blocks held by caches or users (class lock) */
+    uint32_t used;              /* blocks reserved by a take, held by caches or users (class lock) */
     uint32_t dirty_tick;        /* dirty pool page: g.decay_tick when it joined the pool */
     struct hhi_bpage *next, *prev;  /* class partial list or pool list */
     /* Fresh blocks go out in two steps (hhi_class_take): reserved under the
@@ -566,7 +566,8 @@ HH_INTERNAL HH_NOINLINE void  hhi_binned_free_unclaimed(void *p, unsigned flags)
    there. Puts the word back if nothing wrote it since, and reports. */
 HH_INTERNAL HH_NOINLINE void  hhi_binned_free_raced(void *p, uint64_t seen, unsigned flags);
 /* A free whose claim succeeded but whose page's carved_cls changed since it
-   read cc: the same class with p still carved (a carve in between) goes on
+   read cc: the same class with p still carved (a take published more of the
+   page in between) goes on
    as a claimed free; anything else is hhi_binned_free_raced. */
 HH_INTERNAL HH_NOINLINE void  hhi_binned_free_recheck(void *p, uint64_t seen, uint32_t cc, unsigned flags);
 /* The claim of a free of p, a carved block start of page pg, whose word

@@ -4,6 +4,7 @@
 #include "binned_internal.h"
 
 #include <pthread.h>
+#include <sched.h>
 
 #include "../common/hh_error.h"
 
@@ -18,6 +19,8 @@ static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int atfork_done = 0;
 
 static void class_put_locked(unsigned c, hhi_bblock *b, uint32_t n);
+
+static void fork_child_drop_runs(void);
 
 /* fork: hold every lock across the fork so the child never inherits one
    taken by a thread that does not exist there. */
@@ -41,7 +44,10 @@ static void fork_parent(void) {
 static void fork_child(void) {
     hhi_purge_fork_child();
     fork_unlock();
-    if (atomic_load_explicit(&hhi_bg.ready, memory_order_acquire)) hhi_tcache_fork_child();
+    if (atomic_load_explicit(&hhi_bg.ready, memory_order_acquire)) {
+        fork_child_drop_runs();
+        hhi_tcache_fork_child();
+    }
 }
 
 /* Registers the fork handlers before main runs, so no thread can take an
@@ -318,11 +324,15 @@ uint32_t hhi_class_refill(unsigned c, hhi_bblock **out, uint32_t max, uint32_t w
 /* The page a take serves from (class lock held): the first partial page
    with a free-list block or one to carve -- but no page with another
    take's fresh run in flight (carved short of reserved) for carving; NULL
-   when none. The walk passes only pages being carved right now, at most
-   one per thread taking. */
-static hhi_bpage *take_page(const hhi_bclass *k) {
-    for (hhi_bpage *pg = k->head; pg != NULL; pg = pg->next)
+   when none, *busy then telling whether it passed such a page. The walk
+   passes only pages being carved right now, at most one per thread
+   taking. */
+static hhi_bpage *take_page(const hhi_bclass *k, bool *busy) {
+    *busy = false;
+    for (hhi_bpage *pg = k->head; pg != NULL; pg = pg->next) {
         if (pg->free != NULL || hhi_page_carved(pg) == pg->reserved) return pg;
+        *busy = true;
+    }
     return NULL;
 }
 
@@ -337,9 +347,21 @@ static uint32_t class_take_locked(unsigned c, hhi_bblock **out, hhi_bblock **out
     uint32_t got = 0;
     *fresh = (fresh_run){ NULL, 0, 0 };
     while (got < want) {
-        hhi_bpage *pg = take_page(k);
+        bool busy;
+        hhi_bpage *pg = take_page(k, &busy);
         if (pg == NULL) {
+            /* The pages left with room are being carved by other takes:
+               what this take has is enough, or it needs a page of its own
+               -- or, with none to be had, waits for those takes to publish
+               (they need no lock to), rather than failing with room left. */
+            if (busy && got > 0) break;
             pg = pool_get(c);
+            if (pg == NULL && busy) {
+                hhi_lock_release(&k->lock);
+                sched_yield();
+                hhi_lock_acquire(&k->lock);
+                continue;
+            }
             if (pg == NULL) break;
             k->pages++;
             k->empty++;
@@ -395,6 +417,47 @@ void hhi_class_put(unsigned c, hhi_bblock *b, uint32_t n) {
     hhi_lock_release(&k->lock);
 }
 
+/* A page of class k that has just become empty (used 0), on the partial
+   list (class lock held): HHI_KEEP_EMPTY such pages stay as spares at the
+   list's tail, the rest go to the pool. */
+static void page_emptied(hhi_bclass *k, hhi_bpage *pg) {
+    list_remove(&k->head, &k->tail, pg);
+    if (k->empty >= HHI_KEEP_EMPTY) {
+        pg->in_partial = 0;
+        k->pages--;
+        pool_put(pg);
+    } else {
+        k->empty++;
+        list_push_back(&k->head, &k->tail, pg);
+        hhi_decay_work_note_running();   /* a spare: the next pass pools it */
+    }
+}
+
+/* In a fork child: a take that was linking a fresh run outside the locks
+   when another thread forked never publishes it -- that thread is gone.
+   The run's blocks go back to their page unreserved, or the page could
+   never be carved again (a take passes over a page with a run in flight)
+   and its blocks would count as used for good. The child has one thread. */
+static void fork_child_drop_runs(void) {
+    for (hhi_bspan *s = hhi_bg.spans; s != NULL; s = s->next)
+        for (unsigned pi = 1; pi < HHI_PAGES_PER_SPAN; pi++) {
+            hhi_bpage *pg = &s->pages[pi];
+            if (pg->cls == HHI_NO_CLASS || hhi_page_carved(pg) == pg->reserved) continue;
+            hhi_bclass *k = &hhi_bg.classes[pg->cls];
+            hhi_lock_acquire(&k->lock);
+            uint32_t n = pg->reserved - hhi_page_carved(pg);
+            pg->reserved -= n;
+            pg->used -= n;
+            k->used -= n;
+            if (!pg->in_partial) {
+                pg->in_partial = 1;
+                list_push_front(&k->head, &k->tail, pg);
+            }
+            if (pg->used == 0) page_emptied(k, pg);
+            hhi_lock_release(&k->lock);
+        }
+}
+
 /* hhi_class_put with the class lock held. */
 static void class_put_locked(unsigned c, hhi_bblock *b, uint32_t n) {
     hhi_bclass *k = &hhi_bg.classes[c];
@@ -410,19 +473,7 @@ static void class_put_locked(unsigned c, hhi_bblock *b, uint32_t n) {
             pg->in_partial = 1;
             list_push_front(&k->head, &k->tail, pg);
         }
-        if (pg->used == 0) {
-            /* Empty: keep HHI_KEEP_EMPTY as spare at the tail, pool the rest. */
-            list_remove(&k->head, &k->tail, pg);
-            if (k->empty >= HHI_KEEP_EMPTY) {
-                pg->in_partial = 0;
-                k->pages--;
-                pool_put(pg);
-            } else {
-                k->empty++;
-                list_push_back(&k->head, &k->tail, pg);
-                hhi_decay_work_note_running();   /* a spare: the next pass pools it */
-            }
-        }
+        if (pg->used == 0) page_emptied(k, pg);
         b = next;
     }
 }
@@ -512,7 +563,7 @@ static bool page_decommit(hhi_bpage *pg) {
     bool ok = hhi_os_decommit(base, HHI_PAGE_SIZE);
     if (ok) hh_track_undefined(base, HHI_PAGE_SIZE);
     hhi_lock_acquire(&hhi_bg.pool_lock);
-    pool_insert(pg, ok ? HHI_POOL_DECOMMITTED : HHI_POOL_DIRTY);
+    pool_insert(pg, ok ? HHI_POOL_DECOMMITTED : HHI_POOL_DIRTY);   /* refused: dirty anew, its age restarted */
     return ok;
 }
 
@@ -545,7 +596,10 @@ size_t hhi_pool_trim(uint64_t deadline_ns) {
     size_t given = 0;
     classes_release_empty(deadline_ns);
     hhi_lock_acquire(&hhi_bg.pool_lock);
-    while (hhi_bg.dirty_tail != NULL) {   /* oldest first, as decay: takes use the newest */
+    /* Oldest first, as decay (takes use the newest), and no more pages than
+       were dirty at the start: the lock is dropped for each, and pages that
+       other threads pool meanwhile could keep the list from ever emptying. */
+    for (uint32_t left = hhi_bg.n_dirty; left > 0 && hhi_bg.dirty_tail != NULL; left--) {
         if (deadline_ns && hhi_now_ns() >= deadline_ns) break;
         if (!page_decommit(hhi_bg.dirty_tail)) break;
         given += HHI_PAGE_SIZE;
