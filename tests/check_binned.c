@@ -2109,6 +2109,23 @@ static uint32_t class_hold_free_blocks(unsigned c, hhi_bblock **list) {
     }
 }
 
+/* Holds blocks of class c (*list; returns the count) until no page of the
+   class has room, free or uncarved: the next take needs a pool page. */
+static uint32_t class_hold_all_room(unsigned c, hhi_bblock **list) {
+    uint32_t held = class_hold_free_blocks(c, list);
+    hhi_bclass *k = &hhi_bg.classes[c];
+    for (;;) {
+        hhi_lock_acquire(&k->lock);
+        bool room = k->head != NULL;   /* the partial list: pages with room */
+        hhi_lock_release(&k->lock);
+        hhi_bblock *b = NULL;
+        if (!room || hhi_class_take(c, &b, 1) != 1) return held;
+        hhi_block_set_next(b, *list);
+        *list = b;
+        held++;
+    }
+}
+
 typedef struct first_refill { unsigned cls; void *block; uint32_t carved_after; } first_refill;
 static void *first_refill_thread(void *arg) {
     first_refill *fr = arg;
@@ -2160,16 +2177,17 @@ static _Atomic unsigned carve_probe_cls, carve_probe_calls, carve_probe_locked;
 /* Sizes of classes whose blocks share an OS page many, a few or one at a time. */
 static const size_t carve_probe_sizes[] = { 200, 48, 3000 };
 /* A new thread's first hh_bmalloc of class c, with the class's free blocks
-   held aside (*held, *n_held: the caller puts them back) so the refill
-   carves; hook is called by the refill between the class lock and linking
+   (or all its room: hold) held aside (*held, *n_held: the caller puts them
+   back) so the refill carves; hook is called by the refill between the class lock and linking
    its fresh blocks; meanwhile (if not NULL) runs on the calling thread
    while the new one does. Returns the block (freed by its thread: only its
    address is left). */
-static void *first_refill_probed_with(unsigned c, hhi_test_class_hook hook, hhi_bblock **held, uint32_t *n_held,
-                                      void (*meanwhile)(void)) {
+typedef uint32_t (*class_hold_fn)(unsigned c, hhi_bblock **list);
+static void *first_refill_probed_with(unsigned c, hhi_test_class_hook hook, class_hold_fn hold, hhi_bblock **held,
+                                      uint32_t *n_held, void (*meanwhile)(void)) {
     hh_bfree(hh_bmalloc(hhi_class_size[c]));    /* initialised */
     *held = NULL;
-    *n_held = class_hold_free_blocks(c, held);
+    *n_held = hold(c, held);
     atomic_store(&carve_probe_cls, c);
     atomic_store(&carve_probe_calls, 0);
     atomic_store(&hhi_binned_test_carve_hook, hook);
@@ -2182,7 +2200,7 @@ static void *first_refill_probed_with(unsigned c, hhi_test_class_hook hook, hhi_
     return fr.block;
 }
 static void *first_refill_probed(unsigned c, hhi_test_class_hook hook, hhi_bblock **held, uint32_t *n_held) {
-    return first_refill_probed_with(c, hook, held, n_held, NULL);
+    return first_refill_probed_with(c, hook, class_hold_free_blocks, held, n_held, NULL);
 }
 
 static void carve_probe(unsigned c) {
@@ -2376,13 +2394,69 @@ START_TEST(a_fork_child_takes_back_a_run_whose_taker_it_lacks) {
         atomic_store(&fork_window_child_status, -1);
         hhi_bblock *held;
         uint32_t n_held;
-        ck_assert_ptr_nonnull(first_refill_probed_with(c, carve_probe_wait_for_fork, &held, &n_held,
-                                                       fork_in_carve_window));
+        ck_assert_ptr_nonnull(first_refill_probed_with(c, carve_probe_wait_for_fork, class_hold_free_blocks, &held,
+                                                       &n_held, fork_in_carve_window));
         int status = atomic_load(&fork_window_child_status);
         ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "class %u: child status %#x", c, status);
         if (n_held > 0) hhi_class_put(c, held, n_held);
         ck_assert_int_eq(hh_binned_check(), HH_OK);
     }
+}
+END_TEST
+
+/* A take that finds room only on a page another take is carving, and no
+   page in the pool (the OS refusing a span), waits for that take to publish
+   and serves from the page: it must not fail -- a malloc's ENOMEM -- with
+   room left in its class. */
+static _Atomic int hold_window;   /* 1: the carver waits in its window; 2: let it go */
+static void carve_probe_hold(unsigned c) {
+    /* The first carve alone: the waiting take carves next, and goes on. */
+    if (c != atomic_load(&carve_probe_cls) || atomic_fetch_add(&carve_probe_calls, 1) != 0) return;
+    atomic_store(&hold_window, 1);
+    while (atomic_load(&hold_window) != 2) sched_yield();
+}
+static _Atomic uint32_t dry_take_got;
+static _Atomic bool dry_take_done;
+static void *dry_take_thread(void *arg) {
+    unsigned c = *(const unsigned *)arg;
+    hhi_bblock *list = NULL;
+    uint32_t got = hhi_class_take(c, &list, 1);
+    if (got > 0) hhi_class_put(c, list, got);
+    atomic_store(&dry_take_got, got);
+    atomic_store(&dry_take_done, true);
+    return NULL;
+}
+static _Atomic uint64_t dry_take_waits;
+static void take_while_the_pool_is_dry(void) {
+    while (atomic_load(&hold_window) != 1) sched_yield();
+    unsigned c = atomic_load(&carve_probe_cls);
+    uint64_t waits0 = atomic_load(&hhi_test_take_waits);
+    atomic_store(&dry_take_done, false);
+    atomic_store(&hhi_test_pool_dry, true);
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, dry_take_thread, &c), 0);
+    /* The carver goes on once the take waits for it -- or has given up. */
+    while (atomic_load(&hhi_test_take_waits) == waits0 && !atomic_load(&dry_take_done)) sched_yield();
+    atomic_store(&dry_take_waits, atomic_load(&hhi_test_take_waits) - waits0);
+    atomic_store(&hold_window, 2);
+    pthread_join(th, NULL);
+    atomic_store(&hhi_test_pool_dry, false);
+}
+
+START_TEST(a_take_waits_for_a_page_being_carved_rather_than_fail) {
+    unsigned c = (unsigned)hh_binned_class_of(3000);
+    atomic_store(&hold_window, 0);
+    atomic_store(&dry_take_got, 0);
+    hhi_bblock *held;
+    uint32_t n_held;
+    ck_assert_ptr_nonnull(
+        first_refill_probed_with(c, carve_probe_hold, class_hold_all_room, &held, &n_held, take_while_the_pool_is_dry));
+    uint32_t got = atomic_load(&dry_take_got);
+    uint64_t waits = atomic_load(&dry_take_waits);
+    ck_assert_uint_eq(got, 1);
+    ck_assert_uint_ge(waits, 1);   /* the only room was the page being carved */
+    if (n_held > 0) hhi_class_put(c, held, n_held);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
 }
 END_TEST
 
@@ -3315,6 +3389,7 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, a_refill_writes_fresh_blocks_without_the_class_lock);
     tcase_add_test(tc, a_free_of_a_block_being_carved_is_foreign_and_claims_nothing);
     tcase_add_test(tc, a_fork_child_takes_back_a_run_whose_taker_it_lacks);
+    tcase_add_test(tc, a_take_waits_for_a_page_being_carved_rather_than_fail);
     tcase_add_test(tc, walks_beside_threads_writing_their_blocks_disturb_nothing);
     tcase_add_test(tc, a_take_links_freed_then_fresh_blocks_into_one_list);
     tcase_add_test(tc, a_bin_that_only_frees_pushes_small_batches);

@@ -398,7 +398,7 @@ void hh_binned_stats_get(hh_binned_stats *out) {
     }
     hhi_lock_acquire(&hhi_bg.pool_lock);
     out->spans = hhi_bg.n_spans;
-    out->pages_free = hhi_bg.n_dirty + hhi_bg.n_clean;
+    out->pages_free = hhi_bg.n_dirty + hhi_bg.n_clean + hhi_bg.n_decommitting;
     out->pages_decommitted = hhi_bg.n_decommitted;
     hhi_lock_release(&hhi_bg.pool_lock);
     hhi_lock_acquire(&hhi_bg.large_lock);
@@ -730,7 +730,8 @@ static bool check_inv7_pool_counts(check_ctx *cx) {
         CHECK(free_pages == s->free_pages, "span %p free_pages %u != %u", (void *)s, s->free_pages, free_pages);
         n_pool += free_pages;
     }
-    CHECK(n_pool == hhi_bg.n_dirty + hhi_bg.n_clean && n_decommitted == hhi_bg.n_decommitted,
+    CHECK(n_pool == hhi_bg.n_dirty + hhi_bg.n_clean && n_decommitted == hhi_bg.n_decommitted &&
+              hhi_bg.n_decommitting == 0,
           "pool counters disagree with the spans");
     return true;
 }

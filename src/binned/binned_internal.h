@@ -371,6 +371,7 @@ typedef struct hhi_bglobal {
     hhi_bpage *dirty, *clean;       /* free pages: used before / never used or decommitted */
     hhi_bpage *dirty_tail;          /* the dirty list's oldest page (decay starts there) */
     uint32_t n_dirty, n_clean, n_decommitted;
+    uint32_t n_decommitting;        /* pool pages on no list while their decommit runs (0 or 1) */
     hhi_bspan *spans;
     uint32_t n_spans;
     hhi_bspan *retired;             /* decommitted spans kept for reuse, linked through next */
@@ -659,6 +660,11 @@ HH_INTERNAL size_t   hhi_pool_decay(uint32_t older_than, uint64_t deadline_ns);
 HH_INTERNAL void     hhi_decay_maybe(bool sampled);
 #if HH_TESTING
 HH_INTERNAL _Atomic uint64_t hhi_test_large_moves;   /* grows of a cached extent by moving its pages */
+/* pool_get finds no page (as when the OS refuses a new span). */
+HH_INTERNAL _Atomic bool hhi_test_pool_dry;
+/* Takes that found room only on pages being carved, and no page in the
+   pool, and waited for a publication. */
+HH_INTERNAL _Atomic uint64_t hhi_test_take_waits;
 /* Called first in every hhi_decay_maybe: a test allocates and frees there,
    as the purge thread's creation may. */
 HH_INTERNAL _Atomic(hhi_test_hook) hhi_binned_test_decay_hook;

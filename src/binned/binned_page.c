@@ -198,7 +198,15 @@ static bool span_new(void) {
 }
 
 /* A page for class c, set up; NULL if the OS refused a new span. */
+#if HH_TESTING
+_Atomic bool hhi_test_pool_dry;
+_Atomic uint64_t hhi_test_take_waits;
+#endif
+
 static hhi_bpage *pool_get(unsigned c) {
+#if HH_TESTING
+    if (atomic_load_explicit(&hhi_test_pool_dry, memory_order_relaxed)) return NULL;
+#endif
     hhi_lock_acquire(&hhi_bg.pool_lock);
     hhi_bpage *pg = hhi_bg.dirty ? hhi_bg.dirty : hhi_bg.clean;
     if (pg == NULL && span_new()) pg = hhi_bg.clean;
@@ -357,6 +365,7 @@ static uint32_t class_take_locked(unsigned c, hhi_bblock **out, hhi_bblock **out
             if (busy && got > 0) break;
             pg = pool_get(c);
             if (pg == NULL && busy) {
+                HHI_TEST_COUNT(hhi_test_take_waits);
                 hhi_lock_release(&k->lock);
                 sched_yield();
                 hhi_lock_acquire(&k->lock);
@@ -559,10 +568,12 @@ static void classes_release_empty(uint64_t deadline_ns) {
 static bool page_decommit(hhi_bpage *pg) {
     void *base = (void *)hhi_page_base(pg);
     pool_remove(pg);
+    hhi_bg.n_decommitting++;   /* still a free page for the stats */
     hhi_lock_release(&hhi_bg.pool_lock);
     bool ok = hhi_os_decommit(base, HHI_PAGE_SIZE);
     if (ok) hh_track_undefined(base, HHI_PAGE_SIZE);
     hhi_lock_acquire(&hhi_bg.pool_lock);
+    hhi_bg.n_decommitting--;
     pool_insert(pg, ok ? HHI_POOL_DECOMMITTED : HHI_POOL_DIRTY);   /* refused: dirty anew, its age restarted */
     return ok;
 }
