@@ -580,19 +580,23 @@ static bool page_decommit(hhi_bpage *pg) {
 
 static size_t spans_retire(uint64_t deadline_ns);
 
-/* Both decommit dirty pool pages (decay: the old ones) and retire wholly
-   free spans until the deadline (0: none), trim lock held. They return the
-   bytes given back (pages never touched count as given back when their
-   span retires: an upper bound of the RSS returned). */
-size_t hhi_pool_decay(uint32_t older_than, uint64_t deadline_ns) {
+/* Decommits dirty pool pages -- every one (all), or those that joined the
+   pool before tick older_than -- and retires wholly free spans, until the
+   deadline (0: none); trim lock held (hhi_pool_decay, hhi_pool_trim).
+   Returns the bytes given back (pages never touched count as given back
+   when their span retires: an upper bound of the RSS returned). */
+static size_t pool_release(bool all, uint32_t older_than, uint64_t deadline_ns) {
     size_t given = 0;
     hhi_lock_acquire(&hhi_bg.pool_lock);
     /* The dirty list is newest first (pages join at the head with the tick
-       of their day, and are taken from the head): its tail is the oldest
-       page, and the old pages end at the first young one from there (the
-       young ones are the likeliest to be reused soon). The list is read
-       afresh after each decommit, which drops the lock. */
-    for (hhi_bpage *pg; (pg = hhi_bg.dirty_tail) != NULL && (int32_t)(pg->dirty_tick - older_than) < 0;) {
+       of their day, and takes use the head, the likeliest to be reused
+       soon): from its tail, the oldest page, the old ones end at the first
+       young one. The tail is read afresh after each decommit, which drops
+       the lock; and no more pages than were dirty at the start, or pages
+       that other threads pool meanwhile could keep the list from emptying. */
+    for (uint32_t left = hhi_bg.n_dirty; left > 0; left--) {
+        hhi_bpage *pg = hhi_bg.dirty_tail;
+        if (pg == NULL || (!all && (int32_t)(pg->dirty_tick - older_than) >= 0)) break;
         /* The clock before every madvise: each costs far more than a reading. */
         if (deadline_ns && hhi_now_ns() >= deadline_ns) break;
         if (!page_decommit(pg)) break;
@@ -603,21 +607,13 @@ size_t hhi_pool_decay(uint32_t older_than, uint64_t deadline_ns) {
     return given;
 }
 
+size_t hhi_pool_decay(uint32_t older_than, uint64_t deadline_ns) {
+    return pool_release(false, older_than, deadline_ns);
+}
+
 size_t hhi_pool_trim(uint64_t deadline_ns) {
-    size_t given = 0;
     classes_release_empty(deadline_ns);
-    hhi_lock_acquire(&hhi_bg.pool_lock);
-    /* Oldest first, as decay (takes use the newest), and no more pages than
-       were dirty at the start: the lock is dropped for each, and pages that
-       other threads pool meanwhile could keep the list from ever emptying. */
-    for (uint32_t left = hhi_bg.n_dirty; left > 0 && hhi_bg.dirty_tail != NULL; left--) {
-        if (deadline_ns && hhi_now_ns() >= deadline_ns) break;
-        if (!page_decommit(hhi_bg.dirty_tail)) break;
-        given += HHI_PAGE_SIZE;
-    }
-    given += spans_retire(deadline_ns);
-    hhi_lock_release(&hhi_bg.pool_lock);
-    return given;
+    return pool_release(true, 0, deadline_ns);
 }
 
 /* Retires every wholly free span until the deadline (trim lock and pool
