@@ -128,6 +128,35 @@ START_TEST(block_start_test_is_exact) {
 }
 END_TEST
 
+/* The free's one compare of its multiply against the page word
+   (hhi_word_covers) says "block index < carved" for every block start of
+   every class and carved count -- the block just past carved (a block being
+   carved, or never handed out) above all -- and the word gives carved and
+   the class back. */
+START_TEST(page_word_covers_exactly_the_carved_blocks) {
+    for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
+        hhi_bpage pg;
+        memset(&pg, 0, sizeof pg);
+        pg.block_size = hhi_class_size[c];
+        pg.recip = (uint32_t)((((uint64_t)1) << 32) / pg.block_size + 1);
+        uint32_t cap = hhi_class_capacity(c);
+        uint32_t carveds[] = { 0, 1, 2, cap / 2, cap - 1, cap };
+        for (size_t k = 0; k < sizeof carveds / sizeof carveds[0]; k++) {
+            uint32_t carved = carveds[k];
+            uint64_t w = hhi_word_make(carved, c);
+            ck_assert_uint_eq(hhi_word_carved(w), carved);
+            if (carved > 0) ck_assert_uint_eq(hhi_word_cls(w), c);
+            else ck_assert_uint_eq(w, 0);
+            for (uint32_t i = 0; i <= cap && (uintptr_t)i * pg.block_size < HHI_PAGE_SIZE; i++) {
+                uint64_t m = hhi_block_mul(&pg, (uintptr_t)i * pg.block_size);
+                ck_assert_msg(hhi_block_mul_is_start(m) && hhi_word_covers(w, m) == (i < carved),
+                              "class %u carved %u: block %u misread", c, carved, i);
+            }
+        }
+    }
+}
+END_TEST
+
 static void expect_check_names(unsigned n);
 
 /* Hits and the room share one word (hhi_tcache.ops): a warm bin's
@@ -227,7 +256,7 @@ START_TEST(a_live_block_holding_its_own_address_frees_cleanly) {
 }
 END_TEST
 
-/* The free fast path reads its page's carved_cls word before its claim and
+/* The free fast path reads its page's word (carved and class) before its claim and
    again after it. A change means either a carve of more of the page in
    between (the free is good: it goes on) or a bad free racing the page's
    return to the pool or its reuse by another class (reported; the word the
@@ -239,20 +268,20 @@ START_TEST(a_free_whose_page_word_changed_is_rechecked) {
     uint64_t *p = hh_bmalloc(64);
     REQUIRE(p != NULL);
     hhi_bpage *pg = hhi_page_of((uintptr_t)p);
-    uint32_t now = hhi_page_carved_cls(pg);
-    REQUIRE(now >> 8 >= 2);
+    uint64_t now = hhi_page_word(pg);
+    REQUIRE(hhi_word_carved(now) >= 2);
     /* A carve in between: the word read before held one block fewer. */
     p[1] = 0x1234;
     uint64_t seen = hhi_block_claim((hhi_bblock *)p, hhi_block_tag(hhi_bg.tag_key, p));
     ck_assert_uint_eq(seen, 0x1234);
-    hhi_binned_free_recheck(p, seen, now - (1u << 8), 0);
+    hhi_binned_free_recheck(p, seen, hhi_word_make(hhi_word_carved(now) - 1, hhi_word_cls(now)), 0);
     ck_assert_uint_eq(hh_test_captured_count(), 0);
     void *again = hh_bmalloc(64);                 /* freed for real: the bin's newest */
     ck_assert_ptr_eq(again, p);
     /* Another class owned the page when the free first looked. */
     p[1] = 0x5678;
     seen = hhi_block_claim((hhi_bblock *)p, hhi_block_tag(hhi_bg.tag_key, p));
-    uint32_t other = (now & ~0xFFu) | ((now & 0xFF) == 0 ? 1u : 0u);
+    uint64_t other = hhi_word_make(hhi_word_carved(now), hhi_word_cls(now) == 0 ? 1u : 0u);
     hhi_binned_free_recheck(p, seen, other, 0);
     ck_assert_uint_eq(hh_test_captured_count(), 1);
     ck_assert_int_eq(hh_test_last_captured(), HH_E_DOUBLE_FREE);
@@ -3348,6 +3377,7 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, class_table_matches_rule);
     tcase_add_test(tc, block_index_is_exact_for_every_offset);
     tcase_add_test(tc, block_start_test_is_exact);
+    tcase_add_test(tc, page_word_covers_exactly_the_carved_blocks);
     tcase_add_test(tc, thread_cache_caps_stay_within_limit);
     suite_add_tcase(s, tc);
 

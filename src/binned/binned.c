@@ -87,7 +87,7 @@ void *hhi_binned_malloc_slow(size_t size, unsigned flags) {
 
 /* Validates a pointer into one of our spans: the page and block index of a
    live block, or the status it deserves. */
-static hh_status small_lookup(uintptr_t a, hhi_bpage **out_pg, uint32_t *out_i, uint32_t *out_cc) {
+static hh_status small_lookup(uintptr_t a, hhi_bpage **out_pg, uint32_t *out_i, uint64_t *out_cc) {
     hhi_bpage *pg = hhi_page_of(a);
     uint32_t i = hhi_block_index(pg, a);
     /* capacity 0: never served a class (or a retired span's zeroed header). */
@@ -97,9 +97,11 @@ static hh_status small_lookup(uintptr_t a, hhi_bpage **out_pg, uint32_t *out_i, 
        carved (invariant 2): a block start there was handed out and came
        back before the page left the class, whatever its bytes say now (a
        decommit zeroed them). */
-    uint32_t cc = hhi_page_carved_cls(pg);   /* once: class and carved as one */
-    if ((cc & 0xFF) == HHI_NO_CLASS) return i < pg->carved_last ? HH_E_DOUBLE_FREE : HH_E_FOREIGN_POINTER;
-    if (i >= cc >> 8) return HH_E_FOREIGN_POINTER;   /* never handed out, or being carved */
+    uint64_t cc = hhi_page_word(pg);   /* once: class and carved as one */
+    /* Nothing carved: a pooled page (carved_last says how far it was), or
+       one that has served its class nothing yet (carved_last 0). */
+    if (cc == 0) return i < pg->carved_last ? HH_E_DOUBLE_FREE : HH_E_FOREIGN_POINTER;
+    if (i >= hhi_word_carved(cc)) return HH_E_FOREIGN_POINTER;   /* never handed out, or being carved */
     if (hhi_block_is_free((hhi_bblock *)a, hhi_bg.tag_key)) return HH_E_DOUBLE_FREE;
     *out_pg = pg;
     *out_i = i;
@@ -115,7 +117,7 @@ _Atomic(hhi_test_hook) hhi_binned_test_lookup_hook;
    pointer into a large chunk (*large set; hhi_large_free validates it under
    the large lock); otherwise the status a free of p deserves:
    HH_E_DOUBLE_FREE or HH_E_FOREIGN_POINTER. */
-static hh_status classify(uintptr_t a, hhi_bpage **pg, uint32_t *i, uint32_t *cc, bool *large) {
+static hh_status classify(uintptr_t a, hhi_bpage **pg, uint32_t *i, uint64_t *cc, bool *large) {
     *large = false;
     if (!atomic_load_explicit(&hhi_bg.ready, memory_order_acquire) || (a >> HHI_ADDR_BITS) != 0)
         return HH_E_FOREIGN_POINTER;
@@ -144,7 +146,8 @@ void hhi_binned_free_slow(void *p, unsigned flags) {
     if (p == NULL) return;
     uintptr_t a = (uintptr_t)p;
     hhi_bpage *pg = NULL;
-    uint32_t i = 0, cc = 0;
+    uint32_t i = 0;
+    uint64_t cc = 0;
     bool large;
     hh_status st = classify(a, &pg, &i, &cc, &large);
     if (st != HH_OK) {
@@ -162,10 +165,11 @@ void hhi_binned_free_slow(void *p, unsigned flags) {
     if (hhi_block_free_claim(p, pg, cc, hhi_bg.tag_key, flags)) hhi_binned_free_claimed(p);
 }
 
-void hhi_binned_free_recheck(void *p, uint64_t seen, uint32_t cc, unsigned flags) {
+void hhi_binned_free_recheck(void *p, uint64_t seen, uint64_t cc, unsigned flags) {
     hhi_bpage *pg = hhi_page_of((uintptr_t)p);
-    uint32_t now = hhi_page_carved_cls(pg);
-    if ((now & 0xFF) == (cc & 0xFF) && now >> 8 >= cc >> 8) hhi_binned_free_claimed(p);
+    uint64_t now = hhi_page_word(pg);   /* cc != 0: carved was, so the same class needs now != 0 */
+    if (now != 0 && hhi_word_cls(now) == hhi_word_cls(cc) && hhi_word_carved(now) >= hhi_word_carved(cc))
+        hhi_binned_free_claimed(p);
     else hhi_binned_free_raced(p, seen, flags);
 }
 
@@ -280,7 +284,8 @@ void *hhi_binned_calloc(size_t count, size_t size, unsigned flags) {
 
 size_t hhi_binned_usable(const void *p, hh_status *st) {
     hhi_bpage *pg = NULL;
-    uint32_t i = 0, cc = 0;
+    uint32_t i = 0;
+    uint64_t cc = 0;
     bool large;
     *st = classify((uintptr_t)p, &pg, &i, &cc, &large);
     if (*st != HH_OK) return 0;
@@ -509,7 +514,7 @@ static bool check_inv2_page_owner(check_ctx *cx) {
             unsigned c = pg->cls;
             CHECK(c < HHI_CLASS_COUNT && pg->pool == HHI_POOL_NONE && pg->block_size == hhi_class_size[c] &&
                       pg->capacity == hhi_class_capacity(c) && pg->carved_last == 0 &&
-                      (hhi_page_carved_cls(pg) & 0xFF) == c,
+                      (hhi_page_word(pg) == 0 || hhi_word_cls(hhi_page_word(pg)) == c),
                   "page %p has bad class fields", base);
         }
     return true;

@@ -172,14 +172,14 @@ typedef struct hhi_bpage {
     uint8_t  pool;              /* HHI_POOL_* */
     uint8_t  in_partial;
     uint8_t  index;             /* page index within its span */
-    _Atomic uint32_t carved_cls;    /* carved << 8 | cls, one word: blocks [0, carved) were ever
-                                       handed out or are tagged in a cache (0 in the pool, where
-                                       cls is HHI_NO_CLASS). Written under the class lock, or by
-                                       the take publishing a run (fresh_link); read by frees
-                                       without it: one load gives a free both, consistent
-                                       (hhi_page_carved) */
-    uint32_t carved_last;       /* pooled: carved when it left its last class (a free at a block
-                                   start below it is a double free); else 0 */
+    /* carved (blocks [0, carved) were ever handed out or are tagged in a
+       cache) and the class, one word (hhi_page_word): 0 when carved is 0
+       (always in the pool), else (carved << 32) - 256 + cls. Written under
+       the class lock, or by the take publishing a run (fresh_link); read by
+       frees without it: one load gives a free both, consistent, and the
+       encoding makes "block index < carved" one compare of the free's
+       multiply (hhi_word_covers). */
+    _Atomic uint64_t carved_cls;
     hhi_bblock *free;           /* page free list (class lock) */
     uint32_t used;              /* blocks reserved by a take, held by caches or users (class lock) */
     uint32_t dirty_tick;        /* dirty pool page: g.decay_tick when it joined the pool */
@@ -191,7 +191,8 @@ typedef struct hhi_bpage {
        link it. One run at a time is in flight on a page (take_page), so
        [carved, reserved) is that run and carved stays a prefix. */
     uint32_t reserved;          /* blocks [0, reserved) carved or being linked (class lock) */
-    uint32_t spare;             /* 64 bytes in all: one cache line */
+    uint32_t carved_last;       /* pooled: carved when it left its last class (a free at a block
+                                   start below it is a double free); else 0 */
 } hhi_bpage;
 _Static_assert(sizeof(hhi_bpage) == 64, "page meta is 64 bytes");
 
@@ -450,18 +451,24 @@ _Static_assert(sizeof(hhi_bpage) == 64, "hhi_page_of scales the index by 64");
 HH_INLINE uintptr_t hhi_page_base(const hhi_bpage *pg) {
     return ((uintptr_t)pg & ~(uintptr_t)HHI_SPAN_MASK) + ((uintptr_t)pg->index << HHI_PAGE_SHIFT);
 }
-/* Acquire: a free that sees a block carved then sees its tag (written
-   before the release in hhi_page_carved_set) in its claim. */
-HH_INLINE uint32_t hhi_page_carved_cls(const hhi_bpage *pg) {
+/* The page word (carved_cls). Acquire: a free that sees a block carved then
+   sees its tag (written before the release in hhi_page_carved_set) in its
+   claim. */
+HH_INLINE uint64_t hhi_page_word(const hhi_bpage *pg) {
     return atomic_load_explicit(&pg->carved_cls, memory_order_acquire);
 }
-HH_INLINE uint32_t hhi_page_carved(const hhi_bpage *pg) { return hhi_page_carved_cls(pg) >> 8; }
+HH_INLINE uint64_t hhi_word_make(uint32_t carved, unsigned cls) {
+    return carved == 0 ? 0 : ((uint64_t)carved << 32) - 256 + cls;
+}
+HH_INLINE uint32_t hhi_word_carved(uint64_t w) { return (uint32_t)((w + 256) >> 32); }
+/* The class; meaningful only when carved > 0 (w != 0). */
+HH_INLINE unsigned hhi_word_cls(uint64_t w) { return (unsigned)(w & 0xFF); }
+HH_INLINE uint32_t hhi_page_carved(const hhi_bpage *pg) { return hhi_word_carved(hhi_page_word(pg)); }
 /* Class lock held, pg->cls already set (pool_put, hhi_page_setup_class) --
    or a take publishing its fresh run (fresh_link), the word's one writer then. */
 HH_INLINE void hhi_page_carved_set(hhi_bpage *pg, uint32_t n) {
-    atomic_store_explicit(&pg->carved_cls, n << 8 | pg->cls, memory_order_release);
+    atomic_store_explicit(&pg->carved_cls, hhi_word_make(n, pg->cls), memory_order_release);
 }
-_Static_assert(HHI_PAGE_SIZE / 16 < (1u << 24), "carved fits 24 bits");
 HH_INLINE uint32_t hhi_block_index(const hhi_bpage *pg, uintptr_t a) {
     return (uint32_t)(((uint64_t)(a & HHI_PAGE_MASK) * pg->recip) >> 32);
 }
@@ -477,6 +484,13 @@ HH_INLINE uint64_t hhi_block_mul(const hhi_bpage *pg, uintptr_t a) {
     return (uint64_t)(a & HHI_PAGE_MASK) * pg->recip;
 }
 HH_INLINE bool hhi_block_mul_is_start(uint64_t m) { return (uint32_t)m < HHI_PAGE_SIZE; }
+/* Whether the block of a block start's m (above) lies below the carved
+   count of page word w: its index (m >> 32) is below carved iff m <
+   carved << 32, and m <= (carved - 1) << 32 | 0xFFFF for a start below it,
+   so the word's low 32 bits may carry the class as long as they stay above
+   0xFFFF (0xFFFFFF00 + cls). No shift: m against the word, one compare. */
+HH_INLINE bool hhi_word_covers(uint64_t w, uint64_t m) { return m < w; }
+_Static_assert(HHI_PAGE_SIZE <= 0xFFFFFF00u, "a start's low half stays below the word's");
 _Static_assert(HHI_SMALL_MAX <= HHI_PAGE_SIZE / 2, "block-start test: recip > 2 * page size");
 /* The free tag of block b (see the layout note): its address XOR the key,
    whose top bit no user-space pointer has, so that a live block holding a
@@ -570,14 +584,14 @@ HH_INTERNAL HH_NOINLINE void  hhi_binned_free_raced(void *p, uint64_t seen, unsi
    read cc: the same class with p still carved (a take published more of the
    page in between) goes on
    as a claimed free; anything else is hhi_binned_free_raced. */
-HH_INTERNAL HH_NOINLINE void  hhi_binned_free_recheck(void *p, uint64_t seen, uint32_t cc, unsigned flags);
+HH_INTERNAL HH_NOINLINE void  hhi_binned_free_recheck(void *p, uint64_t seen, uint64_t cc, unsigned flags);
 /* The claim of a free of p, a carved block start of page pg, whose word
    read cc before: true when the free is the caller's to finish (the claim
    tagged p and the page is unchanged); false when it ended here -- a double
    free reported, or a changed page word passed to hhi_binned_free_recheck,
    which finishes the free or reports it. The fast and the slow free share
    it. */
-HH_INLINE bool hhi_block_free_claim(void *p, const hhi_bpage *pg, uint32_t cc, uint64_t key, unsigned flags) {
+HH_INLINE bool hhi_block_free_claim(void *p, const hhi_bpage *pg, uint64_t cc, uint64_t key, unsigned flags) {
     uint64_t tag = hhi_block_tag(key, p);
     uint64_t seen = hhi_block_claim((hhi_bblock *)p, tag);
     if (hh_unlikely(seen == tag)) {
@@ -592,7 +606,7 @@ HH_INLINE bool hhi_block_free_claim(void *p, const hhi_bpage *pg, uint32_t cc, u
        it, its block keeps the page in use -- and so, now and then, does a
        free racing the publication of more of its page, which
        hhi_binned_free_recheck tells apart. */
-    if (hh_unlikely(hhi_page_carved_cls(pg) != cc)) {
+    if (hh_unlikely(hhi_page_word(pg) != cc)) {
         hhi_binned_free_recheck(p, seen, cc, flags);
         return false;
     }
@@ -796,11 +810,10 @@ HH_INLINE void hhi_bfree_fast(void *p, unsigned flags) {
                   atomic_load_explicit(&tc->registry[chunk], memory_order_relaxed) == HHI_REG_SPAN)) {
         hhi_bpage *pg = hhi_page_of(a);
         uint64_t m = hhi_block_mul(pg, a);
-        uint32_t i = (uint32_t)(m >> 32);
         /* carved is 0 on a pooled page: its frees take the slow path. */
-        uint32_t cc = hhi_page_carved_cls(pg);
-        if (hh_likely(i < cc >> 8 && hhi_block_mul_is_start(m))) {
-            size_t c = cc & 0xFF;   /* a class: carved > 0 */
+        uint64_t cc = hhi_page_word(pg);
+        if (hh_likely(hhi_word_covers(cc, m) && hhi_block_mul_is_start(m))) {
+            size_t c = hhi_word_cls(cc);   /* a class: carved > 0 */
             if (hh_unlikely(!hhi_block_free_claim(p, pg, cc, tc->tag_key, flags))) return;
             if (hh_likely((hhi_owner_read(&tc->ops[c]) & HHI_BIN_COUNT_MASK) != 0)) {   /* room left */
                 hhi_on_free(p, pg->block_size);
