@@ -90,12 +90,19 @@ START_TEST(class_table_matches_rule) {
 }
 END_TEST
 
+/* A page's geometry for class c as hhi_page_setup_class sets it (block size
+   and reciprocal), on a copy that is no span's. */
+static hhi_bpage geometry_of(unsigned c) {
+    hhi_bpage pg;
+    memset(&pg, 0, sizeof pg);
+    pg.block_size = hhi_class_size[c];
+    pg.recip = hhi_recip_of(pg.block_size);
+    return pg;
+}
+
 START_TEST(block_index_is_exact_for_every_offset) {
     for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
-        hhi_bpage pg;
-        memset(&pg, 0, sizeof pg);
-        pg.block_size = hhi_class_size[c];
-        pg.recip = (uint32_t)((((uint64_t)1) << 32) / pg.block_size + 1);
+        hhi_bpage pg = geometry_of(c);
         uintptr_t wrong = HHI_PAGE_SIZE;
         for (uintptr_t off = 0; off < HHI_PAGE_SIZE && wrong == HHI_PAGE_SIZE; off++)
             if (hhi_block_index(&pg, off) != off / pg.block_size) wrong = off;
@@ -113,10 +120,7 @@ END_TEST
    for every class and every offset in a page. */
 START_TEST(block_start_test_is_exact) {
     for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
-        hhi_bpage pg;
-        memset(&pg, 0, sizeof pg);
-        pg.block_size = hhi_class_size[c];
-        pg.recip = (uint32_t)((((uint64_t)1) << 32) / pg.block_size + 1);
+        hhi_bpage pg = geometry_of(c);
         uintptr_t wrong = HHI_PAGE_SIZE;
         for (uintptr_t off = 0; off < HHI_PAGE_SIZE && wrong == HHI_PAGE_SIZE; off++) {
             uint64_t m = hhi_block_mul(&pg, off);
@@ -135,10 +139,7 @@ END_TEST
    the class back. */
 START_TEST(page_word_covers_exactly_the_carved_blocks) {
     for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
-        hhi_bpage pg;
-        memset(&pg, 0, sizeof pg);
-        pg.block_size = hhi_class_size[c];
-        pg.recip = (uint32_t)((((uint64_t)1) << 32) / pg.block_size + 1);
+        hhi_bpage pg = geometry_of(c);
         uint32_t cap = hhi_class_capacity(c);
         uint32_t carveds[] = { 0, 1, 2, cap / 2, cap - 1, cap };
         for (size_t k = 0; k < sizeof carveds / sizeof carveds[0]; k++) {

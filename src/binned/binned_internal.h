@@ -469,6 +469,8 @@ HH_INLINE uint32_t hhi_page_carved(const hhi_bpage *pg) { return hhi_word_carved
 HH_INLINE void hhi_page_carved_set(hhi_bpage *pg, uint32_t n) {
     atomic_store_explicit(&pg->carved_cls, hhi_word_make(n, pg->cls), memory_order_release);
 }
+/* floor(2^32 / block size) + 1: see hhi_block_mul. */
+HH_INLINE uint32_t hhi_recip_of(uint32_t block_size) { return (uint32_t)((((uint64_t)1) << 32) / block_size + 1); }
 HH_INLINE uint32_t hhi_block_index(const hhi_bpage *pg, uintptr_t a) {
     return (uint32_t)(((uint64_t)(a & HHI_PAGE_MASK) * pg->recip) >> 32);
 }

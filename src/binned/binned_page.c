@@ -238,7 +238,7 @@ void hhi_page_setup_class(hhi_bpage *pg, unsigned c) {
     pg->block_size = size;
     pg->capacity = cap;
     pg->carved_last = 0;
-    pg->recip = (uint32_t)((((uint64_t)1) << 32) / size + 1);
+    pg->recip = hhi_recip_of(size);
     pg->cls = (uint8_t)c;
     pg->free = NULL;
     pg->used = 0;
