@@ -37,11 +37,39 @@ OWN_TARGETS = {"bench", "bench-instr", "bench-compare", "bench-smoke"}
 SPECIAL_PROGRAMS = {"heap", "instr", "util"}
 
 # Goals from the issue (ratio ours / baseline must be at most this).
+# The issues' targets. A number is a ratio to the same-run baseline; ("abs",
+# n) bounds our own median (instruction counts: the baseline is context).
 GOALS = {
     ("heap", "deref_seq"): 1.2,
     ("heap", "deref_shuffled"): 2.0,
     ("heap", "alloc_free_churn"): 1.0,
+    ("heap", "alloc_free_churn_16_1024"): 1.2,
+    ("heap", "alloc_free_64B_lifo"): 1.2,
+    ("heap", "mem_total_32B"): 1.1,
+    ("heap", "mem_overhead_mix"): ("abs", 16),
+    ("heap", "hh_alloc_64B"): ("abs", 110),
+    ("heap", "hh_free_64B"): ("abs", 90),
+    ("binned", "hh_bmalloc+hh_bfree_64B_pair"): ("abs", 70),
 }
+
+
+def goal_check(r):
+    """(text for the goal column, miss description or None) of result r."""
+    goal = GOALS.get((r["region"], r["case"]))
+    if goal is None:
+        return "", None
+    if isinstance(goal, tuple):
+        # Judged as printed, to two decimals: an instruction count holds the
+        # framing of its one call (the loop's entry and exit, about 13
+        # instructions per 10,000 ops), which is no op's.
+        value, bound, what = round(r["ours"]["median"], 2), goal[1], f"<={goal[1]:g}"
+    elif r["ratio"] is not None:
+        value, bound, what = r["ratio"], goal, f"<={goal:g}x"
+    else:
+        return "", None
+    if value <= bound:
+        return what + " ok", None
+    return what + " MISSED", f"{r['region']}/{r['case']} {value:.2f} > {what[2:]}"
 
 
 def quick():
@@ -231,10 +259,7 @@ def print_tables(results):
         head = ["case", "unit", "ours", "baseline", "base", "ratio", "goal", "ours min-max", "base min-max"]
         table = [head]
         for r in rows:
-            goal = GOALS.get((r["region"], r["case"]))
-            gtxt = ""
-            if goal is not None and r["ratio"] is not None:
-                gtxt = f"<={goal:g} " + ("ok" if r["ratio"] <= goal else "MISSED")
+            gtxt = goal_check(r)[0]
             ratio = fmt(r["ratio"]) + ("x" if r["ratio"] is not None else "")
             if r["higher_is_better"]:
                 ratio += " (higher better)"
@@ -385,9 +410,7 @@ def main():
         fh.write("\n")
     print()
     print(f"bench: {len(results)} cases in {total:.0f} s -> {args.out}")
-    misses = [f"{r['region']}/{r['case']} {r['ratio']:.2f}x > {GOALS[(r['region'], r['case'])]}x"
-              for r in results if (r["region"], r["case"]) in GOALS and r["ratio"] is not None
-              and r["ratio"] > GOALS[(r["region"], r["case"])]]
+    misses = [m for m in (goal_check(r)[1] for r in results) if m]
     if misses:
         print("goals missed (reported, not failed): " + "; ".join(misses))
     if failures:
