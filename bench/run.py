@@ -36,7 +36,6 @@ OWN_TARGETS = {"bench", "bench-instr", "bench-compare", "bench-smoke"}
 # Programs the runner handles specially (not run as ordinary benchmarks).
 SPECIAL_PROGRAMS = {"heap", "instr", "util"}
 
-# Goals from the issue (ratio ours / baseline must be at most this).
 # The issues' targets. A number is a ratio to the same-run baseline; ("abs",
 # n) bounds our own median (instruction counts: the baseline is context).
 GOALS = {
