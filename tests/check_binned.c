@@ -572,6 +572,90 @@ START_TEST(double_free_after_the_page_left_its_class) {
 }
 END_TEST
 
+/* A second free of a 16-byte block whose page went to the pool and was
+   taken by the 48-byte class while the free stood between its read of the
+   page word and its read of the page's geometry (the free hook stands in for
+   a preemption there; found by an adversarial pass). With the geometry read
+   first, the old class's geometry and the new class's word let the pointer
+   pass as a carved block of the new class: the free wrote its link and tag
+   into a live 48-byte block, reported nothing, and the next malloc(48)
+   handed out bytes overlapping that block. Read after the word, the
+   geometry is the new class's, where the pointer starts no block. */
+static struct {
+    uintptr_t page;               /* the page that changes class */
+    void *target;                 /* the stale pointer: block 5 of the page as 16-byte blocks */
+    unsigned char *live[HHI_PAGE_SIZE / 48];   /* the new class's blocks of the page, held live */
+    unsigned n_live;
+    unsigned char *cover;         /* the live 48-byte block holding target's bytes */
+} retake;
+
+static void *retake_page(void *arg) {
+    (void)arg;
+    enum { MAX = 200000 };
+    void **other = malloc(MAX * sizeof *other);
+    size_t n_other = 0;
+    /* 48-byte blocks until one of the page's covers the target (the class's
+       other pages, then pooled pages, run out first). */
+    while (retake.cover == NULL && n_other < MAX) {
+        unsigned char *b = hh_bmalloc(48);
+        if (b == NULL) break;
+        if (((uintptr_t)b & ~(uintptr_t)HHI_PAGE_MASK) != retake.page) {
+            other[n_other++] = b;
+            continue;
+        }
+        memset(b, 0x5A, 48);
+        retake.live[retake.n_live++] = b;
+        if ((uintptr_t)retake.target - (uintptr_t)b < 48) retake.cover = b;
+    }
+    for (size_t i = 0; i < n_other; i++) hh_bfree(other[i]);
+    free(other);
+    return NULL;
+}
+
+static void retake_hook(void *p) {
+    if (p != retake.target) return;
+    atomic_store(&hhi_binned_test_free_hook, (hhi_test_ptr_hook)0);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, retake_page, NULL), 0);
+    pthread_join(t, NULL);
+}
+
+START_TEST(a_stale_free_racing_its_pages_new_class_writes_nothing) {
+    enum { N = 3 * (HHI_PAGE_SIZE / 16) };
+    memset(&retake, 0, sizeof retake);
+    void *anchor = hh_bmalloc(1000);              /* keeps the span: only pages go back */
+    void **v = malloc(N * sizeof *v);
+    for (int i = 0; i < N; i++) v[i] = hh_bmalloc(16);
+    for (int i = 0; i < N; i++) hh_bfree(v[i]);
+    hh_binned_thread_flush();
+    hh_binned_trim(0);
+    /* A page of ours that went to the pool whole. */
+    for (int i = 0; i < N && retake.page == 0; i++) {
+        hhi_bpage *pg = hhi_page_of((uintptr_t)v[i]);
+        if (hhi_page_word(pg) == 0 && pg->cls == HHI_NO_CLASS && pg->block_size == 16) retake.page = hhi_page_base(pg);
+    }
+    free(v);
+    REQUIRE(retake.page != 0);
+    retake.target = (void *)(retake.page + 5 * 16);   /* no 48-byte block starts there */
+    hh_test_reset_captured();
+    atomic_store(&hhi_binned_test_free_hook, retake_hook);
+    hh_bfree(retake.target);                          /* a double free: reported, nothing written */
+    atomic_store(&hhi_binned_test_free_hook, (hhi_test_ptr_hook)0);
+    REQUIRE(retake.cover != NULL);                    /* the page did change class meanwhile */
+    ck_assert_uint_eq(hh_test_captured_count(), 1);
+    for (unsigned k = 0; k < retake.n_live; k++)
+        for (int j = 0; j < 48; j++)
+            ck_assert_msg(retake.live[k][j] == 0x5A, "live block %p byte %d overwritten", (void *)retake.live[k], j);
+    unsigned char *q = hh_bmalloc(48);
+    ck_assert_msg((uintptr_t)q - (uintptr_t)retake.cover >= 48 || q == retake.cover,
+                  "malloc(48) returned %p inside live block %p", (void *)q, (void *)retake.cover);
+    hh_bfree(q);
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    for (unsigned k = 0; k < retake.n_live; k++) hh_bfree(retake.live[k]);
+    hh_bfree(anchor);
+}
+END_TEST
+
 START_TEST(double_free_after_trim_decommitted_a_tail_state_page) {
     /* A block's free tag is in the block, which a trim gives back to the OS
        with its page: a second free after that must still be a double free
@@ -3403,6 +3487,7 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, a_free_whose_page_word_changed_is_rechecked);
     tcase_add_test(tc, double_free_after_the_page_left_its_class);
     tcase_add_test(tc, double_free_after_trim_decommitted_a_tail_state_page);
+    tcase_add_test(tc, a_stale_free_racing_its_pages_new_class_writes_nothing);
     tcase_add_test(tc, foreign_block_beside_a_freed_large_mapping);
     suite_add_tcase(s, tc);
 

@@ -89,18 +89,18 @@ void *hhi_binned_malloc_slow(size_t size, unsigned flags) {
    live block, or the status it deserves. */
 static hh_status small_lookup(uintptr_t a, hhi_bpage **out_pg, uint32_t *out_i, uint64_t *out_cc) {
     hhi_bpage *pg = hhi_page_of(a);
-    uint32_t i = hhi_block_index(pg, a);
+    uint64_t cc = hhi_page_word(pg);   /* once: class and carved as one; first (hhi_page_geometry) */
+    uint32_t i = hhi_block_index(pg, a), cap = hhi_page_geometry(&pg->capacity);
     /* capacity 0: never served a class (or a retired span's zeroed header). */
-    if (pg->capacity == 0 || i >= pg->capacity || i * pg->block_size != (a & HHI_PAGE_MASK))
+    if (cap == 0 || i >= cap || i * hhi_page_geometry(&pg->block_size) != (a & HHI_PAGE_MASK))
         return HH_E_FOREIGN_POINTER;
     /* A pooled page keeps its last class's geometry and how far it was
        carved (invariant 2): a block start there was handed out and came
        back before the page left the class, whatever its bytes say now (a
-       decommit zeroed them). */
-    uint64_t cc = hhi_page_word(pg);   /* once: class and carved as one */
-    /* Nothing carved: a pooled page (carved_last says how far it was), or
-       one that has served its class nothing yet (carved_last 0). */
-    if (cc == 0) return i < pg->carved_last ? HH_E_DOUBLE_FREE : HH_E_FOREIGN_POINTER;
+       decommit zeroed them). Nothing carved: a pooled page (carved_last
+       says how far it was), or one that has served its class nothing yet
+       (carved_last 0). */
+    if (cc == 0) return i < hhi_page_geometry(&pg->carved_last) ? HH_E_DOUBLE_FREE : HH_E_FOREIGN_POINTER;
     if (i >= hhi_word_carved(cc)) return HH_E_FOREIGN_POINTER;   /* never handed out, or being carved */
     if (hhi_block_is_free((hhi_bblock *)a, hhi_bg.tag_key)) return HH_E_DOUBLE_FREE;
     *out_pg = pg;
@@ -111,6 +111,7 @@ static hh_status small_lookup(uintptr_t a, hhi_bpage **out_pg, uint32_t *out_i, 
 
 #if HH_TESTING
 _Atomic(hhi_test_hook) hhi_binned_test_lookup_hook;
+_Atomic(hhi_test_ptr_hook) hhi_binned_test_free_hook;
 #endif
 
 /* Classifies p: HH_OK for a live small block (page and index out) or a

@@ -164,7 +164,11 @@ typedef struct hhi_bblock {
 _Static_assert(sizeof(hhi_bblock) == 16, "free-block link: two words, the smallest class");
 
 typedef struct hhi_bpage {
-    /* The free fast path reads the first 24 bytes. */
+    /* The free fast path reads the first 24 bytes. The geometry (block_size,
+       capacity, recip, and carved_last below) is read by frees without a
+       lock -- after the page word, see hhi_page_geometry -- and written with
+       relaxed atomics (hhi_page_setup_class, pool_put); locked code reads it
+       plainly. */
     uint32_t block_size;        /* 0 when it never served a class */
     uint32_t capacity;          /* 0 when it never served a class */
     uint32_t recip;             /* floor(2^32 / block_size) + 1 */
@@ -471,8 +475,18 @@ HH_INLINE void hhi_page_carved_set(hhi_bpage *pg, uint32_t n) {
 }
 /* floor(2^32 / block size) + 1: see hhi_block_mul. */
 HH_INLINE uint32_t hhi_recip_of(uint32_t block_size) { return (uint32_t)((((uint64_t)1) << 32) / block_size + 1); }
+/* A geometry field of a page as a free without a lock reads it (relaxed),
+   and as hhi_page_setup_class and pool_put write it. The free reads the page
+   word first (acquire), the geometry after it: geometry as old as the word
+   would pass a block start of the page's last class against a word of its
+   new class, and the claim's second look at the word -- unchanged since the
+   free read it -- would not catch it (a stale free writing into a live block
+   of the new class). Read after the word, the geometry is the word's or
+   newer, and newer means the word changed: the second look sees that. */
+HH_INLINE uint32_t hhi_page_geometry(const uint32_t *field) { return __atomic_load_n(field, __ATOMIC_RELAXED); }
+HH_INLINE void hhi_page_geometry_set(uint32_t *field, uint32_t v) { __atomic_store_n(field, v, __ATOMIC_RELAXED); }
 HH_INLINE uint32_t hhi_block_index(const hhi_bpage *pg, uintptr_t a) {
-    return (uint32_t)(((uint64_t)(a & HHI_PAGE_MASK) * pg->recip) >> 32);
+    return (uint32_t)(((uint64_t)(a & HHI_PAGE_MASK) * hhi_page_geometry(&pg->recip)) >> 32);
 }
 /* offset * recip in one multiply gives both the block index (high half) and
    whether offset is a block start (low half): with recip = floor(2^32/bs)+1
@@ -483,7 +497,7 @@ HH_INLINE uint32_t hhi_block_index(const hhi_bpage *pg, uintptr_t a) {
    block start without a second multiply (checked for every class and offset
    by the test block_start_test_is_exact). */
 HH_INLINE uint64_t hhi_block_mul(const hhi_bpage *pg, uintptr_t a) {
-    return (uint64_t)(a & HHI_PAGE_MASK) * pg->recip;
+    return (uint64_t)(a & HHI_PAGE_MASK) * hhi_page_geometry(&pg->recip);
 }
 HH_INLINE bool hhi_block_mul_is_start(uint64_t m) { return (uint32_t)m < HHI_PAGE_SIZE; }
 /* Whether the block of a block start's m (above) lies below the carved
@@ -638,6 +652,14 @@ HH_INTERNAL _Atomic(hhi_test_hook) hhi_binned_test_lookup_hook;
 /* A take calls it (class c) just before it writes the fresh blocks it
    reserved (binned_page.c, fresh_link). Null: none. */
 HH_INTERNAL _Atomic(hhi_test_class_hook) hhi_binned_test_carve_hook;
+/* The free fast path calls it with p between its read of the page word and
+   its read of the page's geometry (a preemption there). Null: none. */
+typedef void (*hhi_test_ptr_hook)(void *p);
+HH_INTERNAL _Atomic(hhi_test_ptr_hook) hhi_binned_test_free_hook;
+HH_INLINE void hhi_test_free_hook_call(void *p) {
+    hhi_test_ptr_hook hook = atomic_load_explicit(&hhi_binned_test_free_hook, memory_order_relaxed);
+    if (hook) hook(p);
+}
 #endif
 
 /* binned_page.c (class and pool layer) */
@@ -811,9 +833,13 @@ HH_INLINE void hhi_bfree_fast(void *p, unsigned flags) {
     if (hh_likely(chunk < tc->registry_len &&
                   atomic_load_explicit(&tc->registry[chunk], memory_order_relaxed) == HHI_REG_SPAN)) {
         hhi_bpage *pg = hhi_page_of(a);
-        uint64_t m = hhi_block_mul(pg, a);
-        /* carved is 0 on a pooled page: its frees take the slow path. */
+        /* carved is 0 on a pooled page: its frees take the slow path. The
+           word first, then the geometry (hhi_page_geometry). */
         uint64_t cc = hhi_page_word(pg);
+#if HH_TESTING
+        hhi_test_free_hook_call(p);
+#endif
+        uint64_t m = hhi_block_mul(pg, a);
         if (hh_likely(hhi_word_covers(cc, m) && hhi_block_mul_is_start(m))) {
             size_t c = hhi_word_cls(cc);   /* a class: carved > 0 */
             if (hh_unlikely(!hhi_block_free_claim(p, pg, cc, tc->tag_key, flags))) return;
