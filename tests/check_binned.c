@@ -142,12 +142,17 @@ START_TEST(page_word_covers_exactly_the_carved_blocks) {
         hhi_bpage pg = geometry_of(c);
         uint32_t cap = hhi_class_capacity(c);
         uint32_t carveds[] = { 0, 1, 2, cap / 2, cap - 1, cap };
-        for (size_t k = 0; k < sizeof carveds / sizeof carveds[0]; k++) {
-            uint32_t carved = carveds[k];
-            uint64_t w = hhi_word_make(carved, c);
+        for (size_t k = 0; k < 2 * sizeof carveds / sizeof carveds[0]; k++) {
+            uint32_t carved = carveds[k / 2];
+            unsigned gen = k % 2 ? 0xFFFF : 0;
+            uint64_t w = hhi_word_make(carved, c, gen);
             ck_assert_uint_eq(hhi_word_carved(w), carved);
-            if (carved > 0) ck_assert_uint_eq(hhi_word_cls(w), c);
-            else ck_assert_uint_eq(w, 0);
+            if (carved > 0) {
+                ck_assert_uint_eq(hhi_word_cls(w), c);
+                ck_assert_uint_eq(hhi_word_gen(w), gen);
+            } else {
+                ck_assert_uint_eq(w, 0);
+            }
             for (uint32_t i = 0; i <= cap && (uintptr_t)i * pg.block_size < HHI_PAGE_SIZE; i++) {
                 uint64_t m = hhi_block_mul(&pg, (uintptr_t)i * pg.block_size);
                 ck_assert_msg(hhi_block_mul_is_start(m) && hhi_word_covers(w, m) == (i < carved),
@@ -275,14 +280,14 @@ START_TEST(a_free_whose_page_word_changed_is_rechecked) {
     p[1] = 0x1234;
     uint64_t seen = hhi_block_claim((hhi_bblock *)p, hhi_block_tag(hhi_bg.tag_key, p));
     ck_assert_uint_eq(seen, 0x1234);
-    hhi_binned_free_recheck(p, seen, hhi_word_make(hhi_word_carved(now) - 1, hhi_word_cls(now)), 0);
+    hhi_binned_free_recheck(p, seen, hhi_word_make(hhi_word_carved(now) - 1, hhi_word_cls(now), hhi_word_gen(now)), 0);
     ck_assert_uint_eq(hh_test_captured_count(), 0);
     void *again = hh_bmalloc(64);                 /* freed for real: the bin's newest */
     ck_assert_ptr_eq(again, p);
     /* Another class owned the page when the free first looked. */
     p[1] = 0x5678;
     seen = hhi_block_claim((hhi_bblock *)p, hhi_block_tag(hhi_bg.tag_key, p));
-    uint64_t other = hhi_word_make(hhi_word_carved(now), hhi_word_cls(now) == 0 ? 1u : 0u);
+    uint64_t other = hhi_word_make(hhi_word_carved(now), hhi_word_cls(now) == 0 ? 1u : 0u, hhi_word_gen(now));
     hhi_binned_free_recheck(p, seen, other, 0);
     ck_assert_uint_eq(hh_test_captured_count(), 1);
     ck_assert_int_eq(hh_test_last_captured(), HH_E_DOUBLE_FREE);
@@ -572,6 +577,93 @@ START_TEST(double_free_after_the_page_left_its_class) {
 }
 END_TEST
 
+/* A page taken by a class for a test: on a thread of its own, blocks of
+   `size` until one of `page`'s covers `target` (the class's other pages,
+   then pooled pages, run out first); the page's blocks stay live, filled
+   with 0x5A, the others are freed. */
+typedef struct page_take {
+    size_t size;
+    uintptr_t page, target;
+    unsigned char *live[HHI_PAGE_SIZE / 16];
+    unsigned n_live;
+    unsigned char *cover;         /* the live block holding target's bytes */
+} page_take;
+
+static void *page_take_main(void *arg) {
+    page_take *t = arg;
+    enum { MAX = 200000 };
+    void **other = malloc(MAX * sizeof *other);
+    size_t n_other = 0;
+    while (t->cover == NULL && n_other < MAX) {
+        unsigned char *b = hh_bmalloc(t->size);
+        if (b == NULL) break;
+        if (((uintptr_t)b & ~(uintptr_t)HHI_PAGE_MASK) != t->page) {
+            other[n_other++] = b;
+            continue;
+        }
+        memset(b, 0x5A, t->size);
+        t->live[t->n_live++] = b;
+        if (t->target - (uintptr_t)b < t->size) t->cover = b;
+    }
+    for (size_t i = 0; i < n_other; i++) hh_bfree(other[i]);
+    free(other);
+    return NULL;
+}
+
+static void page_take_run(page_take *t, size_t size, uintptr_t page, uintptr_t target) {
+    memset(t, 0, sizeof *t);
+    t->size = size;
+    t->page = page;
+    t->target = target;
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, page_take_main, t), 0);
+    pthread_join(th, NULL);
+    REQUIRE(t->cover != NULL);
+}
+
+/* Whether the live blocks a take holds still read 0x5A. */
+static bool page_take_intact(const page_take *t) {
+    for (unsigned k = 0; k < t->n_live; k++)
+        for (size_t j = 0; j < t->size; j++)
+            if (t->live[k][j] != 0x5A) return false;
+    return true;
+}
+
+static void *page_take_free_main(void *arg) {
+    page_take *t = arg;
+    for (unsigned k = 0; k < t->n_live; k++) hh_bfree(t->live[k]);
+    t->n_live = 0;
+    return NULL;
+}
+
+/* Frees a take's blocks on a thread of their own (whose cache goes back
+   when it ends: the caller's may be inside a free) and trims: the page goes
+   back to the pool. */
+static void page_take_release(page_take *t) {
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, page_take_free_main, t), 0);
+    pthread_join(th, NULL);
+    hh_binned_trim(0);
+}
+
+/* A page of `size` blocks that went to the pool whole: allocated by this
+   thread, freed, flushed and trimmed. 0 if none did. */
+static uintptr_t pooled_page_of(size_t size) {
+    size_t n = 3 * (HHI_PAGE_SIZE / size);
+    void **v = malloc(n * sizeof *v);
+    for (size_t i = 0; i < n; i++) v[i] = hh_bmalloc(size);
+    for (size_t i = 0; i < n; i++) hh_bfree(v[i]);
+    hh_binned_thread_flush();
+    hh_binned_trim(0);
+    uintptr_t page = 0;
+    for (size_t i = 0; i < n && page == 0; i++) {
+        hhi_bpage *pg = hhi_page_of((uintptr_t)v[i]);
+        if (hhi_page_word(pg) == 0 && pg->cls == HHI_NO_CLASS && pg->block_size == size) page = hhi_page_base(pg);
+    }
+    free(v);
+    return page;
+}
+
 /* A second free of a 16-byte block whose page went to the pool and was
    taken by the 48-byte class while the free stood between its read of the
    page word and its read of the page's geometry (the free hook stands in for
@@ -581,77 +673,77 @@ END_TEST
    into a live 48-byte block, reported nothing, and the next malloc(48)
    handed out bytes overlapping that block. Read after the word, the
    geometry is the new class's, where the pointer starts no block. */
-static struct {
-    uintptr_t page;               /* the page that changes class */
-    void *target;                 /* the stale pointer: block 5 of the page as 16-byte blocks */
-    unsigned char *live[HHI_PAGE_SIZE / 48];   /* the new class's blocks of the page, held live */
-    unsigned n_live;
-    unsigned char *cover;         /* the live 48-byte block holding target's bytes */
-} retake;
+static page_take retake[2];
 
-static void *retake_page(void *arg) {
-    (void)arg;
-    enum { MAX = 200000 };
-    void **other = malloc(MAX * sizeof *other);
-    size_t n_other = 0;
-    /* 48-byte blocks until one of the page's covers the target (the class's
-       other pages, then pooled pages, run out first). */
-    while (retake.cover == NULL && n_other < MAX) {
-        unsigned char *b = hh_bmalloc(48);
-        if (b == NULL) break;
-        if (((uintptr_t)b & ~(uintptr_t)HHI_PAGE_MASK) != retake.page) {
-            other[n_other++] = b;
-            continue;
-        }
-        memset(b, 0x5A, 48);
-        retake.live[retake.n_live++] = b;
-        if ((uintptr_t)retake.target - (uintptr_t)b < 48) retake.cover = b;
-    }
-    for (size_t i = 0; i < n_other; i++) hh_bfree(other[i]);
-    free(other);
-    return NULL;
-}
-
-static void retake_hook(void *p) {
-    if (p != retake.target) return;
-    atomic_store(&hhi_binned_test_free_hook, (hhi_test_ptr_hook)0);
-    pthread_t t;
-    ck_assert_int_eq(pthread_create(&t, NULL, retake_page, NULL), 0);
-    pthread_join(t, NULL);
+static void retake_hook(void *p, int at) {
+    if ((uintptr_t)p != retake[0].target || at != 0) return;
+    atomic_store(&hhi_binned_test_free_hook, (hhi_test_free_hook)0);
+    page_take_run(&retake[1], 48, retake[0].page, retake[0].target);
 }
 
 START_TEST(a_stale_free_racing_its_pages_new_class_writes_nothing) {
-    enum { N = 3 * (HHI_PAGE_SIZE / 16) };
-    memset(&retake, 0, sizeof retake);
     void *anchor = hh_bmalloc(1000);              /* keeps the span: only pages go back */
-    void **v = malloc(N * sizeof *v);
-    for (int i = 0; i < N; i++) v[i] = hh_bmalloc(16);
-    for (int i = 0; i < N; i++) hh_bfree(v[i]);
-    hh_binned_thread_flush();
-    hh_binned_trim(0);
-    /* A page of ours that went to the pool whole. */
-    for (int i = 0; i < N && retake.page == 0; i++) {
-        hhi_bpage *pg = hhi_page_of((uintptr_t)v[i]);
-        if (hhi_page_word(pg) == 0 && pg->cls == HHI_NO_CLASS && pg->block_size == 16) retake.page = hhi_page_base(pg);
-    }
-    free(v);
-    REQUIRE(retake.page != 0);
-    retake.target = (void *)(retake.page + 5 * 16);   /* no 48-byte block starts there */
+    uintptr_t page = pooled_page_of(16);
+    REQUIRE(page != 0);
+    memset(retake, 0, sizeof retake);
+    retake[0].page = page;
+    retake[0].target = page + 5 * 16;             /* no 48-byte block starts there */
     hh_test_reset_captured();
     atomic_store(&hhi_binned_test_free_hook, retake_hook);
-    hh_bfree(retake.target);                          /* a double free: reported, nothing written */
-    atomic_store(&hhi_binned_test_free_hook, (hhi_test_ptr_hook)0);
-    REQUIRE(retake.cover != NULL);                    /* the page did change class meanwhile */
+    hh_bfree((void *)retake[0].target);           /* a double free: reported, nothing written */
+    atomic_store(&hhi_binned_test_free_hook, (hhi_test_free_hook)0);
+    REQUIRE(retake[1].cover != NULL);             /* the page did change class meanwhile */
     ck_assert_uint_eq(hh_test_captured_count(), 1);
-    for (unsigned k = 0; k < retake.n_live; k++)
-        for (int j = 0; j < 48; j++)
-            ck_assert_msg(retake.live[k][j] == 0x5A, "live block %p byte %d overwritten", (void *)retake.live[k], j);
+    ck_assert(page_take_intact(&retake[1]));
     unsigned char *q = hh_bmalloc(48);
-    ck_assert_msg((uintptr_t)q - (uintptr_t)retake.cover >= 48 || q == retake.cover,
-                  "malloc(48) returned %p inside live block %p", (void *)q, (void *)retake.cover);
+    ck_assert_msg((uintptr_t)q - (uintptr_t)retake[1].cover >= 48 || q == retake[1].cover,
+                  "malloc(48) returned %p inside live block %p", (void *)q, (void *)retake[1].cover);
     hh_bfree(q);
     ck_assert_int_eq(hh_binned_check(), HH_OK);
-    for (unsigned k = 0; k < retake.n_live; k++) hh_bfree(retake.live[k]);
+    page_take_release(&retake[1]);
+    hh_bfree(anchor);
+}
+END_TEST
+
+/* The same free preempted twice while its page makes two trips: from the
+   32-byte class through the pool to the 48-byte one before the free reads
+   the geometry, and back to the 32-byte class, carved as far as before,
+   before its claim. The pointer is a 48-byte block start inside a live
+   32-byte block; the page word at the claim's second look read as at the
+   first look, so the free went on and wrote into the live block. The word
+   carries the page's generation (one per class tenure) now: it differs. */
+static page_take trip[3];
+
+static void trip_hook(void *p, int at) {
+    if ((uintptr_t)p != trip[0].target) return;
+    if (at == 0) {
+        page_take_release(&trip[0]);
+        page_take_run(&trip[1], 48, trip[0].page, trip[0].target);
+    } else {
+        atomic_store(&hhi_binned_test_free_hook, (hhi_test_free_hook)0);
+        page_take_release(&trip[1]);
+        page_take_run(&trip[2], 32, trip[0].page, trip[0].target);
+    }
+}
+
+START_TEST(a_stale_free_across_two_trips_of_its_page_writes_nothing) {
+    void *anchor = hh_bmalloc(1000);
+    uintptr_t page = pooled_page_of(32);
+    REQUIRE(page != 0);
+    uintptr_t target = page + 48;                 /* a 48-byte block start inside a 32-byte block */
+    page_take_run(&trip[0], 32, page, target);
+    hhi_bpage *pg = hhi_page_of(page);
+    uint32_t carved = hhi_page_carved(pg);
+    hh_test_reset_captured();
+    atomic_store(&hhi_binned_test_free_hook, trip_hook);
+    hh_bfree((void *)target);                     /* no block: reported, nothing written */
+    atomic_store(&hhi_binned_test_free_hook, (hhi_test_free_hook)0);
+    /* The page made both trips and came back carved as far (else no test). */
+    REQUIRE(trip[2].cover != NULL && hhi_page_carved(pg) == carved && pg->cls == (unsigned)hh_binned_class_of(32));
+    ck_assert_uint_eq(hh_test_captured_count(), 1);
+    ck_assert(page_take_intact(&trip[2]));
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    page_take_release(&trip[2]);
     hh_bfree(anchor);
 }
 END_TEST
@@ -3488,6 +3580,7 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, double_free_after_the_page_left_its_class);
     tcase_add_test(tc, double_free_after_trim_decommitted_a_tail_state_page);
     tcase_add_test(tc, a_stale_free_racing_its_pages_new_class_writes_nothing);
+    tcase_add_test(tc, a_stale_free_across_two_trips_of_its_page_writes_nothing);
     tcase_add_test(tc, foreign_block_beside_a_freed_large_mapping);
     suite_add_tcase(s, tc);
 

@@ -100,7 +100,7 @@ static hh_status small_lookup(uintptr_t a, hhi_bpage **out_pg, uint32_t *out_i, 
        decommit zeroed them). Nothing carved: a pooled page (carved_last
        says how far it was), or one that has served its class nothing yet
        (carved_last 0). */
-    if (cc == 0) return i < hhi_page_geometry(&pg->carved_last) ? HH_E_DOUBLE_FREE : HH_E_FOREIGN_POINTER;
+    if (cc == 0) return i < hhi_page_carved_last(pg) ? HH_E_DOUBLE_FREE : HH_E_FOREIGN_POINTER;
     if (i >= hhi_word_carved(cc)) return HH_E_FOREIGN_POINTER;   /* never handed out, or being carved */
     if (hhi_block_is_free((hhi_bblock *)a, hhi_bg.tag_key)) return HH_E_DOUBLE_FREE;
     *out_pg = pg;
@@ -111,7 +111,7 @@ static hh_status small_lookup(uintptr_t a, hhi_bpage **out_pg, uint32_t *out_i, 
 
 #if HH_TESTING
 _Atomic(hhi_test_hook) hhi_binned_test_lookup_hook;
-_Atomic(hhi_test_ptr_hook) hhi_binned_test_free_hook;
+_Atomic(hhi_test_free_hook) hhi_binned_test_free_hook;
 #endif
 
 /* Classifies p: HH_OK for a live small block (page and index out) or a
@@ -168,8 +168,11 @@ void hhi_binned_free_slow(void *p, unsigned flags) {
 
 void hhi_binned_free_recheck(void *p, uint64_t seen, uint64_t cc, unsigned flags) {
     hhi_bpage *pg = hhi_page_of((uintptr_t)p);
-    uint64_t now = hhi_page_word(pg);   /* cc != 0: carved was, so the same class needs now != 0 */
-    if (now != 0 && hhi_word_cls(now) == hhi_word_cls(cc) && hhi_word_carved(now) >= hhi_word_carved(cc))
+    /* cc != 0: carved was. The same tenure (generation) of the same class
+       with p still carved: carved only grows within a tenure. */
+    uint64_t now = hhi_page_word(pg);
+    if (now != 0 && hhi_word_cls(now) == hhi_word_cls(cc) && hhi_word_gen(now) == hhi_word_gen(cc) &&
+        hhi_word_carved(now) >= hhi_word_carved(cc))
         hhi_binned_free_claimed(p);
     else hhi_binned_free_raced(p, seen, flags);
 }
@@ -515,7 +518,8 @@ static bool check_inv2_page_owner(check_ctx *cx) {
             unsigned c = pg->cls;
             CHECK(c < HHI_CLASS_COUNT && pg->pool == HHI_POOL_NONE && pg->block_size == hhi_class_size[c] &&
                       pg->capacity == hhi_class_capacity(c) && pg->carved_last == 0 &&
-                      (hhi_page_word(pg) == 0 || hhi_word_cls(hhi_page_word(pg)) == c),
+                      (hhi_page_word(pg) == 0 ||
+                       (hhi_word_cls(hhi_page_word(pg)) == c && hhi_word_gen(hhi_page_word(pg)) == pg->gen)),
                   "page %p has bad class fields", base);
         }
     return true;

@@ -177,12 +177,14 @@ typedef struct hhi_bpage {
     uint8_t  in_partial;
     uint8_t  index;             /* page index within its span */
     /* carved (blocks [0, carved) were ever handed out or are tagged in a
-       cache) and the class, one word (hhi_page_word): 0 when carved is 0
-       (always in the pool), else (carved << 32) - 256 + cls. Written under
-       the class lock, or by the take publishing a run (fresh_link); read by
-       frees without it: one load gives a free both, consistent, and the
-       encoding makes "block index < carved" one compare of the free's
-       multiply (hhi_word_covers). */
+       cache), the class and the page's generation, one word (hhi_page_word):
+       0 when carved is 0 (always in the pool), else (carved - 1) << 32 |
+       0xFF000000 | gen << 8 | cls. Written under the class lock, or by the
+       take publishing a run (fresh_link); read by frees without it: one load
+       gives a free all three, consistent; the encoding makes "block index <
+       carved" one compare of the free's multiply (hhi_word_covers), and the
+       generation makes the word of a page that left its class and came back
+       to it differ from the word before. */
     _Atomic uint64_t carved_cls;
     hhi_bblock *free;           /* page free list (class lock) */
     uint32_t used;              /* blocks reserved by a take, held by caches or users (class lock) */
@@ -195,8 +197,9 @@ typedef struct hhi_bpage {
        link it. One run at a time is in flight on a page (take_page), so
        [carved, reserved) is that run and carved stays a prefix. */
     uint32_t reserved;          /* blocks [0, reserved) carved or being linked (class lock) */
-    uint32_t carved_last;       /* pooled: carved when it left its last class (a free at a block
+    uint16_t carved_last;       /* pooled: carved when it left its last class (a free at a block
                                    start below it is a double free); else 0 */
+    uint16_t gen;               /* class tenures so far (mod 2^16): hhi_page_setup_class counts */
 } hhi_bpage;
 _Static_assert(sizeof(hhi_bpage) == 64, "page meta is 64 bytes");
 
@@ -461,17 +464,18 @@ HH_INLINE uintptr_t hhi_page_base(const hhi_bpage *pg) {
 HH_INLINE uint64_t hhi_page_word(const hhi_bpage *pg) {
     return atomic_load_explicit(&pg->carved_cls, memory_order_acquire);
 }
-HH_INLINE uint64_t hhi_word_make(uint32_t carved, unsigned cls) {
-    return carved == 0 ? 0 : ((uint64_t)carved << 32) - 256 + cls;
+HH_INLINE uint64_t hhi_word_make(uint32_t carved, unsigned cls, unsigned gen) {
+    return carved == 0 ? 0 : (uint64_t)(carved - 1) << 32 | 0xFF000000u | (uint32_t)(gen & 0xFFFF) << 8 | cls;
 }
-HH_INLINE uint32_t hhi_word_carved(uint64_t w) { return (uint32_t)((w + 256) >> 32); }
-/* The class; meaningful only when carved > 0 (w != 0). */
+HH_INLINE uint32_t hhi_word_carved(uint64_t w) { return w == 0 ? 0 : (uint32_t)(w >> 32) + 1; }
+/* The class and the generation; meaningful only when carved > 0 (w != 0). */
 HH_INLINE unsigned hhi_word_cls(uint64_t w) { return (unsigned)(w & 0xFF); }
+HH_INLINE unsigned hhi_word_gen(uint64_t w) { return (unsigned)(w >> 8 & 0xFFFF); }
 HH_INLINE uint32_t hhi_page_carved(const hhi_bpage *pg) { return hhi_word_carved(hhi_page_word(pg)); }
 /* Class lock held, pg->cls already set (pool_put, hhi_page_setup_class) --
    or a take publishing its fresh run (fresh_link), the word's one writer then. */
 HH_INLINE void hhi_page_carved_set(hhi_bpage *pg, uint32_t n) {
-    atomic_store_explicit(&pg->carved_cls, hhi_word_make(n, pg->cls), memory_order_release);
+    atomic_store_explicit(&pg->carved_cls, hhi_word_make(n, pg->cls, pg->gen), memory_order_release);
 }
 /* floor(2^32 / block size) + 1: see hhi_block_mul. */
 HH_INLINE uint32_t hhi_recip_of(uint32_t block_size) { return (uint32_t)((((uint64_t)1) << 32) / block_size + 1); }
@@ -485,6 +489,11 @@ HH_INLINE uint32_t hhi_recip_of(uint32_t block_size) { return (uint32_t)((((uint
    newer, and newer means the word changed: the second look sees that. */
 HH_INLINE uint32_t hhi_page_geometry(const uint32_t *field) { return __atomic_load_n(field, __ATOMIC_RELAXED); }
 HH_INLINE void hhi_page_geometry_set(uint32_t *field, uint32_t v) { __atomic_store_n(field, v, __ATOMIC_RELAXED); }
+HH_INLINE uint32_t hhi_page_carved_last(const hhi_bpage *pg) { return __atomic_load_n(&pg->carved_last, __ATOMIC_RELAXED); }
+HH_INLINE void hhi_page_carved_last_set(hhi_bpage *pg, uint32_t n) {
+    __atomic_store_n(&pg->carved_last, (uint16_t)n, __ATOMIC_RELAXED);
+}
+_Static_assert(HHI_PAGE_SIZE / 16 <= UINT16_MAX, "carved_last fits 16 bits");
 HH_INLINE uint32_t hhi_block_index(const hhi_bpage *pg, uintptr_t a) {
     return (uint32_t)(((uint64_t)(a & HHI_PAGE_MASK) * hhi_page_geometry(&pg->recip)) >> 32);
 }
@@ -501,12 +510,13 @@ HH_INLINE uint64_t hhi_block_mul(const hhi_bpage *pg, uintptr_t a) {
 }
 HH_INLINE bool hhi_block_mul_is_start(uint64_t m) { return (uint32_t)m < HHI_PAGE_SIZE; }
 /* Whether the block of a block start's m (above) lies below the carved
-   count of page word w: its index (m >> 32) is below carved iff m <
-   carved << 32, and m <= (carved - 1) << 32 | 0xFFFF for a start below it,
-   so the word's low 32 bits may carry the class as long as they stay above
-   0xFFFF (0xFFFFFF00 + cls). No shift: m against the word, one compare. */
+   count of page word w: its index (m >> 32) is below carved iff m <=
+   (carved - 1) << 32 | 0xFFFF for a start (low half below the page size), so
+   the word's low 32 bits may carry the class and the generation as long as
+   they stay above 0xFFFF (0xFF000000 | ...); a word of 0 (nothing carved)
+   covers nothing. No shift: m against the word, one compare. */
 HH_INLINE bool hhi_word_covers(uint64_t w, uint64_t m) { return m < w; }
-_Static_assert(HHI_PAGE_SIZE <= 0xFFFFFF00u, "a start's low half stays below the word's");
+_Static_assert(HHI_PAGE_SIZE <= 0xFF000000u, "a start's low half stays below the word's");
 _Static_assert(HHI_SMALL_MAX <= HHI_PAGE_SIZE / 2, "block-start test: recip > 2 * page size");
 /* The free tag of block b (see the layout note): its address XOR the key,
    whose top bit no user-space pointer has, so that a live block holding a
@@ -652,13 +662,14 @@ HH_INTERNAL _Atomic(hhi_test_hook) hhi_binned_test_lookup_hook;
 /* A take calls it (class c) just before it writes the fresh blocks it
    reserved (binned_page.c, fresh_link). Null: none. */
 HH_INTERNAL _Atomic(hhi_test_class_hook) hhi_binned_test_carve_hook;
-/* The free fast path calls it with p between its read of the page word and
-   its read of the page's geometry (a preemption there). Null: none. */
-typedef void (*hhi_test_ptr_hook)(void *p);
-HH_INTERNAL _Atomic(hhi_test_ptr_hook) hhi_binned_test_free_hook;
-HH_INLINE void hhi_test_free_hook_call(void *p) {
-    hhi_test_ptr_hook hook = atomic_load_explicit(&hhi_binned_test_free_hook, memory_order_relaxed);
-    if (hook) hook(p);
+/* The free fast path calls it with p (a preemption there): at 0 between
+   its read of the page word and its read of the page's geometry, at 1 after
+   that, before its claim. Null: none. */
+typedef void (*hhi_test_free_hook)(void *p, int at);
+HH_INTERNAL _Atomic(hhi_test_free_hook) hhi_binned_test_free_hook;
+HH_INLINE void hhi_test_free_hook_call(void *p, int at) {
+    hhi_test_free_hook hook = atomic_load_explicit(&hhi_binned_test_free_hook, memory_order_relaxed);
+    if (hook) hook(p, at);
 }
 #endif
 
@@ -837,9 +848,12 @@ HH_INLINE void hhi_bfree_fast(void *p, unsigned flags) {
            word first, then the geometry (hhi_page_geometry). */
         uint64_t cc = hhi_page_word(pg);
 #if HH_TESTING
-        hhi_test_free_hook_call(p);
+        hhi_test_free_hook_call(p, 0);
 #endif
         uint64_t m = hhi_block_mul(pg, a);
+#if HH_TESTING
+        hhi_test_free_hook_call(p, 1);
+#endif
         if (hh_likely(hhi_word_covers(cc, m) && hhi_block_mul_is_start(m))) {
             size_t c = hhi_word_cls(cc);   /* a class: carved > 0 */
             if (hh_unlikely(!hhi_block_free_claim(p, pg, cc, tc->tag_key, flags))) return;

@@ -221,7 +221,7 @@ static hhi_bpage *pool_get(unsigned c) {
 static void pool_put(hhi_bpage *pg) {
     pg->cls = HHI_NO_CLASS;
     pg->free = NULL;
-    hhi_page_geometry_set(&pg->carved_last, hhi_page_carved(pg));   /* == reserved: no take in flight, nothing used */
+    hhi_page_carved_last_set(pg, hhi_page_carved(pg));   /* == reserved: no take in flight, nothing used */
     pg->used = 0;
     pg->reserved = 0;
     hhi_page_carved_set(pg, 0);
@@ -237,7 +237,8 @@ void hhi_page_setup_class(hhi_bpage *pg, unsigned c) {
     hh_track_undefined((void *)base, HHI_PAGE_SIZE);
     hhi_page_geometry_set(&pg->block_size, size);
     hhi_page_geometry_set(&pg->capacity, cap);
-    hhi_page_geometry_set(&pg->carved_last, 0);
+    hhi_page_carved_last_set(pg, 0);
+    pg->gen++;                                   /* a new tenure: its words differ from the last one's */
     hhi_page_geometry_set(&pg->recip, hhi_recip_of(size));
     pg->cls = (uint8_t)c;
     pg->free = NULL;
