@@ -384,6 +384,7 @@ typedef struct hhi_bglobal {
     uint32_t n_spans;
     hhi_bspan *retired;             /* decommitted spans kept for reuse, linked through next */
     uint32_t n_retired;
+    uint16_t spans_made;            /* span_new calls (mod 2^16): where its pages' generations start */
     /* large blocks */
     hhi_lock large_lock;
     hhi_blarge *large;

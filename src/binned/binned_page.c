@@ -181,12 +181,17 @@ static bool span_new(void) {
         s->huge = 1;
     }
     s->magic = HHI_SPAN_MAGIC;
+    /* A retired range's pages lost their generations with its header: they
+       start elsewhere each time (a stale free's word from before the
+       retirement must not come back; hhi_word_make). */
+    uint16_t gen0 = (uint16_t)(++hhi_bg.spans_made * 4099u);
     /* Highest first onto the clean list, whose head is taken first: pages
        go out from page 1 up. */
     for (unsigned i = HHI_PAGES_PER_SPAN; i-- > 0;) {
         hhi_bpage *pg = &s->pages[i];
         pg->index = (uint8_t)i;
         pg->cls = HHI_NO_CLASS;
+        pg->gen = gen0;
         if (i > 0) pool_insert(pg, HHI_POOL_CLEAN);
     }
     s->next = hhi_bg.spans;
