@@ -29,6 +29,8 @@
  * HHEAP_SMALL_HUGEPAGES=1) and of our shim, all interleaved per repetition:
  *   BENCH binned preload-<workload> ns/op shim ... <peer> ...
  *   BENCH binned rss-<workload> bytes shim ... glibc ...   (peak RSS: VmHWM)
+ * and per workload one line against issue 13's targets (time <= 1.1x the best
+ * peer's, RSS <= 1.1x the lowest peer's), reported, never failed.
  * Internal mode: bench_binned --child <workload> <hh|libc> runs once and
  * prints "RESULT <ns/op> <peak RSS bytes>" (the `release` workload: RSS 1 s
  * after its frees instead).
@@ -346,6 +348,24 @@ static double call_libc(void *ctx) { return ((const workload *)ctx)->libc(); }
 --------------------------------------------------------------------------- */
 typedef struct peer { const char *name, *path; } peer;
 
+/* Issue 13's targets for one workload, from the medians above: the shim's
+   time at most 1.1x the best peer's and its RSS at most 1.1x the lowest
+   peer's (glibc among the peers; shim-huge, ours, not). Reported, never
+   failed. Columns as in main: 0 shim, 1 glibc, 2.. peers. */
+static void goal_line(const char *w, double ns[][64], double rss[][64], int reps, const peer *peers, int np) {
+    const char *best_name = "glibc", *low_name = "glibc";
+    double best = bench_summarise(ns[1], reps).median, low = bench_summarise(rss[1], reps).median;
+    for (int p = 0; p < np; p++) {
+        if (strcmp(peers[p].name, "shim-huge") == 0) continue;
+        double t = bench_summarise(ns[2 + p], reps).median, r = bench_summarise(rss[2 + p], reps).median;
+        if (t < best) best = t, best_name = peers[p].name;
+        if (r < low) low = r, low_name = peers[p].name;
+    }
+    double tr = bench_summarise(ns[0], reps).median / best, rr = bench_summarise(rss[0], reps).median / low;
+    printf("bench_binned: %s: time %.2fx the best peer's (%s), RSS %.2fx the lowest peer's (%s); "
+           "goal <= 1.1x each: %s\n", w, tr, best_name, rr, low_name, tr <= 1.1 && rr <= 1.1 ? "met" : "missed");
+}
+
 /* Runs `self --child w libc` with LD_PRELOAD=path (NULL: none); ns/op and
    peak RSS out. false if the run failed. */
 static int run_child(const char *self, const char *w, const char *preload, double *ns, double *rss) {
@@ -429,6 +449,7 @@ int main(int argc, char **argv) {
         snprintf(name, sizeof name, "rss-%s", workloads[w].name);
         bench_print("binned", name, "bytes", shim_rss, "glibc", bench_summarise(rss[1], reps));
         for (int p = 0; p < np; p++) bench_print("binned", name, "bytes", shim_rss, peers[p].name, bench_summarise(rss[2 + p], reps));
+        goal_line(workloads[w].name, ns, rss, reps, peers, np);
     }
     return 0;
 }
