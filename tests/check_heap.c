@@ -1586,6 +1586,55 @@ START_TEST(slot_retires_after_every_generation) {
 }
 END_TEST
 
+/* A handle of a destroyed heap whose slot had been reused 2^16 times named
+   -- and freed -- the first block of the next heap of its tag: successive
+   heaps of a tag started their generations 2^16 apart, and the slot's had
+   run into the next heap's (found by an adversarial pass). A heap now starts
+   past every generation its tag's last heap issued. */
+START_TEST(handle_of_a_destroyed_heap_with_a_busy_slot_is_rejected) {
+    hh_heap_desc d = { .capacity = 1u << 16, .max_handles = 16 };
+    hh_heap *a;
+    ck_assert_int_eq(hh_heap_create(&d, &a), HH_OK);
+    hh_handle first = hh_alloc(a, 32);
+    ck_assert_int_eq(hh_free(a, first), HH_OK);
+    /* Slot 1 as after 2^16 issues (the hook sets its next generation). */
+    hhi_heap_slot_age(a, hh_handle_index(first), (1u << 24) - (1u << 16));
+    hh_handle old = HH_NULL;
+    for (int i = 0; i < 64 && hh_is_null(old); i++) {
+        hh_handle h = hh_alloc(a, 32);
+        ck_assert(!hh_is_null(h));
+        if (hh_handle_index(h) == hh_handle_index(first)) old = h;
+        else ck_assert_int_eq(hh_free(a, h), HH_OK);
+    }
+    ck_assert(!hh_is_null(old) && hh_handle_generation(old) == hh_handle_generation(first) + (1u << 16));
+    unsigned tag = (unsigned)((old.id >> HH_HANDLE_INDEX_BITS) & 0xFF);
+    hh_heap_destroy(a);
+    /* Heaps until one takes a's tag back (round-robin: within 255). */
+    hh_heap *b = NULL;
+    for (int i = 0; i < 300 && b == NULL; i++) {
+        hh_heap *x;
+        ck_assert_int_eq(hh_heap_create(&d, &x), HH_OK);
+        hh_handle t = hh_alloc(x, 32);
+        if (((t.id >> HH_HANDLE_INDEX_BITS) & 0xFF) == tag) {
+            b = x;
+            memset(hh_deref(b, t), 0x6B, 32);
+        } else {
+            hh_heap_destroy(x);
+        }
+    }
+    ck_assert_ptr_nonnull(b);
+    hh_test_reset_captured();
+    ck_assert_ptr_null(hh_deref(b, old));
+    ck_assert_int_eq(hh_free(b, old), HH_E_STALE_HANDLE);
+    ck_assert_uint_eq(hh_test_captured_count(), 2);
+    hh_heap_stats st;
+    hh_heap_stats_get(b, &st);
+    ck_assert_uint_eq(st.live_blocks, 1);                 /* b's own block stays */
+    ck_assert_int_eq(hh_heap_check(b), HH_OK);
+    hh_heap_destroy(b);
+}
+END_TEST
+
 /* Issue 12: table tags are never shared by two live heaps. Heap A keeps a
    live handle while 600 heaps (more than two rounds of the 8-bit tag) are
    created and destroyed; each of them, holding a live block in the same slot,
@@ -1936,6 +1985,7 @@ Suite *hh_test_heap_suite(void) {
     tcase_add_test(tc, slot_retires_after_every_generation);
     tcase_add_test(tc, handle_of_another_heap_rejected);
     tcase_add_test(tc, handle_of_another_heap_rejected_across_tag_cycles);
+    tcase_add_test(tc, handle_of_a_destroyed_heap_with_a_busy_slot_is_rejected);
     tcase_add_test(tc, deref_reads_a_slot_for_every_index);
     tcase_add_test(tc, deref_of_a_freed_and_reused_slot);
     tcase_add_test(tc, deref_of_a_growable_table_past_its_first_commit);

@@ -30,6 +30,11 @@
  * of it. A heap's handles have
  * the layout of hheap/handles.h with a generation below 2^24: a slot issued
  * 2^24 times retires (never reused), so a stale handle never names a new block.
+ * A handle of a destroyed heap is rejected by the later heaps too: a heap that
+ * takes a table tag freed by a destroyed heap starts its generations past every
+ * one that heap issued, so only after the later heaps of the tag have come
+ * all the way round (2^24 generations on one slot, between them) could one
+ * match it.
  *
  * Free-block cache: hh_free keeps a freed block of at most 1 KiB (not on an
  * HH_HEAP_DEBUG heap) for the next allocation of its size instead of merging

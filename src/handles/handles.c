@@ -52,6 +52,22 @@ void hhi_handle_tag_release(uint8_t tag) {
     if (tag) atomic_fetch_and(&tag_used[tag / 64], ~((uint64_t)1 << (tag % 64)));
 }
 
+/* Per tag: the first generation of its next heap, with bit 31 set once a
+   heap left one (a start of 0 is a generation like any other). Written by
+   the holder before it frees the tag (the fetch-and above), read by the next
+   holder after it took it (the fetch-or): relaxed is enough. */
+static _Atomic uint32_t tag_heap_next[256];
+
+bool hhi_handle_tag_heap_gen(uint8_t tag, uint32_t *first) {
+    uint32_t v = atomic_load_explicit(&tag_heap_next[tag], memory_order_relaxed);
+    *first = v & 0x7FFFFFFFu;
+    return (v & 0x80000000u) != 0;
+}
+
+void hhi_handle_tag_heap_gen_set(uint8_t tag, uint32_t next) {
+    atomic_store_explicit(&tag_heap_next[tag], next | 0x80000000u, memory_order_relaxed);
+}
+
 enum { HUGE_BYTES = 2u << 20 };                        /* the usual transparent huge page */
 
 /* ---------------------------------------------------------------------------

@@ -18,6 +18,13 @@
    are held. Lock-free. */
 HH_INTERNAL uint8_t hhi_handle_tag_acquire(uint8_t *epoch);
 HH_INTERNAL void    hhi_handle_tag_release(uint8_t tag);
+/* The heaps' generations of a tag (24 bits: src/heap/heap_slots.c). A heap
+   that takes the tag starts its slots at *first (false: no heap held the tag
+   yet) and, destroyed while it still holds the tag, leaves the next start
+   past every generation it issued: so a handle of a destroyed heap names no
+   block of the later heaps of its tag. Only the tag's holder calls them. */
+HH_INTERNAL bool hhi_handle_tag_heap_gen(uint8_t tag, uint32_t *first);
+HH_INTERNAL void hhi_handle_tag_heap_gen_set(uint8_t tag, uint32_t next);
 
 /* A slot array -- the generic table's and the heap's 8-byte one: cap slots of
    `size` bytes in one range that never moves, mapped whole or, growable,

@@ -318,10 +318,11 @@ HH_INTERNAL size_t hhi_bitmap_prev(const hhi_bitmap *bm, size_t i);
    per handle, reloaded after every possible call of the slow path).
    Policy as the generic table's (hheap/handles.h): a freed slot joins a FIFO
    and rests while at most min_free slots wait; its generation moves up by one
-   (mod 2^24). A table's slots start at first_gen = epoch << 16 | 1 (the tag's
-   epoch spreads successive tables of one tag), and a slot whose generation
-   would come back to first_gen -- it has been issued 2^24 times -- retires:
-   no generation of a slot is issued twice.
+   (mod 2^24). A table's slots start at first_gen: one past the furthest
+   generation the last heap of its tag issued (hhi_slots_fini leaves it with
+   the tag), or for the tag's first heap epoch << 16 | 1. A slot whose
+   generation would come back to first_gen -- it has been issued 2^24 times
+   -- retires: no generation of a slot is issued twice.
 --------------------------------------------------------------------------- */
 enum { HHI_GEN_BITS = 24, HHI_GEN_EPOCH_SHIFT = 16 };
 /* Slots reserved per heap: one for every index a handle can carry (2^24, so

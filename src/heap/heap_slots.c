@@ -49,16 +49,38 @@ hh_status hhi_slots_init(hhi_slots *t, char *base, uint32_t max_handles, uint32_
                          (unsigned)HH_HANDLE_TAG_COUNT);
     uint32_t min_free = HH_HANDLE_MIN_FREE_DEFAULT;
     if (min_free > max_handles / 4) min_free = max_handles / 4;
+    /* Past every generation the tag's earlier heaps issued; the first heap of
+       a tag starts in its epoch (the tag may have served generic tables). */
+    uint32_t first_gen;
+    if (!hhi_handle_tag_heap_gen(tag, &first_gen)) first_gen = ((uint32_t)epoch << HHI_GEN_EPOCH_SHIFT) | 1u;
+    first_gen &= HHI_GEN_MASK;
     *t = (hhi_slots){ .head = { .slots = slots, .base = base, .capacity = cap, .tag_bias = (uint32_t)tag << HH_HANDLE_INDEX_BITS },
                       .hwm = 1, .committed = committed,
-                      .min_free = min_free, .first_gen = ((uint32_t)epoch << HHI_GEN_EPOCH_SHIFT) | 1u,
-                      .first_key = (((uint32_t)epoch << HHI_GEN_EPOCH_SHIFT) | 1u) << 8, .tag = tag };
+                      .min_free = min_free, .first_gen = first_gen, .first_key = first_gen << 8, .tag = tag };
     /* slot 0, the sentinel, stays 0: tag 0, no handle matches it */
     return HH_OK;
 }
 
+/* The generations a table's slots reached, as an advance on first_gen: a
+   live slot's is its handle's, a free slot's the next one it would issue
+   (one past its last), a retired slot's first_gen - 1 (all of them). */
+static uint32_t slots_max_advance(const hhi_slots *t) {
+    uint32_t most = 0;
+    for (uint32_t i = 1; i < t->hwm; i++) {
+        uint32_t gen = (uint32_t)*slot_word(t, i) >> 8 & HHI_GEN_MASK;
+        uint32_t adv = (gen - t->first_gen) & HHI_GEN_MASK;
+        if (adv > most) most = adv;
+    }
+    return most;
+}
+
 void hhi_slots_fini(hhi_slots *t) {
-    if (t->tag != 0) hhi_handle_tag_release(t->tag);
+    if (t->tag == 0) return;
+    /* The tag's next heap starts one past the furthest generation: a handle
+       of this heap names none of its blocks, unless that heap's slots come
+       all the way round (2^24 generations) to this heap's. */
+    hhi_handle_tag_heap_gen_set(t->tag, (t->first_gen + slots_max_advance(t) + 1u) & HHI_GEN_MASK);
+    hhi_handle_tag_release(t->tag);
     t->tag = 0;
 }
 
