@@ -327,6 +327,37 @@ START_TEST(recording_after_frees_replays) {
     hh_trace_log_free(log);
 } END_TEST
 
+/* A growable heap that had grown before its trace was opened (and one
+   opened with a commit of its own): the desc of the trace starts the fresh
+   heap at the managed size recorded, so the blocks land at the same offsets.
+   hh_trace_desc used to leave commit out: the fresh heap started at the
+   default commit, and the replay differed (found by an adversarial pass). */
+START_TEST(growable_heap_trace_replays_from_its_managed_size) {
+    for (int k = 0; k < 2; k++) {
+        hh_heap *g;
+        hh_heap_desc d = { .capacity = 4u << 20, .flags = HH_HEAP_GROWABLE, .commit = k ? 16384 : 0 };
+        ck_assert_int_eq(hh_heap_create(&d, &g), HH_OK);
+        if (k == 0) {
+            hh_handle big = hh_alloc(g, 1u << 20);             /* grows past the default commit */
+            ck_assert_int_eq(hh_free(g, big), HH_OK);
+        }
+        size_t managed = hh_heap_managed_bytes(g);
+        hh_trace *tr = NULL;
+        ck_assert_int_eq(hh_trace_open(g, path, &tr), HH_OK);
+        for (int i = 0; i < 40; i++) ck_assert(!hh_is_null(hh_alloc(g, 100 + 300 * (size_t)i)));
+        ck_assert_int_eq(hh_trace_close(tr), HH_OK);
+        hh_trace_log *log = NULL;
+        ck_assert_int_eq(hh_trace_load(path, &log), HH_OK);
+        ck_assert_uint_eq(log->info.managed_bytes, managed);
+        hh_heap *fresh = fresh_heap_for(log);
+        ck_assert_uint_eq(hh_heap_managed_bytes(fresh), managed);
+        ck_assert_int_eq(hh_trace_replay(log, fresh, NULL, NULL), HH_OK);
+        hh_heap_destroy(fresh);
+        hh_trace_log_free(log);
+        hh_heap_destroy(g);
+    }
+} END_TEST
+
 START_TEST(empty_trace_round_trip) {
     hh_trace *tr = NULL;
     ck_assert_int_eq(hh_trace_open(heap, path, &tr), HH_OK);
@@ -596,6 +627,7 @@ Suite *hh_test_trace_suite(void) {
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, open_rejects_bad_arguments);
     tcase_add_test(tc, recording_after_frees_replays);
+    tcase_add_test(tc, growable_heap_trace_replays_from_its_managed_size);
     tcase_add_test(tc, null_arguments_are_reported_once);
     tcase_add_test(tc, open_and_load_survive_injected_failures);
     suite_add_tcase(s, tc);

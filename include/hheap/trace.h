@@ -140,7 +140,8 @@ HH_API void      hh_trace_log_free(hh_trace_log *log);
 /* ---------------------------------------------------------------------------
    Replaying
 --------------------------------------------------------------------------- */
-/* The desc of a heap like the recorded one (capacity, max_handles, flags); memory,
+/* The desc of a heap like the recorded one (capacity, max_handles, flags, and for
+   an HH_HEAP_GROWABLE heap commit: the managed bytes at open); memory,
    on_move and user are left NULL. With info->base_misalign != 0 the caller must
    give a buffer whose address has that remainder mod 4096 for an exact replay. */
 HH_API void      hh_trace_desc(const hh_trace_info *info, hh_heap_desc *out);

@@ -156,6 +156,9 @@ void hh_trace_desc(const hh_trace_info *info, hh_heap_desc *out) {
     out->capacity = info->capacity;
     out->max_handles = info->max_handles;
     out->flags = info->flags;
+    /* A growable heap starts managing what the recorded one managed at open:
+       blocks land at the same offsets only in the same range. */
+    if (info->flags & HH_HEAP_GROWABLE) out->commit = info->managed_bytes;
 }
 
 void hh_trace_summarise(const hh_heap *heap, hh_trace_summary *out) {
