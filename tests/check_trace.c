@@ -460,23 +460,39 @@ START_TEST(unknown_version_and_missing_file) {
     free(buf);
 } END_TEST
 
-START_TEST(well_formed_but_inconsistent_trace_fails_replay) {
-    /* A trace with a valid checksum whose first event frees a handle it never
-       allocated: load succeeds, replay stops with HH_E_CORRUPT at event 0. */
-    record_small();
+/* Writes a trace to `path`: the header of a real one (record_small's, or of
+   the trace a previous call wrote there), with `patch` (if any) copied over
+   it at `at`, then the given event records, an end record counting
+   `events`, an empty summary and the checksum. */
+static void write_trace(const void *patch, size_t at, size_t patch_len, const unsigned char *ev, size_t ev_len,
+                        unsigned events) {
     long n;
     unsigned char *buf = file_read(path, &n);
+    if (n < 96) {
+        free(buf);
+        record_small();
+        buf = file_read(path, &n);
+    }
     unsigned char out[256];
     memcpy(out, buf, 96);                                       /* the real header */
+    if (patch) memcpy(out + at, patch, patch_len);
     size_t k = 96;
-    out[k++] = HH_EV_FREE;
-    out[k++] = 0x05;                                            /* handle id 5 */
+    memcpy(out + k, ev, ev_len);
+    k += ev_len;
     out[k++] = 0xFF;                                            /* end */
-    out[k++] = 1;                                               /* one event */
+    out[k++] = (unsigned char)events;
     for (int i = 0; i < 1 + 8 + 8; i++) out[k++] = 0;           /* blocks, hash (8 bytes), 8 more varints */
     uint64_t h = fnv(out, k);
     for (int i = 0; i < 8; i++) out[k++] = (unsigned char)(h >> (8 * i));
     file_write(path, out, (long)k);
+    free(buf);
+}
+
+START_TEST(well_formed_but_inconsistent_trace_fails_replay) {
+    /* A trace with a valid checksum whose first event frees a handle it never
+       allocated: load succeeds, replay stops with HH_E_CORRUPT at event 0. */
+    static const unsigned char ev[] = { HH_EV_FREE, 0x05 };      /* handle id 5 */
+    write_trace(NULL, 0, 0, ev, sizeof ev, 1);
     hh_trace_log *log = NULL;
     ck_assert_int_eq(hh_trace_load(path, &log), HH_OK);
     ck_assert_uint_eq(log->event_count, 1);
@@ -486,7 +502,45 @@ START_TEST(well_formed_but_inconsistent_trace_fails_replay) {
     ck_assert_ptr_nonnull(strstr(hh_test_last_message(), "event 0"));
     hh_heap_destroy(fresh);
     hh_trace_log_free(log);
-    free(buf);
+} END_TEST
+
+/* An operation the replay makes fails: one message, the replay's, quoting
+   the operation's (the operation used to send its own as well: two). */
+START_TEST(a_failed_replayed_operation_is_one_message) {
+    static const unsigned char ev[] = { HH_EV_ALLOC, 0x05, 100, 0, 0,   /* handle 5, 100 bytes, align 0, tag 0 */
+                                        HH_EV_UNPIN, 0x05 };             /* never pinned */
+    write_trace(NULL, 0, 0, ev, sizeof ev, 2);
+    hh_trace_log *log = NULL;
+    ck_assert_int_eq(hh_trace_load(path, &log), HH_OK);
+    hh_heap *fresh = fresh_heap_for(log);
+    hh_test_reset_captured();
+    ck_assert_int_eq(hh_trace_replay(log, fresh, NULL, NULL), HH_E_CORRUPT);
+    ck_assert_uint_eq(hh_test_captured_count(), 1);
+    ck_assert_ptr_nonnull(strstr(hh_test_last_message(), "event 1"));
+    ck_assert_ptr_nonnull(strstr(hh_test_last_message(), "hh_unpin"));
+    hh_heap_destroy(fresh);
+    hh_trace_log_free(log);
+} END_TEST
+
+/* Records the heap never accepts -- an alignment that is no power of two, a
+   threshold outside [0, 1] in the header -- are corrupt at load (they used
+   to load, and replay failed later, with two messages). */
+START_TEST(records_the_heap_never_accepts_are_corrupt_at_load) {
+    static const unsigned char ev[] = { HH_EV_ALLOC, 0x05, 100, 3, 0 };   /* align 3 */
+    write_trace(NULL, 0, 0, ev, sizeof ev, 1);
+    hh_trace_log *log = NULL;
+    hh_test_reset_captured();
+    ck_assert_int_eq(hh_trace_load(path, &log), HH_E_CORRUPT);
+    ck_assert_ptr_null(log);
+    ck_assert_uint_eq(hh_test_captured_count(), 1);
+    ck_assert_ptr_nonnull(strstr(hh_test_last_message(), "power of two"));
+    double two = 2.0;                                           /* trigger_start_fragmentation, header offset 52 */
+    static const unsigned char none[] = { HH_EV_FREE, 0x05 };
+    write_trace(&two, 52, sizeof two, none, sizeof none, 1);      /* the header of the trace above */
+    hh_test_reset_captured();
+    ck_assert_int_eq(hh_trace_load(path, &log), HH_E_CORRUPT);
+    ck_assert_uint_eq(hh_test_captured_count(), 1);
+    ck_assert_ptr_nonnull(strstr(hh_test_last_message(), "thresholds"));
 } END_TEST
 
 START_TEST(replay_on_smaller_heap_diverges) {
@@ -499,6 +553,7 @@ START_TEST(replay_on_smaller_heap_diverges) {
     hh_test_reset_captured();
     ck_assert_int_eq(hh_trace_replay(log, small, NULL, NULL), HH_E_CORRUPT);
     ck_assert_int_eq(hh_test_last_captured(), HH_E_CORRUPT);
+    ck_assert_uint_eq(hh_test_captured_count(), 1);             /* the replay's, not the allocation's too */
     ck_assert_int_eq(hh_heap_check(small), HH_OK);
     hh_heap_destroy(small);
     hh_trace_log_free(log);
@@ -620,6 +675,8 @@ Suite *hh_test_trace_suite(void) {
     tcase_add_test(tc, flipped_byte_is_corrupt);
     tcase_add_test(tc, unknown_version_and_missing_file);
     tcase_add_test(tc, well_formed_but_inconsistent_trace_fails_replay);
+    tcase_add_test(tc, a_failed_replayed_operation_is_one_message);
+    tcase_add_test(tc, records_the_heap_never_accepts_are_corrupt_at_load);
     tcase_add_test(tc, replay_on_smaller_heap_diverges);
     suite_add_tcase(s, tc);
 

@@ -52,6 +52,14 @@ hh_status hh_last_error(void) { return last_error; }
 void hh_clear_last_error(void) { last_error = HH_OK; }
 void hhi_set_last_error(hh_status s) { last_error = s; }
 
+static _Thread_local unsigned hold_depth;
+static _Thread_local char held[256];
+void hhi_error_hold_begin(void) {
+    if (hold_depth++ == 0) held[0] = 0;
+}
+void hhi_error_hold_end(void) { hold_depth--; }
+const char *hhi_error_held_message(void) { return held; }
+
 /* ---------------------------------------------------------------------------
    Handler
 --------------------------------------------------------------------------- */
@@ -107,6 +115,10 @@ hh_status hhi_error(hh_status s, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     last_error = s;
+    if (hold_depth > 0) {                              /* the caller reports it (hhi_error_hold_begin) */
+        memcpy(held, msg, sizeof held);
+        return s;
+    }
 
     /* A fork child never inherits the flag set (fork handlers above), so
        waiting for it cannot hang. */

@@ -14,4 +14,12 @@ HH_INTERNAL HH_COLD HH_NOINLINE hh_status hhi_error(hh_status s, const char *fmt
    that the caller reports itself). */
 HH_INTERNAL void hhi_set_last_error(hh_status s);
 
+/* Holds this thread's reports back (nested: begin/end pairs) while a caller
+   makes public calls on the user's behalf and reports their failure itself,
+   once, in its own words: hhi_error only sets the last error and keeps the
+   message, which hhi_error_held_message returns ("" when none was held). */
+HH_INTERNAL void        hhi_error_hold_begin(void);
+HH_INTERNAL void        hhi_error_hold_end(void);
+HH_INTERNAL const char *hhi_error_held_message(void);
+
 #endif /* HH_ERROR_H */

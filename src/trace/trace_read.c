@@ -83,6 +83,19 @@ static long long decode_events(cursor *c, hh_trace_event *out, size_t cap, const
             *why = "null handle in a record";
             return -1;
         }
+        /* Only what the heap accepted is recorded (hh_alloc_ex, hh_resize). */
+        if ((kind == HH_EV_ALLOC || kind == HH_EV_RESIZE) && (ev.ev.size == 0 || ev.ev.size > HH_HEAP_MAX_ALLOC)) {
+            *why = "a block size the heap never accepts";
+            return -1;
+        }
+        if (kind == HH_EV_ALLOC && ev.ev.align != 0 && (ev.ev.align & (ev.ev.align - 1)) != 0) {
+            *why = "an alignment that is not a power of two";
+            return -1;
+        }
+        if (kind == HH_EV_ALLOC && ev.ev.align > HH_HEAP_MAX_ALIGN) {
+            *why = "an alignment above HH_HEAP_MAX_ALIGN";
+            return -1;
+        }
         if (out) {
             if (n >= cap) {
                 *why = "event count changed";
@@ -164,6 +177,10 @@ static hh_status parse_trace(const char *path, const uint8_t *data, size_t len, 
     (void)hhi_get_le(&c, 4);
     if (pol > HH_DEFRAG_FILL || in->base_misalign >= TRACE_ALIGN_PAGE || in->capacity == 0)
         return hhi_error(HH_E_CORRUPT, "hh_trace_load: %s: bad header", path);
+    /* As hh_defrag_configure accepts them (0: its default). */
+    if (!(in->defrag.trigger_start_fragmentation >= 0.0 && in->defrag.trigger_start_fragmentation <= 1.0) ||
+        !(in->defrag.trigger_stop_fragmentation >= 0.0 && in->defrag.trigger_stop_fragmentation <= 1.0))
+        return hhi_error(HH_E_CORRUPT, "hh_trace_load: %s: defrag thresholds outside [0, 1] in the header", path);
     in->policy = (hh_defrag_policy)pol;
 
     const char *why = NULL;

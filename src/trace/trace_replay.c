@@ -80,10 +80,14 @@ static hh_status replay_one(hh_heap *heap, const hh_trace_event *te, size_t i, b
         if (s->rec != 0)
             return hhi_error(HH_E_CORRUPT, "hh_trace_replay: event %zu allocates handle %#llx twice", i,
                              (unsigned long long)e->handle.id);
+        /* The replay's calls report nothing themselves: a failure is one
+           message, the replay's, which quotes theirs. */
+        hhi_error_hold_begin();
         hh_handle h = hh_alloc_ex(heap, e->size, e->align ? e->align : HH_HEAP_GRANULE, e->tag);
+        hhi_error_hold_end();
         if (hh_is_null(h))
             return hhi_error(HH_E_CORRUPT, "hh_trace_replay: event %zu: allocation of %zu bytes failed where the "
-                             "recording succeeded", i, e->size);
+                             "recording succeeded (%s)", i, e->size, hhi_error_held_message());
         s->rec = e->handle.id;
         s->now = h;
         return HH_OK;
@@ -94,10 +98,12 @@ static hh_status replay_one(hh_heap *heap, const hh_trace_event *te, size_t i, b
     }
     if (e->kind == HH_EV_DEFRAG_FULL) {                /* replayed as itself: a full compaction */
         if (hh_defrag_get_policy(heap) != te->policy) hh_defrag_set_policy(heap, te->policy);
+        hhi_error_hold_begin();
         hh_defrag_report r = hh_defrag_full(heap);
+        hhi_error_hold_end();
         if (r.moves != e->moves)
-            return hhi_error(HH_E_CORRUPT, "hh_trace_replay: event %zu: full compaction made %u moves, the recording %u",
-                             i, r.moves, e->moves);
+            return hhi_error(HH_E_CORRUPT, "hh_trace_replay: event %zu: full compaction made %u moves, the recording %u%s%s",
+                             i, r.moves, e->moves, *hhi_error_held_message() ? ": " : "", hhi_error_held_message());
         return HH_OK;
     }
     if (e->kind == HH_EV_DEFRAG_STEP) {
@@ -112,10 +118,12 @@ static hh_status replay_one(hh_heap *heap, const hh_trace_event *te, size_t i, b
             b.max_moves = e->moves;
             if (e->moves == 0) b.max_bytes = 1;
         }
+        hhi_error_hold_begin();
         hh_defrag_report r = hh_defrag_step_ex(heap, &b);
+        hhi_error_hold_end();
         if (r.moves != e->moves)
-            return hhi_error(HH_E_CORRUPT, "hh_trace_replay: event %zu: defrag step made %u moves, the recording %u",
-                             i, r.moves, e->moves);
+            return hhi_error(HH_E_CORRUPT, "hh_trace_replay: event %zu: defrag step made %u moves, the recording %u%s%s",
+                             i, r.moves, e->moves, *hhi_error_held_message() ? ": " : "", hhi_error_held_message());
         return HH_OK;
     }
     hh_handle h = map_find(*map, *cap, e->handle.id);
@@ -123,6 +131,7 @@ static hh_status replay_one(hh_heap *heap, const hh_trace_event *te, size_t i, b
         return hhi_error(HH_E_CORRUPT, "hh_trace_replay: event %zu uses handle %#llx, which is not live", i,
                          (unsigned long long)e->handle.id);
     hh_status st = HH_OK;
+    hhi_error_hold_begin();
     switch (e->kind) {
     case HH_EV_FREE:
         st = hh_free(heap, h);
@@ -131,11 +140,14 @@ static hh_status replay_one(hh_heap *heap, const hh_trace_event *te, size_t i, b
     case HH_EV_RESIZE: st = hh_resize(heap, h, e->size); break;
     case HH_EV_PIN: st = hh_pin(heap, h) ? HH_OK : hh_last_error(); break;
     case HH_EV_UNPIN: st = hh_unpin(heap, h); break;
-    default: return hhi_error(HH_E_CORRUPT, "hh_trace_replay: event %zu has unknown kind %d", i, (int)e->kind);
+    default: st = HH_E_CORRUPT; break;
     }
+    hhi_error_hold_end();
+    if (st != HH_OK && *hhi_error_held_message() == 0)
+        return hhi_error(HH_E_CORRUPT, "hh_trace_replay: event %zu has unknown kind %d", i, (int)e->kind);
     if (st != HH_OK)
         return hhi_error(HH_E_CORRUPT, "hh_trace_replay: event %zu (kind %d) failed with \"%s\" where the recording "
-                         "succeeded", i, (int)e->kind, hh_status_str(st));
+                         "succeeded (%s)", i, (int)e->kind, hh_status_str(st), hhi_error_held_message());
     return HH_OK;
 }
 
@@ -212,8 +224,13 @@ hh_status hh_trace_replay(const hh_trace_log *log, hh_heap *heap, hh_trace_repla
     hh_defrag_config cur;
     hh_defrag_config_get(heap, &cur);
     if (!config_equal(&cur, &log->info.defrag)) {
+        hhi_error_hold_begin();
         hh_status cs = hh_defrag_configure(heap, &log->info.defrag);
-        if (cs != HH_OK) return cs;
+        hhi_error_hold_end();
+        if (cs == HH_E_NO_MEMORY) return hhi_error(cs, "hh_trace_replay: %s", hhi_error_held_message());
+        if (cs != HH_OK)
+            return hhi_error(HH_E_CORRUPT, "hh_trace_replay: the trace's defrag configuration is refused (%s)",
+                             hhi_error_held_message());
     }
     replay_slot *map = NULL;
     size_t cap = 0, want = (size_t)log->info.max_handles + 2;
