@@ -1635,6 +1635,46 @@ START_TEST(handle_of_a_destroyed_heap_with_a_busy_slot_is_rejected) {
 }
 END_TEST
 
+/* The same with a slot that went all the way round: counted, it read as the
+   furthest advance of all (2^24 - 1), and the tag's next heap started where
+   the destroyed one had -- every first handle of it named a block of the new
+   heap (found by a review of the fix above). */
+START_TEST(handle_of_a_destroyed_heap_with_a_retired_slot_is_rejected) {
+    hh_heap_desc d = { .capacity = 1u << 16, .max_handles = 2 };
+    hh_heap *a;
+    ck_assert_int_eq(hh_heap_create(&d, &a), HH_OK);
+    hh_handle keep = hh_alloc(a, 32), last = hh_alloc(a, 32);
+    ck_assert(!hh_is_null(keep) && !hh_is_null(last));
+    ck_assert_int_eq(hh_free(a, last), HH_OK);
+    hhi_heap_slot_age(a, hh_handle_index(last), 1);       /* one issue left */
+    hh_handle again = hh_alloc(a, 32);
+    ck_assert_uint_eq(hh_handle_index(again), hh_handle_index(last));
+    ck_assert_int_eq(hh_free(a, again), HH_OK);            /* the slot retires */
+    unsigned tag = (unsigned)((keep.id >> HH_HANDLE_INDEX_BITS) & 0xFF);
+    hh_heap_destroy(a);
+    hh_heap *b = NULL;
+    hh_handle mine = HH_NULL;
+    for (int i = 0; i < 300 && b == NULL; i++) {
+        hh_heap *x;
+        ck_assert_int_eq(hh_heap_create(&d, &x), HH_OK);
+        hh_handle t = hh_alloc(x, 32);
+        if (((t.id >> HH_HANDLE_INDEX_BITS) & 0xFF) == tag) {
+            b = x;
+            mine = t;
+        } else {
+            hh_heap_destroy(x);
+        }
+    }
+    ck_assert_ptr_nonnull(b);
+    ck_assert_uint_eq(hh_handle_index(mine), hh_handle_index(keep));
+    hh_test_reset_captured();
+    ck_assert_ptr_null(hh_deref(b, keep));
+    ck_assert_int_eq(hh_free(b, keep), HH_E_STALE_HANDLE);
+    ck_assert_ptr_nonnull(hh_deref(b, mine));
+    hh_heap_destroy(b);
+}
+END_TEST
+
 /* Issue 12: table tags are never shared by two live heaps. Heap A keeps a
    live handle while 600 heaps (more than two rounds of the 8-bit tag) are
    created and destroyed; each of them, holding a live block in the same slot,
@@ -1986,6 +2026,7 @@ Suite *hh_test_heap_suite(void) {
     tcase_add_test(tc, handle_of_another_heap_rejected);
     tcase_add_test(tc, handle_of_another_heap_rejected_across_tag_cycles);
     tcase_add_test(tc, handle_of_a_destroyed_heap_with_a_busy_slot_is_rejected);
+    tcase_add_test(tc, handle_of_a_destroyed_heap_with_a_retired_slot_is_rejected);
     tcase_add_test(tc, deref_reads_a_slot_for_every_index);
     tcase_add_test(tc, deref_of_a_freed_and_reused_slot);
     tcase_add_test(tc, deref_of_a_growable_table_past_its_first_commit);

@@ -34,7 +34,8 @@
  * takes a table tag freed by a destroyed heap starts its generations past every
  * one that heap issued, so only after the later heaps of the tag have come
  * all the way round (2^24 generations on one slot, between them) could one
- * match it.
+ * match it -- or, on a slot the destroyed heap itself issued (nearly) 2^24
+ * times, any later heap's handle of that slot.
  *
  * Free-block cache: hh_free keeps a freed block of at most 1 KiB (not on an
  * HH_HEAP_DEBUG heap) for the next allocation of its size instead of merging

@@ -92,15 +92,16 @@ static hh_status small_lookup(uintptr_t a, hhi_bpage **out_pg, uint32_t *out_i, 
     uint64_t cc = hhi_page_word(pg);   /* once: class and carved as one; first (hhi_page_geometry) */
     uint32_t i = hhi_block_index(pg, a), cap = hhi_page_geometry(&pg->capacity);
     /* capacity 0: never served a class (or a retired span's zeroed header). */
-    if (cap == 0 || i >= cap || i * hhi_page_geometry(&pg->block_size) != (a & HHI_PAGE_MASK))
-        return HH_E_FOREIGN_POINTER;
+    uint32_t bs = hhi_page_geometry(&pg->block_size), last = hhi_page_carved_last(pg);
+    hhi_page_geometry_seen();
+    if (cap == 0 || i >= cap || i * bs != (a & HHI_PAGE_MASK)) return HH_E_FOREIGN_POINTER;
     /* A pooled page keeps its last class's geometry and how far it was
        carved (invariant 2): a block start there was handed out and came
        back before the page left the class, whatever its bytes say now (a
        decommit zeroed them). Nothing carved: a pooled page (carved_last
        says how far it was), or one that has served its class nothing yet
        (carved_last 0). */
-    if (cc == 0) return i < hhi_page_carved_last(pg) ? HH_E_DOUBLE_FREE : HH_E_FOREIGN_POINTER;
+    if (cc == 0) return i < last ? HH_E_DOUBLE_FREE : HH_E_FOREIGN_POINTER;
     if (i >= hhi_word_carved(cc)) return HH_E_FOREIGN_POINTER;   /* never handed out, or being carved */
     if (hhi_block_is_free((hhi_bblock *)a, hhi_bg.tag_key)) return HH_E_DOUBLE_FREE;
     *out_pg = pg;

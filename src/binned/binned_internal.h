@@ -487,9 +487,15 @@ HH_INLINE uint32_t hhi_recip_of(uint32_t block_size) { return (uint32_t)((((uint
    new class, and the claim's second look at the word -- unchanged since the
    free read it -- would not catch it (a stale free writing into a live block
    of the new class). Read after the word, the geometry is the word's or
-   newer, and newer means the word changed: the second look sees that. */
+   newer, and newer means the word changed -- which the second look sees
+   because an acquire fence follows the geometry reads (hhi_page_geometry_seen)
+   and a release fence precedes the geometry writes (hhi_page_setup_class):
+   a free that read the new geometry then reads a word no older than the
+   pool's 0. (On x86-64 both fences are compiler barriers only.) */
 HH_INLINE uint32_t hhi_page_geometry(const uint32_t *field) { return __atomic_load_n(field, __ATOMIC_RELAXED); }
 HH_INLINE void hhi_page_geometry_set(uint32_t *field, uint32_t v) { __atomic_store_n(field, v, __ATOMIC_RELAXED); }
+/* After a free's geometry reads, before its claim and second look (above). */
+HH_INLINE void hhi_page_geometry_seen(void) { atomic_thread_fence(memory_order_acquire); }
 HH_INLINE uint32_t hhi_page_carved_last(const hhi_bpage *pg) { return __atomic_load_n(&pg->carved_last, __ATOMIC_RELAXED); }
 HH_INLINE void hhi_page_carved_last_set(hhi_bpage *pg, uint32_t n) {
     __atomic_store_n(&pg->carved_last, (uint16_t)n, __ATOMIC_RELAXED);
@@ -607,10 +613,10 @@ HH_INTERNAL HH_NOINLINE void  hhi_binned_free_unclaimed(void *p, unsigned flags)
    left its class (pooled, perhaps taken by another): only a bad free gets
    there. Puts the word back if nothing wrote it since, and reports. */
 HH_INTERNAL HH_NOINLINE void  hhi_binned_free_raced(void *p, uint64_t seen, unsigned flags);
-/* A free whose claim succeeded but whose page's carved_cls changed since it
-   read cc: the same class with p still carved (a take published more of the
-   page in between) goes on
-   as a claimed free; anything else is hhi_binned_free_raced. */
+/* A free whose claim succeeded but whose page's word changed since it read
+   cc: the same class in the same tenure (generation) with p still carved (a
+   take published more of the page in between) goes on as a claimed free;
+   anything else is hhi_binned_free_raced. */
 HH_INTERNAL HH_NOINLINE void  hhi_binned_free_recheck(void *p, uint64_t seen, uint64_t cc, unsigned flags);
 /* The claim of a free of p, a carved block start of page pg, whose word
    read cc before: true when the free is the caller's to finish (the claim
@@ -852,6 +858,7 @@ HH_INLINE void hhi_bfree_fast(void *p, unsigned flags) {
         hhi_test_free_hook_call(p, 0);
 #endif
         uint64_t m = hhi_block_mul(pg, a);
+        hhi_page_geometry_seen();
 #if HH_TESTING
         hhi_test_free_hook_call(p, 1);
 #endif

@@ -182,8 +182,9 @@ static bool span_new(void) {
     }
     s->magic = HHI_SPAN_MAGIC;
     /* A retired range's pages lost their generations with its header: they
-       start elsewhere each time (a stale free's word from before the
-       retirement must not come back; hhi_word_make). */
+       start elsewhere each time, so that a stale free's word from before the
+       retirement comes back only if the generations happen to line up
+       (hhi_word_make; no floor is kept across a retirement). */
     uint16_t gen0 = (uint16_t)(++hhi_bg.spans_made * 4099u);
     /* Highest first onto the clean list, whose head is taken first: pages
        go out from page 1 up. */
@@ -240,6 +241,7 @@ void hhi_page_setup_class(hhi_bpage *pg, unsigned c) {
     uint32_t size = hhi_class_size[c], cap = hhi_class_capacity(c);
     /* Whatever memcheck remembers of an earlier class is void now. */
     hh_track_undefined((void *)base, HHI_PAGE_SIZE);
+    atomic_thread_fence(memory_order_release);   /* the geometry after the pool's word 0 (hhi_page_geometry) */
     hhi_page_geometry_set(&pg->block_size, size);
     hhi_page_geometry_set(&pg->capacity, cap);
     hhi_page_carved_last_set(pg, 0);

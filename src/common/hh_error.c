@@ -53,11 +53,17 @@ void hh_clear_last_error(void) { last_error = HH_OK; }
 void hhi_set_last_error(hh_status s) { last_error = s; }
 
 static _Thread_local unsigned hold_depth;
-static _Thread_local char held[256];
+static _Thread_local char held[256];            /* the first message held; "" when none */
+static _Thread_local hh_status held_status;
+static void send(hh_status s, const char *msg);
+
 void hhi_error_hold_begin(void) {
     if (hold_depth++ == 0) held[0] = 0;
 }
-void hhi_error_hold_end(void) { hold_depth--; }
+void hhi_error_hold_end(bool report) {
+    hh_assert(hold_depth > 0);
+    if (--hold_depth == 0 && report && held[0] != 0) send(held_status, held);
+}
 const char *hhi_error_held_message(void) { return held; }
 
 /* ---------------------------------------------------------------------------
@@ -116,10 +122,18 @@ hh_status hhi_error(hh_status s, const char *fmt, ...) {
     va_end(ap);
     last_error = s;
     if (hold_depth > 0) {                              /* the caller reports it (hhi_error_hold_begin) */
-        memcpy(held, msg, sizeof held);
+        if (held[0] == 0) {
+            memcpy(held, msg, sizeof held);
+            held_status = s;
+        }
         return s;
     }
+    send(s, msg);
+    return s;
+}
 
+/* One message to the registered handler (or the default one). */
+static void send(hh_status s, const char *msg) {
     /* A fork child never inherits the flag set (fork handlers above), so
        waiting for it cannot hang. */
     handler_acquire();
@@ -131,7 +145,6 @@ hh_status hhi_error(hh_status s, const char *fmt, ...) {
         user = NULL;
     }
     fn(s, msg, user);
-    return s;
 }
 
 /* ---------------------------------------------------------------------------

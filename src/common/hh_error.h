@@ -16,10 +16,13 @@ HH_INTERNAL void hhi_set_last_error(hh_status s);
 
 /* Holds this thread's reports back (nested: begin/end pairs) while a caller
    makes public calls on the user's behalf and reports their failure itself,
-   once, in its own words: hhi_error only sets the last error and keeps the
-   message, which hhi_error_held_message returns ("" when none was held). */
+   once, in its own words: hhi_error sets the last error and keeps the first
+   message held, which hhi_error_held_message returns ("" when none was).
+   hhi_error_hold_end(report): true when the caller will not report (the
+   calls succeeded) -- a message held meanwhile (a user callback's, say) is
+   sent then, so none is lost; false when the caller reports, quoting it. */
 HH_INTERNAL void        hhi_error_hold_begin(void);
-HH_INTERNAL void        hhi_error_hold_end(void);
+HH_INTERNAL void        hhi_error_hold_end(bool report);
 HH_INTERNAL const char *hhi_error_held_message(void);
 
 #endif /* HH_ERROR_H */

@@ -320,7 +320,8 @@ HH_INTERNAL size_t hhi_bitmap_prev(const hhi_bitmap *bm, size_t i);
    and rests while at most min_free slots wait; its generation moves up by one
    (mod 2^24). A table's slots start at first_gen: one past the furthest
    generation the last heap of its tag issued (hhi_slots_fini leaves it with
-   the tag), or for the tag's first heap epoch << 16 | 1. A slot whose
+   the tag; a slot of that heap that went all the way round is not counted),
+   or for the tag's first heap epoch << 16 | 1. A slot whose
    generation would come back to first_gen -- it has been issued 2^24 times
    -- retires: no generation of a slot is issued twice.
 --------------------------------------------------------------------------- */

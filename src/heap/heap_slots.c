@@ -61,15 +61,19 @@ hh_status hhi_slots_init(hhi_slots *t, char *base, uint32_t max_handles, uint32_
     return HH_OK;
 }
 
-/* The generations a table's slots reached, as an advance on first_gen: a
-   live slot's is its handle's, a free slot's the next one it would issue
-   (one past its last), a retired slot's first_gen - 1 (all of them). */
+/* The furthest generation a table's slots reached, as an advance on
+   first_gen: a live slot's is its handle's, a free slot's the next one it
+   would issue (one past its last). A slot that went all the way round -- a
+   retired one, or one with a single issue left -- reads first_gen - 1: it
+   issued (nearly) every generation, so no start avoids it, and counting it
+   would start the next heap where this one started, on every slot: it is
+   left out. */
 static uint32_t slots_max_advance(const hhi_slots *t) {
     uint32_t most = 0;
     for (uint32_t i = 1; i < t->hwm; i++) {
         uint32_t gen = (uint32_t)*slot_word(t, i) >> 8 & HHI_GEN_MASK;
         uint32_t adv = (gen - t->first_gen) & HHI_GEN_MASK;
-        if (adv > most) most = adv;
+        if (adv > most && adv != HHI_GEN_MASK) most = adv;
     }
     return most;
 }

@@ -70,6 +70,23 @@ static hh_handle map_find(const replay_slot *map, size_t cap, uint64_t rec) {
     return map[idx].now;
 }
 
+/* The replay's calls report nothing themselves (hhi_error_hold_begin): a
+   failure is one message, the replay's, which quotes theirs; a message held
+   from a call that succeeded is sent as it was. */
+
+/* Sets the policy the trace recorded if it differs: HH_OK, or HH_E_NO_MEMORY
+   reported (the heap could not make its defrag state). */
+static hh_status policy_to(hh_heap *heap, hh_defrag_policy p) {
+    if (hh_defrag_get_policy(heap) == p) return HH_OK;
+    hhi_error_hold_begin();
+    hh_defrag_set_policy(heap, p);
+    bool ok = hh_defrag_get_policy(heap) == p;
+    hhi_error_hold_end(ok);
+    return ok ? HH_OK
+              : hhi_error(HH_E_NO_MEMORY, "hh_trace_replay: cannot set the recorded defrag policy (%s)",
+                          hhi_error_held_message());
+}
+
 /* Applies one event to heap. HH_OK or HH_E_CORRUPT/HH_E_NO_MEMORY (reported). */
 static hh_status replay_one(hh_heap *heap, const hh_trace_event *te, size_t i, bool deterministic, replay_slot **map,
                             size_t *cap) {
@@ -80,11 +97,9 @@ static hh_status replay_one(hh_heap *heap, const hh_trace_event *te, size_t i, b
         if (s->rec != 0)
             return hhi_error(HH_E_CORRUPT, "hh_trace_replay: event %zu allocates handle %#llx twice", i,
                              (unsigned long long)e->handle.id);
-        /* The replay's calls report nothing themselves: a failure is one
-           message, the replay's, which quotes theirs. */
         hhi_error_hold_begin();
         hh_handle h = hh_alloc_ex(heap, e->size, e->align ? e->align : HH_HEAP_GRANULE, e->tag);
-        hhi_error_hold_end();
+        hhi_error_hold_end(!hh_is_null(h));
         if (hh_is_null(h))
             return hhi_error(HH_E_CORRUPT, "hh_trace_replay: event %zu: allocation of %zu bytes failed where the "
                              "recording succeeded (%s)", i, e->size, hhi_error_held_message());
@@ -92,22 +107,21 @@ static hh_status replay_one(hh_heap *heap, const hh_trace_event *te, size_t i, b
         s->now = h;
         return HH_OK;
     }
-    if (e->kind == (hh_heap_event_kind)HH_TRACE_EV_POLICY) {
-        hh_defrag_set_policy(heap, te->policy);
-        return HH_OK;
-    }
+    if (e->kind == (hh_heap_event_kind)HH_TRACE_EV_POLICY) return policy_to(heap, te->policy);
     if (e->kind == HH_EV_DEFRAG_FULL) {                /* replayed as itself: a full compaction */
-        if (hh_defrag_get_policy(heap) != te->policy) hh_defrag_set_policy(heap, te->policy);
+        hh_status ps = policy_to(heap, te->policy);
+        if (ps != HH_OK) return ps;
         hhi_error_hold_begin();
         hh_defrag_report r = hh_defrag_full(heap);
-        hhi_error_hold_end();
+        hhi_error_hold_end(r.moves == e->moves);
         if (r.moves != e->moves)
             return hhi_error(HH_E_CORRUPT, "hh_trace_replay: event %zu: full compaction made %u moves, the recording %u%s%s",
                              i, r.moves, e->moves, *hhi_error_held_message() ? ": " : "", hhi_error_held_message());
         return HH_OK;
     }
     if (e->kind == HH_EV_DEFRAG_STEP) {
-        if (hh_defrag_get_policy(heap) != te->policy) hh_defrag_set_policy(heap, te->policy);
+        hh_status ps = policy_to(heap, te->policy);
+        if (ps != HH_OK) return ps;
         hh_defrag_budget b = { .max_moves = e->max_moves, .max_bytes = e->max_bytes, .max_ns = e->max_ns };
         if (b.max_ns && !deterministic) {
             /* The time limit cannot be replayed: make exactly the recorded moves.
@@ -120,7 +134,7 @@ static hh_status replay_one(hh_heap *heap, const hh_trace_event *te, size_t i, b
         }
         hhi_error_hold_begin();
         hh_defrag_report r = hh_defrag_step_ex(heap, &b);
-        hhi_error_hold_end();
+        hhi_error_hold_end(r.moves == e->moves);
         if (r.moves != e->moves)
             return hhi_error(HH_E_CORRUPT, "hh_trace_replay: event %zu: defrag step made %u moves, the recording %u%s%s",
                              i, r.moves, e->moves, *hhi_error_held_message() ? ": " : "", hhi_error_held_message());
@@ -131,6 +145,7 @@ static hh_status replay_one(hh_heap *heap, const hh_trace_event *te, size_t i, b
         return hhi_error(HH_E_CORRUPT, "hh_trace_replay: event %zu uses handle %#llx, which is not live", i,
                          (unsigned long long)e->handle.id);
     hh_status st = HH_OK;
+    bool unknown = false;
     hhi_error_hold_begin();
     switch (e->kind) {
     case HH_EV_FREE:
@@ -140,11 +155,10 @@ static hh_status replay_one(hh_heap *heap, const hh_trace_event *te, size_t i, b
     case HH_EV_RESIZE: st = hh_resize(heap, h, e->size); break;
     case HH_EV_PIN: st = hh_pin(heap, h) ? HH_OK : hh_last_error(); break;
     case HH_EV_UNPIN: st = hh_unpin(heap, h); break;
-    default: st = HH_E_CORRUPT; break;
+    default: unknown = true; break;
     }
-    hhi_error_hold_end();
-    if (st != HH_OK && *hhi_error_held_message() == 0)
-        return hhi_error(HH_E_CORRUPT, "hh_trace_replay: event %zu has unknown kind %d", i, (int)e->kind);
+    hhi_error_hold_end(st == HH_OK);
+    if (unknown) return hhi_error(HH_E_CORRUPT, "hh_trace_replay: event %zu has unknown kind %d", i, (int)e->kind);
     if (st != HH_OK)
         return hhi_error(HH_E_CORRUPT, "hh_trace_replay: event %zu (kind %d) failed with \"%s\" where the recording "
                          "succeeded (%s)", i, (int)e->kind, hh_status_str(st), hhi_error_held_message());
@@ -220,13 +234,14 @@ hh_status hh_trace_replay(const hh_trace_log *log, hh_heap *heap, hh_trace_repla
                          st.live_blocks, (unsigned long long)st.total_moves);
     /* Only what differs is set: both calls create the defrag state, which the
        recorded heap may not have had yet. */
-    if (hh_defrag_get_policy(heap) != log->info.policy) hh_defrag_set_policy(heap, log->info.policy);
+    hh_status ps = policy_to(heap, log->info.policy);
+    if (ps != HH_OK) return ps;
     hh_defrag_config cur;
     hh_defrag_config_get(heap, &cur);
     if (!config_equal(&cur, &log->info.defrag)) {
         hhi_error_hold_begin();
         hh_status cs = hh_defrag_configure(heap, &log->info.defrag);
-        hhi_error_hold_end();
+        hhi_error_hold_end(cs == HH_OK);
         if (cs == HH_E_NO_MEMORY) return hhi_error(cs, "hh_trace_replay: %s", hhi_error_held_message());
         if (cs != HH_OK)
             return hhi_error(HH_E_CORRUPT, "hh_trace_replay: the trace's defrag configuration is refused (%s)",
