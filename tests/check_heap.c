@@ -1586,6 +1586,23 @@ START_TEST(slot_retires_after_every_generation) {
 }
 END_TEST
 
+/* Heaps of desc d made (and destroyed) until one takes table tag `tag`
+   back (round-robin: within 255); its first handle, a 32-byte block, out. */
+static hh_heap *heap_with_tag(const hh_heap_desc *d, unsigned tag, hh_handle *first) {
+    for (int i = 0; i < 300; i++) {
+        hh_heap *x;
+        ck_assert_int_eq(hh_heap_create(d, &x), HH_OK);
+        hh_handle t = hh_alloc(x, 32);
+        if (((t.id >> HH_HANDLE_INDEX_BITS) & 0xFF) == tag) {
+            *first = t;
+            return x;
+        }
+        hh_heap_destroy(x);
+    }
+    ck_abort_msg("no heap took tag %u back", tag);
+    return NULL;
+}
+
 /* A handle of a destroyed heap whose slot had been reused 2^16 times named
    -- and freed -- the first block of the next heap of its tag: successive
    heaps of a tag started their generations 2^16 apart, and the slot's had
@@ -1609,20 +1626,9 @@ START_TEST(handle_of_a_destroyed_heap_with_a_busy_slot_is_rejected) {
     ck_assert(!hh_is_null(old) && hh_handle_generation(old) == hh_handle_generation(first) + (1u << 16));
     unsigned tag = (unsigned)((old.id >> HH_HANDLE_INDEX_BITS) & 0xFF);
     hh_heap_destroy(a);
-    /* Heaps until one takes a's tag back (round-robin: within 255). */
-    hh_heap *b = NULL;
-    for (int i = 0; i < 300 && b == NULL; i++) {
-        hh_heap *x;
-        ck_assert_int_eq(hh_heap_create(&d, &x), HH_OK);
-        hh_handle t = hh_alloc(x, 32);
-        if (((t.id >> HH_HANDLE_INDEX_BITS) & 0xFF) == tag) {
-            b = x;
-            memset(hh_deref(b, t), 0x6B, 32);
-        } else {
-            hh_heap_destroy(x);
-        }
-    }
-    ck_assert_ptr_nonnull(b);
+    hh_handle t;
+    hh_heap *b = heap_with_tag(&d, tag, &t);
+    memset(hh_deref(b, t), 0x6B, 32);
     hh_test_reset_captured();
     ck_assert_ptr_null(hh_deref(b, old));
     ck_assert_int_eq(hh_free(b, old), HH_E_STALE_HANDLE);
@@ -1652,20 +1658,8 @@ START_TEST(handle_of_a_destroyed_heap_with_a_retired_slot_is_rejected) {
     ck_assert_int_eq(hh_free(a, again), HH_OK);            /* the slot retires */
     unsigned tag = (unsigned)((keep.id >> HH_HANDLE_INDEX_BITS) & 0xFF);
     hh_heap_destroy(a);
-    hh_heap *b = NULL;
-    hh_handle mine = HH_NULL;
-    for (int i = 0; i < 300 && b == NULL; i++) {
-        hh_heap *x;
-        ck_assert_int_eq(hh_heap_create(&d, &x), HH_OK);
-        hh_handle t = hh_alloc(x, 32);
-        if (((t.id >> HH_HANDLE_INDEX_BITS) & 0xFF) == tag) {
-            b = x;
-            mine = t;
-        } else {
-            hh_heap_destroy(x);
-        }
-    }
-    ck_assert_ptr_nonnull(b);
+    hh_handle mine;
+    hh_heap *b = heap_with_tag(&d, tag, &mine);
     ck_assert_uint_eq(hh_handle_index(mine), hh_handle_index(keep));
     hh_test_reset_captured();
     ck_assert_ptr_null(hh_deref(b, keep));
