@@ -169,12 +169,9 @@ void hhi_binned_free_slow(void *p, unsigned flags) {
 
 void hhi_binned_free_recheck(void *p, uint64_t seen, uint64_t cc, unsigned flags) {
     hhi_bpage *pg = hhi_page_of((uintptr_t)p);
-    /* cc != 0: carved was. The same tenure (generation) of the same class
-       with p still carved: carved only grows within a tenure. */
-    uint64_t now = hhi_page_word(pg);
-    if (now != 0 && hhi_word_cls(now) == hhi_word_cls(cc) && hhi_word_gen(now) == hhi_word_gen(cc) &&
-        hhi_word_carved(now) >= hhi_word_carved(cc))
-        hhi_binned_free_claimed(p);
+    /* The same tenure of the same class with p still carved (carved only
+       grows within a tenure). */
+    if (hhi_word_same_tenure_on(hhi_page_word(pg), cc)) hhi_binned_free_claimed(p);
     else hhi_binned_free_raced(p, seen, flags);
 }
 
@@ -519,8 +516,7 @@ static bool check_inv2_page_owner(check_ctx *cx) {
             unsigned c = pg->cls;
             CHECK(c < HHI_CLASS_COUNT && pg->pool == HHI_POOL_NONE && pg->block_size == hhi_class_size[c] &&
                       pg->capacity == hhi_class_capacity(c) && pg->carved_last == 0 &&
-                      (hhi_page_word(pg) == 0 ||
-                       (hhi_word_cls(hhi_page_word(pg)) == c && hhi_word_gen(hhi_page_word(pg)) == pg->gen)),
+                      hhi_page_word(pg) == hhi_word_make(hhi_page_carved(pg), c, pg->gen),
                   "page %p has bad class fields", base);
         }
     return true;
