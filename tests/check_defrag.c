@@ -829,6 +829,15 @@ START_TEST(trigger_hysteresis) {
     ck_assert_int_eq(hh_defrag_configure(NULL, NULL), HH_E_INVALID_ARG);
     hh_defrag_config_get(heap, &cfg);
     ck_assert(cfg.trigger);
+    /* The vetting call says why, with the defaults applied, and reports nothing. */
+    hh_test_reset_captured();
+    ck_assert_ptr_null(hh_defrag_config_problem(NULL));
+    ck_assert_ptr_null(hh_defrag_config_problem(&cfg));
+    ck_assert_ptr_nonnull(strstr(hh_defrag_config_problem(&(hh_defrag_config){ .trigger_stop_fragmentation = -0.1 }),
+                                 "[0, 1]"));
+    ck_assert_ptr_nonnull(strstr(hh_defrag_config_problem(&(hh_defrag_config){ .trigger_stop_fragmentation = 0.5 }),
+                                 "above start"));                /* start 0 means 0.10 */
+    ck_assert_uint_eq(hh_test_captured_count(), 0);
 }
 END_TEST
 

@@ -541,6 +541,17 @@ START_TEST(records_the_heap_never_accepts_are_corrupt_at_load) {
     ck_assert_int_eq(hh_trace_load(path, &log), HH_E_CORRUPT);
     ck_assert_uint_eq(hh_test_captured_count(), 1);
     ck_assert_ptr_nonnull(strstr(hh_test_last_message(), "thresholds"));
+    /* Each threshold in range, but stop above start once the zero start
+       takes its default (0.10): hh_defrag_configure would refuse it. */
+    unsigned char cfg[24] = { 0 };                              /* start 0, wasted 0, stop 0.5: offsets 52..75 */
+    double half = 0.5;
+    memcpy(cfg + 16, &half, sizeof half);
+    write_trace(cfg, 52, sizeof cfg, none, sizeof none, 1);
+    hh_test_reset_captured();
+    ck_assert_int_eq(hh_trace_load(path, &log), HH_E_CORRUPT);
+    ck_assert_ptr_null(log);
+    ck_assert_uint_eq(hh_test_captured_count(), 1);
+    ck_assert_ptr_nonnull(strstr(hh_test_last_message(), "stop fragmentation above start"));
 } END_TEST
 
 START_TEST(replay_on_smaller_heap_diverges) {

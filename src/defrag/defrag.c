@@ -1073,15 +1073,23 @@ const char *hh_defrag_stop_str(hh_defrag_stop stop) {
     return (unsigned)stop < HH_ARRAY_LEN(names) ? names[stop] : "unknown";
 }
 
-hh_status hh_defrag_configure(hh_heap *heap, const hh_defrag_config *config) {
-    if (heap == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_defrag_configure: heap is NULL");
+const char *hh_defrag_config_problem(const hh_defrag_config *config) {
     hh_defrag_config c = config_defaults(config);
     if (!(c.trigger_start_fragmentation >= 0.0 && c.trigger_start_fragmentation <= 1.0) ||
         !(c.trigger_stop_fragmentation >= 0.0 && c.trigger_stop_fragmentation <= 1.0))
-        return hhi_error(HH_E_INVALID_ARG, "hh_defrag_configure: fragmentation thresholds must lie in [0, 1]");
+        return "fragmentation thresholds must lie in [0, 1]";
     if (c.trigger_stop_fragmentation > c.trigger_start_fragmentation)
-        return hhi_error(HH_E_INVALID_ARG, "hh_defrag_configure: stop fragmentation %.3f above start %.3f",
-                         c.trigger_stop_fragmentation, c.trigger_start_fragmentation);
+        return "stop fragmentation above start fragmentation (after defaults)";
+    return NULL;
+}
+
+hh_status hh_defrag_configure(hh_heap *heap, const hh_defrag_config *config) {
+    if (heap == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_defrag_configure: heap is NULL");
+    const char *why = hh_defrag_config_problem(config);
+    hh_defrag_config c = config_defaults(config);
+    if (why != NULL)
+        return hhi_error(HH_E_INVALID_ARG, "hh_defrag_configure: %s (start %g, stop %g)", why,
+                         c.trigger_start_fragmentation, c.trigger_stop_fragmentation);
     heap_lock(heap);
     struct hhi_defrag *d = defrag_state(heap);
     if (d == NULL) {

@@ -177,10 +177,11 @@ static hh_status parse_trace(const char *path, const uint8_t *data, size_t len, 
     (void)hhi_get_le(&c, 4);
     if (pol > HH_DEFRAG_FILL || in->base_misalign >= TRACE_ALIGN_PAGE || in->capacity == 0)
         return hhi_error(HH_E_CORRUPT, "hh_trace_load: %s: bad header", path);
-    /* As hh_defrag_configure accepts them (0: its default). */
-    if (!(in->defrag.trigger_start_fragmentation >= 0.0 && in->defrag.trigger_start_fragmentation <= 1.0) ||
-        !(in->defrag.trigger_stop_fragmentation >= 0.0 && in->defrag.trigger_stop_fragmentation <= 1.0))
-        return hhi_error(HH_E_CORRUPT, "hh_trace_load: %s: defrag thresholds outside [0, 1] in the header", path);
+    /* What hh_defrag_configure would refuse at replay is damage here: a
+       trace records only configurations its heap accepted. */
+    const char *bad_cfg = hh_defrag_config_problem(&in->defrag);
+    if (bad_cfg != NULL)
+        return hhi_error(HH_E_CORRUPT, "hh_trace_load: %s: defrag configuration in the header: %s", path, bad_cfg);
     in->policy = (hh_defrag_policy)pol;
 
     const char *why = NULL;
