@@ -1213,6 +1213,90 @@ END_TEST
 /* ---------------------------------------------------------------------------
    Trim, stats, walker, leak report
 --------------------------------------------------------------------------- */
+/* 28000-byte blocks (two to a page) into v[*n...] until one lands outside
+   span `s`, which is then returned (NULL if max blocks came first). */
+static hhi_bspan *fill_past_span(const hhi_bspan *s, void **v, size_t *n, size_t max) {
+    while (*n < max) {
+        void *p = hh_bmalloc(28000);
+        REQUIRE(p != NULL);
+        v[(*n)++] = p;
+        if (hhi_span_of((uintptr_t)p) != s) return hhi_span_of((uintptr_t)p);
+    }
+    return NULL;
+}
+
+START_TEST(a_retired_range_comes_back_past_its_generations) {
+    /* A trim decommits a wholly free span, header included. When span_new
+       takes the range back, its pages must start past every generation they
+       had: a free that read a page's word before the retirement would
+       otherwise pass its same-tenure recheck (hhi_binned_free_recheck) on a
+       new tenure whose generation happened to line up. */
+    hh_binned_thread_flush();
+    hh_binned_trim(0);
+    size_t max = 1u << 16, n = 0;
+    void **v = malloc(max * sizeof *v);
+    REQUIRE(v != NULL);
+    /* A span all of whose pages are in use... */
+    v[n++] = hh_bmalloc(28000);
+    hhi_bspan *s = fill_past_span(hhi_span_of((uintptr_t)v[0]), v, &n, max);
+    REQUIRE(s != NULL);
+    REQUIRE(fill_past_span(s, v, &n, max) != NULL);
+    /* ...and whose pages then have had unequal numbers of tenures: each
+       round empties its pages below a rising index, which go back to the
+       pool, and takes as many blocks again (from those pages, the pool's
+       most recent). */
+    for (unsigned round = 1; round <= 3; round++) {
+        size_t freed = 0;
+        for (size_t i = 0; i < n; i++)
+            if (v[i] != NULL && hhi_span_of((uintptr_t)v[i]) == s &&
+                hhi_page_of((uintptr_t)v[i])->index <= 16 * round) {
+                hh_bfree(v[i]);
+                v[i] = NULL;
+                freed++;
+            }
+        hh_binned_thread_flush();
+        for (size_t i = 0; i < n && freed > 0; i++)
+            if (v[i] == NULL) {
+                v[i] = hh_bmalloc(28000);
+                REQUIRE(v[i] != NULL);
+                freed--;
+            }
+    }
+    uint16_t old[HHI_PAGES_PER_SPAN], lo = s->pages[1].gen, hi = lo;
+    for (unsigned i = 1; i < HHI_PAGES_PER_SPAN; i++) {
+        old[i] = s->pages[i].gen;
+        if ((uint16_t)(old[i] - lo) > 0x8000u) lo = old[i];
+        if ((uint16_t)(old[i] - hi) < 0x8000u) hi = old[i];
+    }
+    ck_assert_uint_ge((uint16_t)(hi - lo), 2);   /* the pages' tenures differ */
+    for (size_t i = 0; i < n; i++) hh_bfree(v[i]);
+    n = 0;
+    hh_binned_thread_flush();
+    hh_binned_trim(0);
+    uintptr_t page1 = (uintptr_t)s + HHI_PAGE_SIZE;
+    ck_assert_uint_eq(hhi_registry_get(page1), HHI_REG_SPAN_FREED);
+    /* Every pool page goes out first, then the retired ranges, the last
+       retired first: s comes back before long. */
+    while (n < max && hhi_registry_get(page1) != HHI_REG_SPAN) {
+        v[n] = hh_bmalloc(28000);
+        REQUIRE(v[n] != NULL);
+        n++;
+    }
+    ck_assert_uint_eq(hhi_registry_get(page1), HHI_REG_SPAN);
+    /* Each page starts (or has started: + 1) just past the newest
+       generation any page of the span had: past its own, by no more than
+       the span's spread of tenures + 2, nowhere near going round. */
+    for (unsigned i = 1; i < HHI_PAGES_PER_SPAN; i++) {
+        uint16_t ahead = (uint16_t)(s->pages[i].gen - old[i]), floor_ahead = (uint16_t)(hi - old[i] + 1u);
+        ck_assert_msg(ahead == floor_ahead || ahead == (uint16_t)(floor_ahead + 1u),
+                      "page %u: generation %u, was %u, the span's newest %u", i, s->pages[i].gen, old[i], hi);
+    }
+    ck_assert_int_eq(hh_binned_check(), HH_OK);
+    for (size_t i = 0; i < n; i++) hh_bfree(v[i]);
+    free(v);
+}
+END_TEST
+
 START_TEST(trim_returns_pages) {
     unsigned n = hh_test_scaled(20000, 4000);
     void **v = malloc(n * sizeof *v);
@@ -3627,6 +3711,7 @@ Suite *hh_test_binned_suite(void) {
     tc = tcase_create("maintenance");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, trim_returns_pages);
+    tcase_add_test(tc, a_retired_range_comes_back_past_its_generations);
     tcase_add_test(tc, trim_honours_its_time_budget);
     tcase_add_test(tc, pool_decay_checks_its_deadline_before_every_decommit);
     tcase_add_test(tc, pool_pages_are_decommitted_without_the_pool_lock);

@@ -67,7 +67,9 @@
  *  7. span->free_pages == number of its pages in the pool.
  *     A retired span (trim found it wholly free) is never unmapped: it is
  *     decommitted whole, header included, its registry byte says SPAN_FREED,
- *     and it sits on g.retired until span_new reuses the range. A free that
+ *     and it sits on g.retired until span_new reuses the range (its header
+ *     then holds only the link and gen_base, where the range's generations
+ *     go on). A free that
  *     read the registry just before the trim thus reads zeroed metadata
  *     (capacity 0: no block), never an unmapped page. The address space of
  *     spans stays at its peak; the memory goes back.
@@ -210,6 +212,8 @@ typedef struct hhi_bspan {
     uint32_t free_pages;        /* pages of this span in the pool (pool lock) */
     uint32_t huge;              /* advised MADV_HUGEPAGE by span_new (hh_binned_set_small_hugepages) */
     struct hhi_bspan *next, *prev;  /* g.spans (pool lock) */
+    uint32_t gen_base;          /* the generation its pages started at (span_new); retired:
+                                   where they start when the range comes back (spans_retire) */
     _Alignas(64) hhi_bpage pages[HHI_PAGES_PER_SPAN];   /* a line each */
 } hhi_bspan;
 _Static_assert(sizeof(hhi_bspan) <= HHI_PAGE_SIZE, "span header fits in page 0");
@@ -384,7 +388,7 @@ typedef struct hhi_bglobal {
     uint32_t n_spans;
     hhi_bspan *retired;             /* decommitted spans kept for reuse, linked through next */
     uint32_t n_retired;
-    uint16_t spans_made;            /* span_new calls (mod 2^16): where its pages' generations start */
+    uint16_t spans_made;            /* ranges span_new mapped (mod 2^16): where their pages' generations start */
     /* large blocks */
     hhi_lock large_lock;
     hhi_blarge *large;

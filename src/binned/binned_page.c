@@ -164,12 +164,18 @@ static void pool_remove(hhi_bpage *pg) {
    join the clean list. */
 static bool span_new(void) {
     hhi_bspan *s = hhi_bg.retired;
+    uint16_t gen0;
     if (s != NULL) {
-        /* Decommitted whole: reads as zero except the link written at retire. */
+        /* Decommitted whole: reads as zero except what spans_retire wrote
+           after the decommit (the link and the generation floor). */
         hhi_bg.retired = s->next;
         hhi_bg.n_retired--;
+        gen0 = (uint16_t)s->gen_base;
         memset(s, 0, sizeof *s);
     } else {
+        /* Never a span before (spans are never unmapped): no free can have
+           read a word of its pages. */
+        gen0 = (uint16_t)(++hhi_bg.spans_made * 4099u);
         s = hhi_os_map(HHI_SPAN_SIZE, HHI_SPAN_SIZE);
         if (s == NULL) return false;
     }
@@ -181,11 +187,7 @@ static bool span_new(void) {
         s->huge = 1;
     }
     s->magic = HHI_SPAN_MAGIC;
-    /* A retired range's pages lost their generations with its header: they
-       start elsewhere each time, so that a stale free's word from before the
-       retirement comes back only if the generations happen to line up
-       (hhi_word_make; no floor is kept across a retirement). */
-    uint16_t gen0 = (uint16_t)(++hhi_bg.spans_made * 4099u);
+    s->gen_base = gen0;
     /* Highest first onto the clean list, whose head is taken first: pages
        go out from page 1 up. */
     for (unsigned i = HHI_PAGES_PER_SPAN; i-- > 0;) {
@@ -633,11 +635,20 @@ static size_t spans_retire(uint64_t deadline_ns) {
         hhi_bspan *next = s->next;
         if (deadline_ns && hhi_now_ns() >= deadline_ns) break;
         if (s->free_pages == HHI_PAGES_PER_SPAN - 1) {
+            uint16_t tenures = 0;
             for (unsigned i = 1; i < HHI_PAGES_PER_SPAN; i++) {
                 hhi_bpage *pg = &s->pages[i];
                 if (pg->pool != HHI_POOL_DECOMMITTED) given += HHI_PAGE_SIZE;
                 pool_remove(pg);
+                uint16_t t = (uint16_t)(pg->gen - s->gen_base);
+                if (t > tenures) tenures = t;
             }
+            /* The decommit zeroes the pages' generations. When the range
+               comes back its pages start past every generation they have
+               had since span_new (all started at gen_base, each counts up),
+               so a word a racing free read before this retirement does not
+               come back for 2^16 - tenures more tenures: as on a live page. */
+            uint16_t floor = (uint16_t)(s->gen_base + tenures + 1u);
             if (s->prev) s->prev->next = s->next;
             else hhi_bg.spans = s->next;
             if (s->next) s->next->prev = s->prev;
@@ -661,6 +672,7 @@ static size_t spans_retire(uint64_t deadline_ns) {
             hh_track_defined(s, HHI_SPAN_SIZE);   /* such a racing free reads zeros: legal */
             hhi_lock_acquire(&hhi_bg.pool_lock);
             s->next = hhi_bg.retired;
+            s->gen_base = floor;   /* on the page the link faulted in; racing frees read only pages[] */
             hhi_bg.retired = s;
             hhi_bg.n_retired++;
         }
