@@ -514,9 +514,12 @@ static bool check_inv2_page_owner(check_ctx *cx) {
                 continue;
             }
             unsigned c = pg->cls;
+            /* The word read once: a take publishing its run stores it without
+               the class lock (fresh_link), as inv3 below notes. */
+            uint64_t w = hhi_page_word(pg);
             CHECK(c < HHI_CLASS_COUNT && pg->pool == HHI_POOL_NONE && pg->block_size == hhi_class_size[c] &&
                       pg->capacity == hhi_class_capacity(c) && pg->carved_last == 0 &&
-                      hhi_page_word(pg) == hhi_word_make(hhi_page_carved(pg), c, pg->gen),
+                      w == hhi_word_make(hhi_word_carved(w), c, pg->gen),
                   "page %p has bad class fields", base);
         }
     return true;

@@ -212,7 +212,7 @@ typedef struct hhi_bspan {
     uint32_t free_pages;        /* pages of this span in the pool (pool lock) */
     uint32_t huge;              /* advised MADV_HUGEPAGE by span_new (hh_binned_set_small_hugepages) */
     struct hhi_bspan *next, *prev;  /* g.spans (pool lock) */
-    uint32_t gen_base;          /* the generation its pages started at (span_new); retired:
+    uint16_t gen_base;          /* the generation its pages started at (span_new); retired:
                                    where they start when the range comes back (spans_retire) */
     _Alignas(64) hhi_bpage pages[HHI_PAGES_PER_SPAN];   /* a line each */
 } hhi_bspan;
@@ -477,7 +477,7 @@ HH_INLINE uint32_t hhi_word_carved(uint64_t w) { return w == 0 ? 0 : (uint32_t)(
 HH_INLINE unsigned hhi_word_cls(uint64_t w) { return (unsigned)(w & 0xFF); }
 HH_INLINE unsigned hhi_word_gen(uint64_t w) { return (unsigned)(w >> 8 & 0xFFFF); }
 HH_INLINE uint32_t hhi_page_carved(const hhi_bpage *pg) { return hhi_word_carved(hhi_page_word(pg)); }
-/* Whether word `now` is of the same class tenure as word `was` (w != 0),
+/* Whether word `now` is of the same class tenure as word `was` (was != 0),
    carved at least as far: the low halves (class, generation) equal, and so
    the higher word the further carved. */
 HH_INLINE bool hhi_word_same_tenure_on(uint64_t now, uint64_t was) {

@@ -170,14 +170,14 @@ static bool span_new(void) {
            after the decommit (the link and the generation floor). */
         hhi_bg.retired = s->next;
         hhi_bg.n_retired--;
-        gen0 = (uint16_t)s->gen_base;
+        gen0 = s->gen_base;
         memset(s, 0, sizeof *s);
     } else {
+        s = hhi_os_map(HHI_SPAN_SIZE, HHI_SPAN_SIZE);
+        if (s == NULL) return false;
         /* Never a span before (spans are never unmapped): no free can have
            read a word of its pages. */
         gen0 = (uint16_t)(++hhi_bg.spans_made * 4099u);
-        s = hhi_os_map(HHI_SPAN_SIZE, HHI_SPAN_SIZE);
-        if (s == NULL) return false;
     }
     /* A retired range too: it may have been mapped while the option was
        off, and its retirement took the advice back. Spans are 2 MiB-aligned,
@@ -648,7 +648,7 @@ static size_t spans_retire(uint64_t deadline_ns) {
                had since span_new (all started at gen_base, each counts up),
                so a word a racing free read before this retirement does not
                come back for 2^16 - tenures more tenures: as on a live page. */
-            uint16_t floor = (uint16_t)(s->gen_base + tenures + 1u);
+            uint16_t gen_next = (uint16_t)(s->gen_base + tenures + 1u);
             if (s->prev) s->prev->next = s->next;
             else hhi_bg.spans = s->next;
             if (s->next) s->next->prev = s->prev;
@@ -672,7 +672,7 @@ static size_t spans_retire(uint64_t deadline_ns) {
             hh_track_defined(s, HHI_SPAN_SIZE);   /* such a racing free reads zeros: legal */
             hhi_lock_acquire(&hhi_bg.pool_lock);
             s->next = hhi_bg.retired;
-            s->gen_base = floor;   /* on the page the link faulted in; racing frees read only pages[] */
+            s->gen_base = gen_next;   /* on the page the link faulted in; racing frees read only pages[] */
             hhi_bg.retired = s;
             hhi_bg.n_retired++;
         }
