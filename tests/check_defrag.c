@@ -820,10 +820,13 @@ START_TEST(trigger_hysteresis) {
     ck_assert_uint_eq(m.idle_steps, idle_before + 1);
     /* hh_defrag_full ignores the trigger. */
     ck_assert_uint_gt(hh_defrag_full(heap).moves, 0);
-    /* Bad configurations change nothing. */
+    /* Bad configurations change nothing; each is one message, with the reason. */
+    hh_test_reset_captured();
     ck_assert_int_eq(hh_defrag_configure(heap, &(hh_defrag_config){ .trigger_start_fragmentation = 0.1,
                                                                     .trigger_stop_fragmentation = 0.3 }),
                      HH_E_INVALID_ARG);
+    ck_assert_uint_eq(hh_test_captured_count(), 1);
+    ck_assert_ptr_nonnull(strstr(hh_test_last_message(), "above start"));
     ck_assert_int_eq(hh_defrag_configure(heap, &(hh_defrag_config){ .trigger_start_fragmentation = 1.5 }),
                      HH_E_INVALID_ARG);
     ck_assert_int_eq(hh_defrag_configure(NULL, NULL), HH_E_INVALID_ARG);
@@ -833,10 +836,12 @@ START_TEST(trigger_hysteresis) {
     hh_test_reset_captured();
     ck_assert_ptr_null(hh_defrag_config_problem(NULL));
     ck_assert_ptr_null(hh_defrag_config_problem(&cfg));
-    ck_assert_ptr_nonnull(strstr(hh_defrag_config_problem(&(hh_defrag_config){ .trigger_stop_fragmentation = -0.1 }),
-                                 "[0, 1]"));
-    ck_assert_ptr_nonnull(strstr(hh_defrag_config_problem(&(hh_defrag_config){ .trigger_stop_fragmentation = 0.5 }),
-                                 "above start"));                /* start 0 means 0.10 */
+    const char *why = hh_defrag_config_problem(&(hh_defrag_config){ .trigger_stop_fragmentation = -0.1 });
+    ck_assert_ptr_nonnull(why);
+    ck_assert_ptr_nonnull(strstr(why, "[0, 1]"));
+    why = hh_defrag_config_problem(&(hh_defrag_config){ .trigger_stop_fragmentation = 0.5 });   /* start 0: 0.10 */
+    ck_assert_ptr_nonnull(why);
+    ck_assert_ptr_nonnull(strstr(why, "above start"));
     ck_assert_uint_eq(hh_test_captured_count(), 0);
 }
 END_TEST

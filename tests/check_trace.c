@@ -523,8 +523,9 @@ START_TEST(a_failed_replayed_operation_is_one_message) {
 } END_TEST
 
 /* Records the heap never accepts -- an alignment that is no power of two, a
-   threshold outside [0, 1] in the header -- are corrupt at load (they used
-   to load, and replay failed later, with two messages). */
+   threshold outside [0, 1] in the header, a stop threshold above the start
+   once the defaults apply -- are corrupt at load (they used to load, and
+   replay failed later, with two messages). */
 START_TEST(records_the_heap_never_accepts_are_corrupt_at_load) {
     static const unsigned char ev[] = { HH_EV_ALLOC, 0x05, 100, 3, 0 };   /* align 3 */
     write_trace(NULL, 0, 0, ev, sizeof ev, 1);

@@ -193,7 +193,7 @@ typedef struct hh_defrag_config {
    the start value; HH_E_NO_MEMORY if the service state cannot be allocated. */
 HH_API hh_status hh_defrag_configure(hh_heap *heap, const hh_defrag_config *config);
 /* Why hh_defrag_configure would refuse `config` (defaults applied; NULL: all
-   defaults), as a static sentence; NULL if it would accept it. Reports nothing
+   defaults), as a static string; NULL if it would accept it. Reports nothing
    through the error handler: for loaders and tools that vet a configuration
    read from elsewhere before they use it. */
 HH_API const char *hh_defrag_config_problem(const hh_defrag_config *config);
