@@ -69,10 +69,9 @@
  *     decommitted whole, header included, its registry byte says SPAN_FREED,
  *     and it sits on g.retired until span_new reuses the range (its header
  *     then holds only the link and gen_base, where the range's generations
- *     go on). A free that
- *     read the registry just before the trim thus reads zeroed metadata
- *     (capacity 0: no block), never an unmapped page. The address space of
- *     spans stays at its peak; the memory goes back.
+ *     go on). A free that read the registry just before the trim thus reads
+ *     zeroed metadata (capacity 0: no block), never an unmapped page. The
+ *     address space of spans stays at its peak; the memory goes back.
  *  8. Lock order: g.trim_lock -> g.tc_lock -> class locks (ascending) ->
  *     g.pool_lock -> g.large_lock -> the purge thread's lock (binned_purge.c,
  *     taken last: a note wakes the thread under any allocator lock). No lock
