@@ -67,6 +67,11 @@ CHECK_PC   = $(shell pkg-config --cflags --libs check 2>/dev/null || echo -lchec
 # scheduling keeps it at about 2.
 VALGRIND := valgrind --quiet --fair-sched=yes --error-exitcode=99 --leak-check=full --show-leak-kinds=definite,indirect,possible \
             --errors-for-leak-kinds=definite,indirect,possible --track-origins=yes --num-callers=30
+# The suites' memcheck pass runs without --track-origins, which finds the same
+# errors but made the pass 5.5x slower (420 s against 77 s here: the heap suite's
+# block moves pay for shadowing every byte's origin); only if it fails does it
+# run again with origins, to say where an undefined value came from.
+VALGRIND_QUICK = $(filter-out --track-origins=yes,$(VALGRIND))
 
 .PHONY: FORCE all lib check check-build check-headers check-exports check-unit check-valgrind deps install install-lib uninstall clean
 .DEFAULT_GOAL := all
@@ -189,7 +194,9 @@ check-unit: $(BUILD)/test/hh-tests
 
 check-valgrind: $(BUILD)/test/hh-tests
 	@echo "== Check suites under Valgrind memcheck (no-fork)"
-	@CK_FORK=no HH_TEST_UNDER_VALGRIND=1 $(VALGRIND) $(BUILD)/test/hh-tests
+	@CK_FORK=no HH_TEST_UNDER_VALGRIND=1 $(VALGRIND_QUICK) $(BUILD)/test/hh-tests || { \
+	  echo "== memcheck failed: the suites again with --track-origins=yes (where undefined values came from)"; \
+	  CK_FORK=no HH_TEST_UNDER_VALGRIND=1 $(VALGRIND) $(BUILD)/test/hh-tests; exit 1; }
 
 # ---------------------------------------------------------------------------
 # Install. PREFIX, LIBDIR, INCLUDEDIR, BINDIR and DESTDIR (staging) as usual.
