@@ -3,7 +3,7 @@
 #   make               build/libhheap.a, build/libhheap.so (+ what mk/*.mk add: shim, tools)
 #   make check         install missing test dependencies (apt-get, as root), build the
 #                      Check suites, run them, then run them again under Valgrind memcheck
-#                      (zero errors, zero leaks) beside the extra checks mk/*.mk register
+#                      (zero errors, zero leaks), then the extra checks mk/*.mk register
 #   make install PREFIX=/usr/local    headers, libraries, tools, hheap.pc, CMake config
 #   make install-lib                  the same without the tools (needs no cairo)
 #   make uninstall                    removes what install wrote (same PREFIX/LIBDIR/...)
@@ -15,7 +15,7 @@
 #   (run-time stress: the HH_HEAP_STRESS_MOVES heap flag moves every block at every step)
 #
 # Modules add their own targets in mk/<name>.mk, included below; a fragment may
-# append to CHECK_EXTRA (targets `make check` runs after the plain suites, in order),
+# append to CHECK_EXTRA (targets `make check` runs after the memcheck pass),
 # ALL_EXTRA (built by `make`), DEPS_PKGS (Debian packages), INSTALL_BINS (tools),
 # INSTALL_LIBS (extra libraries, installed by install-lib: no cairo there),
 # LIB_EXCLUDE (sources not part of libhheap) and CLEAN_EXTRA.
@@ -124,35 +124,13 @@ deps:
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	  else echo "missing packages:$$missing -- run: sudo apt-get install$$missing"; exit 1; fi; fi
 
-# The memcheck pass keeps one core busy for minutes (Valgrind runs a program's
-# threads one at a time), so on a machine with two cores or more it runs beside
-# the extra checks: its output goes to a file, printed whole when both are
-# done, so the two logs never interleave. It runs in a session of its own, so
-# that a failed extra check or an interrupt stops it as well (a background job
-# of make's shell ignores SIGINT). CHECK_SERIAL=1 runs them one after the
-# other. Each phase prints its elapsed seconds.
-ifeq ($(origin CHECK_SERIAL),undefined)
-CHECK_SERIAL := $(if $(filter 0 1,$(shell nproc 2>/dev/null || echo 1)),1,0)
-endif
+# Each phase prints its elapsed seconds.
 check: deps
 	@$(MAKE) --no-print-directory check-build
 	@$(MAKE) --no-print-directory check-unit
-	@mlog=$(BUILD)/check-valgrind.log; t0=$$(date +%s); mpid=; mrc=0; rc=0; \
-	if [ "$(CHECK_SERIAL)" = 1 ]; then $(MAKE) --no-print-directory check-valgrind || exit 1; \
-	  echo "   [check-valgrind: $$(( $$(date +%s) - t0 )) s]"; \
-	else mkdir -p $(BUILD); rm -f $$mlog; \
-	  echo "== memcheck pass running beside the extra checks (its log follows theirs)"; \
-	  setsid -w $(MAKE) --no-print-directory check-valgrind > $$mlog 2>&1 & mpid=$$!; \
-	  trap 'kill -TERM -'$$mpid' 2>/dev/null; exit 1' INT TERM; fi; \
-	for t in $(CHECK_EXTRA); do s=$$(date +%s); \
-	  $(MAKE) --no-print-directory $$t || { rc=1; echo "make check: $$t failed"; break; }; \
-	  echo "   [$$t: $$(( $$(date +%s) - s )) s]"; done; \
-	if [ -n "$$mpid" ]; then \
-	  if [ $$rc != 0 ]; then kill -TERM -$$mpid 2>/dev/null; echo "make check: memcheck pass stopped"; fi; \
-	  wait $$mpid; mrc=$$?; trap - INT TERM; cat $$mlog; \
-	  echo "   [memcheck pass beside them: its log above; $$(( $$(date +%s) - t0 )) s for both]"; \
-	  [ $$rc != 0 ] || [ $$mrc = 0 ] || echo "make check: check-valgrind failed"; fi; \
-	[ $$rc = 0 ] && [ $$mrc = 0 ] || exit 1
+	@for t in check-valgrind $(CHECK_EXTRA); do s=$$(date +%s); \
+	  $(MAKE) --no-print-directory $$t || exit 1; \
+	  echo "   [$$t: $$(( $$(date +%s) - s )) s]"; done
 	@echo "make check: all passed"
 
 # Every public header compiles on its own as C11 (gcc, clang) and as C++11, 14,

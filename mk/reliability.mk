@@ -25,8 +25,8 @@
 # The sanitizer builds need clang and its runtime (libclang-rt-14-dev); `make deps`
 # installs them. REL_CC overrides the compiler (gcc works for check-asan/check-tsan).
 # CI: `make check` runs check-asan, check-tsan, check-fuzz-corpus, check-wrong-rel and
-# check-fuzz (about 5 minutes together on 2 cores beside the memcheck pass, builds
-# included; `make check` prints each one's wall time).
+# check-fuzz (about 5 minutes together on 2 cores, builds included; `make check`
+# prints each one's wall time).
 # FUZZ_STRICT=0 makes the harnesses report known bugs instead of failing on them.
 
 REL_CC          ?= clang

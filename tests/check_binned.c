@@ -1257,7 +1257,7 @@ START_TEST(a_retired_range_comes_back_past_its_generations) {
     for (unsigned round = 1; round <= 3; round++) {
         size_t freed = 0;
         for (size_t i = 0; i < n; i++)
-            if (v[i] != NULL && hhi_span_of((uintptr_t)v[i]) == s &&
+            if (hhi_span_of((uintptr_t)v[i]) == s &&
                 hhi_page_of((uintptr_t)v[i])->index <= 16 * round) {
                 hh_bfree(v[i]);
                 v[i] = NULL;

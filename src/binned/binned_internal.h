@@ -477,10 +477,11 @@ HH_INLINE unsigned hhi_word_cls(uint64_t w) { return (unsigned)(w & 0xFF); }
 HH_INLINE unsigned hhi_word_gen(uint64_t w) { return (unsigned)(w >> 8 & 0xFFFF); }
 HH_INLINE uint32_t hhi_page_carved(const hhi_bpage *pg) { return hhi_word_carved(hhi_page_word(pg)); }
 /* Whether word `now` is of the same class tenure as word `was` (was != 0),
-   carved at least as far: the low halves (class, generation) equal, and so
-   the higher word the further carved. */
+   carved at least as far: the low halves (class, generation) equal -- never
+   so for now == 0, whose low half lacks the marker bits --, and so the higher
+   word the further carved. */
 HH_INLINE bool hhi_word_same_tenure_on(uint64_t now, uint64_t was) {
-    return now != 0 && (uint32_t)now == (uint32_t)was && now >= was;
+    return (uint32_t)now == (uint32_t)was && now >= was;
 }
 /* Class lock held, pg->cls already set (pool_put, hhi_page_setup_class) --
    or a take publishing its fresh run (fresh_link), the word's one writer then. */

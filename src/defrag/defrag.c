@@ -1073,20 +1073,25 @@ const char *hh_defrag_stop_str(hh_defrag_stop stop) {
     return (unsigned)stop < HH_ARRAY_LEN(names) ? names[stop] : "unknown";
 }
 
-const char *hh_defrag_config_problem(const hh_defrag_config *config) {
-    hh_defrag_config c = config_defaults(config);
-    if (!(c.trigger_start_fragmentation >= 0.0 && c.trigger_start_fragmentation <= 1.0) ||
-        !(c.trigger_stop_fragmentation >= 0.0 && c.trigger_stop_fragmentation <= 1.0))
+/* The rules, on a configuration with its defaults applied. */
+static const char *config_problem(const hh_defrag_config *c) {
+    if (!(c->trigger_start_fragmentation >= 0.0 && c->trigger_start_fragmentation <= 1.0) ||
+        !(c->trigger_stop_fragmentation >= 0.0 && c->trigger_stop_fragmentation <= 1.0))
         return "fragmentation thresholds must lie in [0, 1]";
-    if (c.trigger_stop_fragmentation > c.trigger_start_fragmentation)
+    if (c->trigger_stop_fragmentation > c->trigger_start_fragmentation)
         return "stop fragmentation above start fragmentation (after defaults)";
     return NULL;
 }
 
+const char *hh_defrag_config_problem(const hh_defrag_config *config) {
+    hh_defrag_config c = config_defaults(config);
+    return config_problem(&c);
+}
+
 hh_status hh_defrag_configure(hh_heap *heap, const hh_defrag_config *config) {
     if (heap == NULL) return hhi_error(HH_E_INVALID_ARG, "hh_defrag_configure: heap is NULL");
-    const char *why = hh_defrag_config_problem(config);
     hh_defrag_config c = config_defaults(config);
+    const char *why = config_problem(&c);
     if (why != NULL)
         return hhi_error(HH_E_INVALID_ARG, "hh_defrag_configure: %s (start %g, stop %g)", why,
                          c.trigger_start_fragmentation, c.trigger_stop_fragmentation);
