@@ -429,7 +429,10 @@ START_TEST(far_aligned_blocks_take_one_mapping_each) {
         hh_bfree(p[i]);
     }
     ck_assert_int_eq(hh_binned_check(), HH_OK);
-    if (hh_test_under_valgrind() || TEST_UNDER_TSAN) return;   /* the tool places mappings itself */
+    /* The tools place mappings themselves; under CK_FORK=no the earlier
+       tests' mappings lie below the hint, and each block that meets one
+       costs the over-map path (7 calls) instead of one. */
+    if (hh_test_under_valgrind() || TEST_UNDER_TSAN || !hh_test_own_process()) return;
     ck_assert_msg(calls <= N + N / 2, "%llu mmap/munmap calls for %d far-aligned blocks", (unsigned long long)calls, N);
 }
 END_TEST

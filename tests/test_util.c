@@ -52,6 +52,11 @@ bool hh_test_under_valgrind(void) {
     return e != NULL && *e == '1';
 }
 
+bool hh_test_own_process(void) {
+    const char *e = getenv("CK_FORK");
+    return e == NULL || strcmp(e, "no") != 0;
+}
+
 unsigned hh_test_scaled(unsigned n, unsigned min) {
     double v = (double)n * hh_test_scale();
     return v < (double)min ? min : (unsigned)v;

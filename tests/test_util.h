@@ -33,6 +33,9 @@ void      hh_test_expect_one(hh_status want, const char *fn);
 /* true when the suites run under Valgrind (make check-valgrind sets
    HH_TEST_UNDER_VALGRIND=1): the tool places mappings itself and blurs RSS. */
 bool      hh_test_under_valgrind(void);
+/* true when each test runs in a process of its own (Check's default; not
+   under CK_FORK=no, where every earlier test's mappings are still there). */
+bool      hh_test_own_process(void);
 /* 1 normally; HH_TEST_SCALE env overrides; under Valgrind 0.1. */
 double    hh_test_scale(void);
 /* n scaled, at least `min`. */
