@@ -1647,6 +1647,96 @@ START_TEST(transfer_batches_do_not_start_the_purge_thread) {
 }
 END_TEST
 
+START_TEST(purge_thread_waits_until_decay_holds_a_megabyte) {
+    /* A thread makes glibc count the process as multithreaded for good, so
+       a program that gives decay only a directory buffer's worth must not
+       get one (it did: the first large block freed started it). Once what
+       decay holds reaches HHI_PURGE_START_BYTES, the next slow path that
+       follows a note starts it. Decay's period is long: no pass gives
+       anything back meanwhile. */
+    hh_binned_thread_flush();
+    hh_binned_trim(0);
+    ck_assert_int_eq(hh_binned_set_purge_thread(false), HH_OK);
+    ck_assert_int_eq(hh_binned_set_decay_ms(60000), HH_OK);
+    ck_assert_int_eq(hh_binned_set_purge_thread(true), HH_OK);
+    ck_assert_uint_eq(hhi_decay_held_bytes(), 0);
+    for (int i = 0; i < 4; i++) hh_bfree(hh_bmalloc((size_t)64 << 10));   /* one cached mapping, reused */
+    size_t small = hhi_decay_held_bytes();
+    int before = hhi_purge_state();
+    enum { N = 3000 };                              /* about 3 MB of 1000 B blocks */
+    void **v = malloc(N * sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    for (int i = 0; i < N; i++) v[i] = hh_bmalloc(1000);
+    for (int i = 0; i < N; i++) hh_bfree(v[i]);
+    free(v);
+    hh_binned_thread_flush();                       /* empty pages into the pool, dirty: notes */
+    size_t big = hhi_decay_held_bytes();
+    hh_bfree(hh_bmalloc((size_t)64 << 10));         /* a slow path after the notes */
+    int after = hhi_purge_state();
+    ck_assert_int_eq(hh_binned_set_purge_thread(false), HH_OK);
+    ck_assert_int_eq(hh_binned_set_decay_ms(0), HH_OK);
+    hh_binned_trim(0);
+    ck_assert_uint_gt(small, 0);
+    ck_assert_uint_lt(small, HHI_PURGE_START_BYTES);
+    ck_assert_msg(before == HHI_PURGE_WANTED, "purge state %d after %zu bytes held by decay", before, small);
+    ck_assert_uint_ge(big, HHI_PURGE_START_BYTES);
+    ck_assert_msg(after == HHI_PURGE_RUNNING, "purge state %d after %zu bytes held by decay", after, big);
+}
+END_TEST
+
+START_TEST(a_wanted_purge_thread_counts_once_per_megabyte_noted) {
+    /* Below the mark a slow path counts what decay holds (two lock round
+       trips) only once the bytes noted since the last count could reach
+       it: reusing one cached 64 KiB mapping counts about once in fifteen
+       frees, not at each. */
+    hh_binned_thread_flush();
+    hh_binned_trim(0);
+    ck_assert_int_eq(hh_binned_set_purge_thread(false), HH_OK);
+    ck_assert_int_eq(hh_binned_set_decay_ms(60000), HH_OK);
+    ck_assert_int_eq(hh_binned_set_purge_thread(true), HH_OK);
+    hh_bfree(hh_bmalloc((size_t)64 << 10));         /* the count asked for at the switch */
+    uint64_t counts = atomic_load(&hhi_test_purge_counts);
+    enum { FREES = 40 };
+    for (int i = 0; i < FREES; i++) hh_bfree(hh_bmalloc((size_t)64 << 10));
+    counts = atomic_load(&hhi_test_purge_counts) - counts;
+    int state = hhi_purge_state();
+    ck_assert_int_eq(hh_binned_set_purge_thread(false), HH_OK);
+    ck_assert_int_eq(hh_binned_set_decay_ms(0), HH_OK);
+    hh_binned_trim(0);
+    ck_assert_int_eq(state, HHI_PURGE_WANTED);
+    ck_assert_msg(counts >= 1 && counts <= 4, "%llu counts in %d frees of one cached 64 KiB mapping",
+                  (unsigned long long)counts, FREES);
+}
+END_TEST
+
+START_TEST(a_purge_thread_asked_for_counts_what_decay_held_before) {
+    /* Memory decay came to hold while the thread was off was counted by
+       nobody: the first slow path after the switch counts it, and starts
+       the thread, though nothing is freed after the switch. */
+    hh_binned_thread_flush();
+    hh_binned_trim(0);
+    ck_assert_int_eq(hh_binned_set_purge_thread(false), HH_OK);
+    ck_assert_int_eq(hh_binned_set_decay_ms(60000), HH_OK);
+    enum { N = 3000 };                              /* about 3 MB of 1000 B blocks */
+    void **v = malloc(N * sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    for (int i = 0; i < N; i++) v[i] = hh_bmalloc(1000);
+    for (int i = 0; i < N; i++) hh_bfree(v[i]);
+    free(v);
+    hh_binned_thread_flush();                       /* empty pages into the pool, dirty */
+    size_t held = hhi_decay_held_bytes();
+    ck_assert_int_eq(hh_binned_set_purge_thread(true), HH_OK);
+    void *p = hh_bmalloc((size_t)64 << 10);         /* a slow path, no note */
+    int state = hhi_purge_state();
+    hh_bfree(p);
+    ck_assert_int_eq(hh_binned_set_purge_thread(false), HH_OK);
+    ck_assert_int_eq(hh_binned_set_decay_ms(0), HH_OK);
+    hh_binned_trim(0);
+    ck_assert_uint_ge(held, HHI_PURGE_START_BYTES);
+    ck_assert_msg(state == HHI_PURGE_RUNNING, "purge state %d with %zu bytes held by decay", state, held);
+}
+END_TEST
+
 START_TEST(purge_thread_is_off_by_default_and_without_decay) {
     /* The library default: no thread, ever, without a call; asked for with
        decay off, it is not started either (nothing to do). */
@@ -3734,6 +3824,9 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, purge_thread_sleeps_while_decay_holds_nothing);
     tcase_add_test(tc, purge_thread_with_decay_off_is_not_woken_by_frees);
     tcase_add_test(tc, transfer_batches_do_not_start_the_purge_thread);
+    tcase_add_test(tc, purge_thread_waits_until_decay_holds_a_megabyte);
+    tcase_add_test(tc, a_wanted_purge_thread_counts_once_per_megabyte_noted);
+    tcase_add_test(tc, a_purge_thread_asked_for_counts_what_decay_held_before);
     tcase_add_test(tc, purge_thread_is_off_by_default_and_without_decay);
     tcase_add_test(tc, purge_thread_restarts_in_a_fork_child);
     tcase_add_test(tc, new_span_under_a_tight_address_space_limit);

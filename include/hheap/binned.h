@@ -174,17 +174,21 @@ HH_API hh_status hh_binned_set_decay_ms(uint32_t ms);
    something is (the first free into a cache after that wakes it); with
    decay off (ms 0) it sleeps until a new period or a stop, whatever is
    freed.
-   Started lazily, by the first slow path that sees decay on after memory
-   first became decay's to give back (an empty page, a freed large block): a
-   program that never frees that much never gets it. Its creation allocates
-   one block inside glibc (the thread's TLS vector), which a leak report at
-   exit lists. It touches only what a
-   decay pass touches (empty pages, pool pages, cached large mappings, under
-   the allocator's locks), never a thread cache or a live block, and runs
-   with every signal blocked. A fork child starts its own on its first slow
-   path; at exit (or with on == false) it is stopped and joined. Default: off
-   in the library (a game calls hh_binned_trim from its frame loop); the
-   LD_PRELOAD shim turns it on (HHEAP_PURGE_THREAD=0 keeps it off). If the
+   Started lazily, by the first slow path that sees decay on once what
+   decay holds to give back (empty pool pages, cached large mappings, the
+   unused tails of large blocks) reaches 1 MiB: a program that never frees
+   that much never gets it, and stays single-threaded to glibc (which
+   counts a process as multithreaded for good from its first thread on:
+   __libc_single_threaded, which libstdc++'s shared_ptr reads). Its
+   creation allocates one block inside glibc (the thread's TLS vector),
+   which a leak report at exit lists. It touches only what a decay pass
+   touches (empty pages, pool pages, cached large mappings, under the
+   allocator's locks), never a thread cache or a live block, and runs with
+   every signal blocked. A fork child starts its own on its first slow path
+   after a free, once decay holds 1 MiB there; at exit (or with on ==
+   false) it is stopped and joined. Default: off in the library (a game
+   calls hh_binned_trim from its frame loop); the LD_PRELOAD shim turns it
+   on (HHEAP_PURGE_THREAD=0 keeps it off). If the
    thread cannot be created, decay stays with the slow paths. Returns HH_OK. */
 HH_API hh_status hh_binned_set_purge_thread(bool on);
 /* Whether the purge thread is asked for (running or to be started). */

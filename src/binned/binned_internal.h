@@ -118,6 +118,7 @@
 #define HHI_LCACHE_BLOCK    ((size_t)64 << 20)  /* a freed block's mapping above this is never kept */
 #define HHI_TAILS_MAX       32u                 /* live large blocks with a tail left for decay */
 #define HHI_DECAY_BUDGET_NS ((uint64_t)1000000) /* one decay pass: about 1 ms at most */
+#define HHI_PURGE_START_BYTES ((size_t)1 << 20) /* what decay holds before a purge thread is worth starting */
 #define HHI_CARVE_BYTES     4096u               /* fresh memory one take carves at most (but one block) */
 #define HHI_KEEP_EMPTY      1u                  /* empty pages a class keeps as spare */
 #define HHI_NO_CLASS        0xFFu
@@ -420,6 +421,15 @@ typedef struct hhi_bglobal {
     _Atomic bool decay_work;        /* something went where decay gives it back (the dirty pool,
                                        the large cache, a tail; a spare page or a transfer batch
                                        while the thread runs) since the purge thread last looked */
+    /* While the purge thread is wanted but not started (hhi_decay_maybe):
+       what decay held at the last count, and the bytes noted since. Decay
+       comes to hold more only through a noted place, so it holds at most
+       their sum: the next count waits until that reaches the mark. One
+       count at a time (purge_counting): two, storing their figures in the
+       other order, could leave purge_seen below what decay holds. */
+    _Atomic size_t purge_seen;
+    _Atomic size_t decay_noted;
+    atomic_bool purge_counting;
     _Atomic bool decay_more;        /* the last pass stopped at its deadline */
     _Atomic uint32_t decay_more_tick;     /* its tick: pool pages dirty before it go */
     _Atomic uint64_t decay_more_cutoff;   /* its cutoff: cached mappings freed before it go */
@@ -736,6 +746,8 @@ HH_INTERNAL _Atomic uint64_t hhi_test_take_waits;
 HH_INTERNAL _Atomic(hhi_test_hook) hhi_binned_test_decay_hook;
 /* Decay passes run by the program's own slow paths (hhi_decay_maybe). */
 HH_INTERNAL _Atomic uint64_t hhi_test_decay_passes_program;
+/* Counts of what decay holds made to decide the purge thread's start. */
+HH_INTERNAL _Atomic uint64_t hhi_test_purge_counts;
 #endif
 /* The pass alone, without starting the purge thread (the thread's own);
    true if this call ran one. */
@@ -758,11 +770,20 @@ HH_INTERNAL HH_NOINLINE void hhi_decay_work_noted(void);
 HH_INLINE void hhi_decay_work_note(void) {
     if (!atomic_load_explicit(&hhi_bg.decay_work, memory_order_relaxed)) hhi_decay_work_noted();
 }
+/* The same, for `bytes` more that decay now holds (a dirty pool page, a
+   cached mapping, a tail): while the thread is wanted and not yet started
+   they are counted towards starting it (hhi_decay_maybe). */
+HH_INLINE void hhi_decay_work_note_bytes(size_t bytes) {
+    if (hh_unlikely(hhi_purge_state() == HHI_PURGE_WANTED))
+        atomic_fetch_add_explicit(&hhi_bg.decay_noted, bytes, memory_order_relaxed);
+    hhi_decay_work_note();
+}
 /* The same for what a pass tidies but that gives the OS nothing by itself
    (a transfer batch, a class's spare page): it wakes a running thread's
    idle spell -- a pass walks the batch back and pools the page -- but never
-   lets a slow path start the thread (hhi_decay_maybe starts it on the
-   flag). Without a thread the slow paths' passes tidy them; a thread that
+   lets a slow path start the thread (hhi_decay_maybe starts it at
+   HHI_PURGE_START_BYTES held, which these do not count).
+   Without a thread the slow paths' passes tidy them; a thread that
    starts later finds them in hhi_decay_has_work. */
 HH_INLINE void hhi_decay_work_note_running(void) {
     if (hhi_purge_state() == HHI_PURGE_RUNNING) hhi_decay_work_note();
@@ -771,6 +792,10 @@ HH_INLINE void hhi_decay_work_note_running(void) {
    spare page or transfer batch of a class, a cached extent or a tail, an
    unfinished pass). Takes the class, pool and large locks one at a time. */
 HH_INTERNAL bool     hhi_decay_has_work(void);
+/* The bytes decay would give the OS if it ran now, at most: dirty pool
+   pages, cached large mappings and the tails of live large blocks. Takes
+   the pool and the large lock one after the other. */
+HH_INTERNAL size_t   hhi_decay_held_bytes(void);
 
 /* binned_purge.c, the rest of the thread's interface. Wakes a running
    thread so that it plans its sleep by the new decay period (it slept by

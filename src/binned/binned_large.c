@@ -160,7 +160,7 @@ static bool large_register(hhi_blarge *h, size_t map_size, size_t offset, size_t
     h->tail = tail;
     if (tail) {
         hhi_bg.tails[hhi_bg.n_tails++] = h;
-        hhi_decay_work_note();
+        hhi_decay_work_note_bytes(tail);
     }
     h->prev = NULL;
     h->next = hhi_bg.large;
@@ -480,7 +480,7 @@ hh_status hhi_large_free(uintptr_t a, unsigned flags) {
         /* The tail has been idle longer than the block: the extent's age
            mixes both, as a merge of two extents would. */
         lcache_insert((char *)h, map_size, tail ? age_mix(h->freed_ns, tail, now, map_size - tail) : now, drop, &nd);
-        hhi_decay_work_note();
+        hhi_decay_work_note_bytes(map_size);
     } else {
         large_forget(h);
         drop[nd++] = (lrange){ (char *)h, map_size };

@@ -136,7 +136,7 @@ static void pool_insert(hhi_bpage *pg, unsigned which) {
     pg->pool = (uint8_t)which;
     if (which == HHI_POOL_DIRTY) {
         pg->dirty_tick = atomic_load_explicit(&hhi_bg.decay_tick, memory_order_relaxed);
-        hhi_decay_work_note();
+        hhi_decay_work_note_bytes(HHI_PAGE_SIZE);
         list_push_front(&hhi_bg.dirty, &hhi_bg.dirty_tail, pg);
         hhi_bg.n_dirty++;
     } else {
@@ -755,10 +755,45 @@ bool hhi_decay_has_work(void) {
     return work;
 }
 
+size_t hhi_decay_held_bytes(void) {
+    hhi_lock_acquire(&hhi_bg.pool_lock);
+    size_t held = (size_t)hhi_bg.n_dirty * HHI_PAGE_SIZE;
+    hhi_lock_release(&hhi_bg.pool_lock);
+    hhi_lock_acquire(&hhi_bg.large_lock);
+    held += hhi_bg.lcache_bytes;
+    for (uint32_t i = 0; i < hhi_bg.n_tails; i++) held += hhi_bg.tails[i]->tail;
+    hhi_lock_release(&hhi_bg.large_lock);
+    return held;
+}
+
 #if HH_TESTING
 _Atomic(hhi_test_hook) hhi_binned_test_decay_hook;
 _Atomic uint64_t hhi_test_decay_passes_program;
+_Atomic uint64_t hhi_test_purge_counts;
 #endif
+
+/* While the thread is wanted: whether decay now holds enough for it. It
+   counts (two lock round trips) only once the bytes noted since the last
+   count could have brought what decay held then to the mark -- a program
+   that reuses one cached 100 KB mapping, holding little else, counts once
+   in ten frees, not at every one; one holding 900 KiB counts at every
+   free of it -- and one caller at a time counts (another leaves its notes
+   to the next). */
+static bool purge_worth_starting(void) {
+    size_t noted = atomic_load_explicit(&hhi_bg.decay_noted, memory_order_relaxed);
+    size_t seen = atomic_load_explicit(&hhi_bg.purge_seen, memory_order_relaxed);
+    if (noted == 0 || seen + noted < HHI_PURGE_START_BYTES) return false;
+    if (atomic_exchange_explicit(&hhi_bg.purge_counting, true, memory_order_acquire)) return false;
+    /* Acquire: a note that reads the state after a switch to WANTED made
+       its bytes visible before purge_count_soon's release, which this
+       pairs with. A note from here on is counted below or stays noted. */
+    (void)atomic_exchange_explicit(&hhi_bg.decay_noted, 0, memory_order_acquire);
+    size_t held = hhi_decay_held_bytes();
+    HHI_TEST_COUNT(hhi_test_purge_counts);
+    atomic_store_explicit(&hhi_bg.purge_seen, held, memory_order_relaxed);
+    atomic_store_explicit(&hhi_bg.purge_counting, false, memory_order_release);
+    return held >= HHI_PURGE_START_BYTES;
+}
 
 void hhi_decay_maybe(bool sampled) {
 #if HH_TESTING
@@ -774,10 +809,19 @@ void hhi_decay_maybe(bool sampled) {
        to give back it sleeps until hhi_decay_work_noted wakes it. */
     int st = hhi_purge_state();
     if (hh_likely(st == HHI_PURGE_RUNNING)) return;
-    /* The thread starts once there is something for it to give back: a
-       program that never frees a page's worth never gets one. */
-    if (hh_unlikely(st == HHI_PURGE_WANTED) && atomic_load_explicit(&hhi_bg.decay_work, memory_order_relaxed))
-        hhi_purge_start();
+    /* The thread starts once decay holds HHI_PURGE_START_BYTES: a program
+       that only ever gives it a directory buffer or a few pages never gets
+       one. A thread is not free: besides its stack, glibc counts the
+       process as multithreaded from its creation on, for good
+       (__libc_single_threaded; libstdc++'s shared_ptr then counts with
+       locked instructions), and a short tool (a compiler pass, `git log`)
+       that freed 32 KiB got one. Below the mark, what decay holds is not
+       worth a clock reading on every large block's call either: the passes
+       are sampled as a refill's are. */
+    if (hh_unlikely(st == HHI_PURGE_WANTED)) {
+        if (purge_worth_starting()) hhi_purge_start();
+        else sampled = true;
+    }
     if (hhi_decay_pass(sampled)) HHI_TEST_COUNT(hhi_test_decay_passes_program);
 }
 

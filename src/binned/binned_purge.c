@@ -25,15 +25,17 @@
  *
  * Life cycle (hhi_bg.purge_state):
  *   OFF      no thread; hh_binned_set_purge_thread(false), the library default
- *   WANTED   asked for; the next decay-aware slow path starts it (lazily: a
- *            program that never frees much never gets a thread, and nothing
- *            is started from a constructor or under an allocator lock)
+ *   WANTED   asked for; the next decay-aware slow path after decay came to
+ *            hold HHI_PURGE_START_BYTES starts it (lazily: a program that
+ *            never frees much never gets a thread, and nothing is started
+ *            from a constructor or under an allocator lock)
  *   STARTING one slow path is inside pthread_create (which may allocate:
  *            the nested calls see STARTING and do not start another)
  *   RUNNING  the thread exists
  * fork: the child has no thread; a RUNNING or STARTING parent leaves the
  * child WANTED, so the child starts its own on the first slow path after it
- * freed something decay can give back.
+ * freed something decay can give back while decay holds
+ * HHI_PURGE_START_BYTES (what it inherited counts too).
  * Exit: a destructor stops and joins the thread, so nothing runs in it while
  * the process tears down and memcheck sees no thread left behind.
  *
@@ -157,6 +159,15 @@ static void *purge_main(void *arg) {
     }
 }
 
+/* The state has just become WANTED (hh_binned_set_purge_thread): the next
+   slow path counts what decay holds (hhi_decay_maybe), noted or not, since
+   decay may have come to hold much while nothing was counted, the thread
+   being off. Release: see purge_worth_starting. */
+static void purge_count_soon(void) {
+    atomic_store_explicit(&hhi_bg.purge_seen, HHI_PURGE_START_BYTES, memory_order_relaxed);
+    atomic_fetch_add_explicit(&hhi_bg.decay_noted, 1, memory_order_release);
+}
+
 /* Stops and joins the thread if there is one; the state becomes `then`. */
 static void purge_stop(int then) {
     pthread_mutex_lock(&purge.lock);
@@ -236,11 +247,18 @@ void hhi_purge_fork_prepare(void) { pthread_mutex_lock(&purge.lock); }
 void hhi_purge_fork_parent(void) { pthread_mutex_unlock(&purge.lock); }
 /* The thread does not exist in the child: fresh condition variables (the
    parent's may record its waiter) and WANTED if the parent had one -- started
-   once the child itself gives memory to decay (a child that only execs, as
-   a shell's do, never pays for a thread). */
+   once the child itself gives memory to decay and decay holds
+   HHI_PURGE_START_BYTES (a child that only execs, as a shell's do, never
+   pays for a thread). */
 void hhi_purge_fork_child(void) {
     int st = atomic_load(&hhi_bg.purge_state);
     if (st == HHI_PURGE_RUNNING || st == HHI_PURGE_STARTING) atomic_store(&hhi_bg.purge_state, HHI_PURGE_WANTED);
+    /* The child counts after its first note of its own (whatever it
+       inherited: the parent's thread noted nothing, or a parent's thread
+       was inside a count, its claimed notes and its flag now the child's). */
+    atomic_store_explicit(&hhi_bg.purge_seen, HHI_PURGE_START_BYTES, memory_order_relaxed);
+    atomic_store_explicit(&hhi_bg.decay_noted, 0, memory_order_relaxed);
+    atomic_store_explicit(&hhi_bg.purge_counting, false, memory_order_relaxed);
     atomic_store_explicit(&hhi_bg.decay_work, false, memory_order_relaxed);
     atomic_store(&purge.idle, false);
     if (purge.cond_ready) purge_cond_init();
@@ -277,7 +295,7 @@ __attribute__((destructor)) static void purge_at_exit(void) { purge_stop(HHI_PUR
 hh_status hh_binned_set_purge_thread(bool on) {
     if (on) {
         int expect = HHI_PURGE_OFF;
-        atomic_compare_exchange_strong(&hhi_bg.purge_state, &expect, HHI_PURGE_WANTED);
+        if (atomic_compare_exchange_strong(&hhi_bg.purge_state, &expect, HHI_PURGE_WANTED)) purge_count_soon();
     } else {
         purge_stop(HHI_PURGE_OFF);
     }

@@ -38,8 +38,8 @@
      HHEAP_DECAY_MS=n     decay period (default 250; 0: memory goes back only
                           when the program calls hh_binned_trim)
      HHEAP_PURGE_THREAD=0 no background purge thread (default: one, started
-                          at the first free that gives memory back to decay,
-                          so freed memory goes back in an idle program too)
+                          once decay holds 1 MiB of freed memory, so freed
+                          memory goes back in an idle program too)
      HHEAP_LARGE_HUGEPAGES=1  large blocks' mappings advised to use
                           transparent huge pages (hh_binned_set_large_hugepages;
                           default off: a program that touches big blocks
