@@ -1647,6 +1647,18 @@ START_TEST(transfer_batches_do_not_start_the_purge_thread) {
 }
 END_TEST
 
+/* About 3 MB of 1000 B blocks allocated, freed and flushed: their pages go
+   to the pool empty and dirty, noted for decay. */
+static void dirty_pool_pages(void) {
+    enum { N = 3000 };
+    void **v = malloc(N * sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    for (int i = 0; i < N; i++) v[i] = hh_bmalloc(1000);
+    for (int i = 0; i < N; i++) hh_bfree(v[i]);
+    free(v);
+    hh_binned_thread_flush();
+}
+
 START_TEST(purge_thread_waits_until_decay_holds_a_megabyte) {
     /* A thread makes glibc count the process as multithreaded for good, so
        a program that gives decay only a directory buffer's worth must not
@@ -1663,13 +1675,7 @@ START_TEST(purge_thread_waits_until_decay_holds_a_megabyte) {
     for (int i = 0; i < 4; i++) hh_bfree(hh_bmalloc((size_t)64 << 10));   /* one cached mapping, reused */
     size_t small = hhi_decay_held_bytes();
     int before = hhi_purge_state();
-    enum { N = 3000 };                              /* about 3 MB of 1000 B blocks */
-    void **v = malloc(N * sizeof *v);
-    ck_assert_ptr_nonnull(v);
-    for (int i = 0; i < N; i++) v[i] = hh_bmalloc(1000);
-    for (int i = 0; i < N; i++) hh_bfree(v[i]);
-    free(v);
-    hh_binned_thread_flush();                       /* empty pages into the pool, dirty: notes */
+    dirty_pool_pages();                             /* notes */
     size_t big = hhi_decay_held_bytes();
     hh_bfree(hh_bmalloc((size_t)64 << 10));         /* a slow path after the notes */
     int after = hhi_purge_state();
@@ -1717,13 +1723,7 @@ START_TEST(a_purge_thread_asked_for_counts_what_decay_held_before) {
     hh_binned_trim(0);
     ck_assert_int_eq(hh_binned_set_purge_thread(false), HH_OK);
     ck_assert_int_eq(hh_binned_set_decay_ms(60000), HH_OK);
-    enum { N = 3000 };                              /* about 3 MB of 1000 B blocks */
-    void **v = malloc(N * sizeof *v);
-    ck_assert_ptr_nonnull(v);
-    for (int i = 0; i < N; i++) v[i] = hh_bmalloc(1000);
-    for (int i = 0; i < N; i++) hh_bfree(v[i]);
-    free(v);
-    hh_binned_thread_flush();                       /* empty pages into the pool, dirty */
+    dirty_pool_pages();
     size_t held = hhi_decay_held_bytes();
     ck_assert_int_eq(hh_binned_set_purge_thread(true), HH_OK);
     void *p = hh_bmalloc((size_t)64 << 10);         /* a slow path, no note */
