@@ -1428,22 +1428,29 @@ static bool purge_until_tick(uint32_t from) {
     return false;
 }
 
+/* About 3 MB of 1000 B blocks allocated, freed and flushed: their pages go
+   to the pool empty and dirty, noted for decay. */
+static void dirty_pool_pages(void) {
+    enum { N = 3000 };
+    void **v = malloc(N * sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    for (int i = 0; i < N; i++) v[i] = hh_bmalloc(1000);
+    for (int i = 0; i < N; i++) hh_bfree(v[i]);
+    free(v);
+    hh_binned_thread_flush();
+}
+
 START_TEST(purge_thread_returns_memory_of_an_idle_program) {
     /* A program frees a lot and then makes no allocator call at all: only
        the background thread can give the memory back. Its passes are forced
        by kicks, and the virtual clock (0.1 ms per reading, decay period 1 ms)
        stands in for time: nothing is timed. */
-    enum { N = 3000 };
     hh_binned_trim(0);
     hhi_test_clock_step(100000);
     ck_assert_int_eq(hh_binned_set_decay_ms(1), HH_OK);
     ck_assert_int_eq(hh_binned_set_purge_thread(true), HH_OK);
     ck_assert(hh_binned_purge_thread());
-    void **v = malloc(N * sizeof *v);
-    for (int i = 0; i < N; i++) v[i] = hh_bmalloc(1000);
-    for (int i = 0; i < N; i++) hh_bfree(v[i]);
-    free(v);
-    hh_binned_thread_flush();                       /* pages back to the pool, dirty */
+    dirty_pool_pages();
     hh_bfree(hh_bmalloc((size_t)1 << 20));          /* a cached 1 MiB mapping; a slow path: the thread starts */
     ck_assert(hhi_purge_running());
     uint32_t from = atomic_load(&hhi_bg.decay_tick);
@@ -1646,18 +1653,6 @@ START_TEST(transfer_batches_do_not_start_the_purge_thread) {
     ck_assert_msg(state == HHI_PURGE_WANTED, "purge state %d: a transfer batch started the thread", state);
 }
 END_TEST
-
-/* About 3 MB of 1000 B blocks allocated, freed and flushed: their pages go
-   to the pool empty and dirty, noted for decay. */
-static void dirty_pool_pages(void) {
-    enum { N = 3000 };
-    void **v = malloc(N * sizeof *v);
-    ck_assert_ptr_nonnull(v);
-    for (int i = 0; i < N; i++) v[i] = hh_bmalloc(1000);
-    for (int i = 0; i < N; i++) hh_bfree(v[i]);
-    free(v);
-    hh_binned_thread_flush();
-}
 
 START_TEST(purge_thread_waits_until_decay_holds_a_megabyte) {
     /* A thread makes glibc count the process as multithreaded for good, so

@@ -733,28 +733,6 @@ bool hhi_decay_continue(void) {
     return more;
 }
 
-bool hhi_decay_has_work(void) {
-    if (atomic_load_explicit(&hhi_bg.decay_more, memory_order_acquire)) return true;
-    bool work = false;
-    for (unsigned c = 0; c < HHI_CLASS_COUNT && !work; c++) {
-        hhi_bclass *k = &hhi_bg.classes[c];
-        hhi_lock_acquire(&k->lock);
-        work = k->empty > 0 || k->xfer_n > 0;
-        hhi_lock_release(&k->lock);
-    }
-    if (!work) {
-        hhi_lock_acquire(&hhi_bg.pool_lock);
-        work = hhi_bg.n_dirty > 0;
-        hhi_lock_release(&hhi_bg.pool_lock);
-    }
-    if (!work) {
-        hhi_lock_acquire(&hhi_bg.large_lock);
-        work = hhi_bg.n_lcache > 0 || hhi_bg.n_tails > 0;
-        hhi_lock_release(&hhi_bg.large_lock);
-    }
-    return work;
-}
-
 size_t hhi_decay_held_bytes(void) {
     hhi_lock_acquire(&hhi_bg.pool_lock);
     size_t held = (size_t)hhi_bg.n_dirty * HHI_PAGE_SIZE;
@@ -764,6 +742,20 @@ size_t hhi_decay_held_bytes(void) {
     for (uint32_t i = 0; i < hhi_bg.n_tails; i++) held += hhi_bg.tails[i]->tail;
     hhi_lock_release(&hhi_bg.large_lock);
     return held;
+}
+
+bool hhi_decay_has_work(void) {
+    if (atomic_load_explicit(&hhi_bg.decay_more, memory_order_acquire)) return true;
+    for (unsigned c = 0; c < HHI_CLASS_COUNT; c++) {
+        hhi_bclass *k = &hhi_bg.classes[c];
+        hhi_lock_acquire(&k->lock);
+        bool work = k->empty > 0 || k->xfer_n > 0;
+        hhi_lock_release(&k->lock);
+        if (work) return true;
+    }
+    /* A cached extent or a kept tail is never empty (a tail that reaches 0
+       leaves the list), so held bytes say whether there is any. */
+    return hhi_decay_held_bytes() > 0;
 }
 
 #if HH_TESTING
