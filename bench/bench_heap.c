@@ -174,7 +174,7 @@ static BENCH_NOINLINE double deref_floor_run(void *arg) {
     for (int p = 0; p < c->passes; p++)
         for (size_t i = 0; i < n; i++) {
             uint64_t w = slots[hs[i].id & HH_HANDLE_INDEX_MASK];
-            sum += *(const uint64_t *)(const void *)(base + ((w >> 32) << 4));
+            sum += *(const uint64_t *)(const void *)(base + ((w >> 32) << HH_HEAP_SLOT_UNIT_SHIFT));
         }
     uint64_t dt = bench_now_ns() - t0;
     sink += sum;

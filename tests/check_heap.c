@@ -540,6 +540,60 @@ START_TEST(largest_block_fits_its_header) {
 }
 END_TEST
 
+/* A slot keeps its payload's offset in 8-byte units in 32 bits: a heap of
+   HH_HEAP_MAX_CAPACITY bytes serves, moves and frees a block at its very top
+   (offset past 2^35 - 2^16: a granule unit, or a 16-byte shift left where 8
+   was meant, or 32 bits too few, would name another place), and a granule
+   more is refused with one message. */
+#if defined(__SANITIZE_ADDRESS__)
+#  define TEST_SHADOWS_EVERY_BYTE 1         /* 32 GiB of blocks: 4 GiB of shadow */
+#elif defined(__has_feature)
+#  if __has_feature(address_sanitizer)
+#    define TEST_SHADOWS_EVERY_BYTE 1
+#  endif
+#endif
+#ifndef TEST_SHADOWS_EVERY_BYTE
+#  define TEST_SHADOWS_EVERY_BYTE 0
+#endif
+START_TEST(a_block_at_the_top_of_the_largest_heap_derefs) {
+    hh_heap *hp = NULL;
+    hh_test_reset_captured();
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = HH_HEAP_MAX_CAPACITY + HH_HEAP_GRANULE }, &hp),
+                     HH_E_INVALID_ARG);
+    ck_assert_uint_eq(hh_test_captured_count(), 1);
+    ck_assert_ptr_null(hp);
+    if (hh_test_under_valgrind() || TEST_SHADOWS_EVERY_BYTE) return;   /* 32 GiB of address space, touched sparsely */
+    ck_assert_int_eq(hh_heap_create(&(hh_heap_desc){ .capacity = HH_HEAP_MAX_CAPACITY, .commit = 1u << 20,
+                                                     .max_handles = 64, .flags = HH_HEAP_GROWABLE }, &hp), HH_OK);
+    enum { BIG = 16 };
+    hh_handle big[BIG], top[2];
+    for (int i = 0; i < BIG; i++) {
+        big[i] = hh_alloc(hp, HH_HEAP_MAX_ALLOC);             /* 2 GiB - 4 KiB each, never touched */
+        ck_assert(!hh_is_null(big[i]));
+    }
+    for (int i = 0; i < 2; i++) {
+        top[i] = hh_alloc(hp, 1000);
+        ck_assert(!hh_is_null(top[i]));
+        hh_test_fill(hh_deref(hp, top[i]), 1000, 40 + (uint64_t)i);
+    }
+    char *base = hh_deref(hp, big[0]);
+    size_t off0 = (size_t)((char *)hh_deref(hp, top[0]) - base), off = (size_t)((char *)hh_deref(hp, top[1]) - base);
+    ck_assert_uint_gt(off, ((size_t)1 << 35) - ((size_t)1 << 16));
+    ck_assert_uint_lt(off, HH_HEAP_MAX_CAPACITY);
+    /* A free below it and a full compaction: top[1] slides down into top[0]'s place. */
+    ck_assert_int_eq(hh_free(hp, top[0]), HH_OK);
+    hh_defrag_report rep = hh_defrag_full(hp);
+    ck_assert(rep.compact);
+    ck_assert_uint_eq(rep.moves, 1);
+    ck_assert_uint_eq((size_t)((char *)hh_deref(hp, top[1]) - base), off0);
+    ck_assert_int_eq(hh_test_verify(hh_deref(hp, top[1]), 1000, 41), -1);
+    ck_assert_int_eq(hh_heap_check(hp), HH_OK);
+    for (int i = 0; i < BIG; i++) ck_assert_int_eq(hh_free(hp, big[i]), HH_OK);
+    ck_assert_int_eq(hh_free(hp, top[1]), HH_OK);
+    hh_heap_destroy(hp);
+}
+END_TEST
+
 /* Pin counts and tags are not in the header: a heap makes their arrays on
    its first pin and its first non-zero tag (hh_heap_overhead_bytes grows by
    1 and 4 bytes a used slot then, not before); a failure to make one is
@@ -2052,6 +2106,7 @@ Suite *hh_test_heap_suite(void) {
     tcase_add_test(tc, pins_are_counted);
     tcase_add_test(tc, pin_count_overflow_is_refused);
     tcase_add_test(tc, largest_block_fits_its_header);
+    tcase_add_test(tc, a_block_at_the_top_of_the_largest_heap_derefs);
     tcase_add_test(tc, decommit_keeps_the_top_regions_links);
     tcase_add_test(tc, free_index_counts_a_full_span);
     tcase_add_test(tc, pin_and_tag_arrays_made_on_first_use);

@@ -50,7 +50,8 @@
  * holes): looking never changes the heap, so a trace replays exactly.
  *
  * hh_heap_desc defaults (zero fields):
- *   capacity      required, >= HH_HEAP_MIN_CAPACITY; rounded down to 16 bytes
+ *   capacity      required, >= HH_HEAP_MIN_CAPACITY, <= HH_HEAP_MAX_CAPACITY (32 GiB);
+ *                 rounded down to 16 bytes
  *   memory        NULL: the heap maps its own range and gives free pages back
  *   max_handles   capacity / 64 (at least 16, at most HH_HANDLE_MAX_SLOTS)
  *   flags         0
@@ -163,6 +164,14 @@ enum {
     HH_HEAP_GRANULE      = 16,          /* block sizes and offsets are multiples of this */
 };
 
+/* A handle slot holds its payload's offset in 8-byte units in 32 bits: in
+   8-byte units, not granules, so that hh_deref's address is one load with a
+   scaled index (x86-64 scales by at most 8; * 16 took a shift of its own, on
+   the path that waits for the slot). Hence the largest capacity, 32 GiB
+   less a granule. */
+#define HH_HEAP_SLOT_UNIT_SHIFT 3
+#define HH_HEAP_MAX_CAPACITY (((size_t)0xFFFFFFFFu << HH_HEAP_SLOT_UNIT_SHIFT) & ~(size_t)(HH_HEAP_GRANULE - 1))
+
 typedef void (*hh_move_fn)(hh_handle h, void *old_addr, void *new_addr, size_t size, void *user);
 
 typedef struct hh_heap_desc {      /* zero-initialise; zero fields take defaults */
@@ -232,7 +241,7 @@ HH_API void *hh_deref(const hh_heap *heap, hh_handle h);
    treat every field as private. A heap's handle slot is 8 bytes, read with
    one atomic load: the low 32 bits are the key (generation << 8 | the heap's
    tag; tag 0: not live), the high 32 bits the payload's offset from base in
-   16-byte granules. */
+   8-byte units (HH_HEAP_SLOT_UNIT_SHIFT). */
 typedef struct hh_heap_head {
     uint64_t *slots;    /* the slot table: HH_HEAP_SLOT_TABLE_BYTES just below the heap object, never moves */
     char     *base;     /* payload base: a block at offset o of the range has its payload at base + o */
@@ -250,8 +259,8 @@ typedef struct hh_heap_head {
 
 /* The macro's body: the live-handle fast path -- the slot at the heap pointer
    less HH_HEAP_SLOT_TABLE_BYTES plus the index (no clamp: every index has a
-   readable slot), one 8-byte load, one compare (and a test of the handle's tag,
-   off the load's path), and base, the only field of the heap it reads -- else
+   readable slot), one 8-byte load, one compare (and a test of the handle's tag
+   and top byte, off the load's path), and base, the only field of the heap it reads -- else
    the function above, which looks again and reports. Every field read here is
    read again after each possible call of the function (a compiler must assume
    the call wrote it), and in a loop over handles that misses the cache each
@@ -267,8 +276,14 @@ static inline void *hh_deref_inline(const hh_heap *heap, hh_handle h) {
     const uint64_t *slots = (const uint64_t *)((uintptr_t)heap - HH_HEAP_SLOT_TABLE_BYTES);
     uint64_t w = HH_SLOT_LOAD(&slots[h.id & HH_HANDLE_INDEX_MASK]);   /* atomic: other threads free (handles.h) */
     uint64_t key = h.id >> HH_HANDLE_INDEX_BITS;
-    if (HH_LIKELY(key == (uint32_t)w && (key & 0xFF) != 0))
-        return ((const hh_heap_head *)(const void *)heap)->base + ((w >> 32) << 4);
+    /* A 32-bit compare of the key with the slot's, then, on the handle
+       alone, a tag of 1..255 and a top byte of 0 (a heap's key is 32 bits):
+       the 40-bit compare this replaces took a zero-extending move after the
+       load. In a loop whose lookups miss the cache every operation counts:
+       the core keeps fewer lookups in flight the more each one takes. */
+    if (HH_LIKELY((uint32_t)key == (uint32_t)w && (key & 0xFF) != 0 &&
+                  h.id < ((uint64_t)1 << (HH_HANDLE_INDEX_BITS + 32))))
+        return ((const hh_heap_head *)(const void *)heap)->base + ((w >> 32) << HH_HEAP_SLOT_UNIT_SHIFT);
     return (hh_deref)(heap, h);
 }
 #define hh_deref(heap, h) hh_deref_inline((heap), (h))

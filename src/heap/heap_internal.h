@@ -184,7 +184,11 @@ _Static_assert((int)HHI_BASE_ALIGN == (int)HH_HEAP_MAX_ALIGN, "offset 0 must sat
 _Static_assert(HHI_MIN_BLOCK >= HHI_HDR + 8 + 8, "a free block must hold its links and its footer");
 _Static_assert(HHI_MIN_BLOCK % HHI_GRANULE == 0 && HHI_HDR + HHI_GRANULE <= HHI_MIN_BLOCK, "granule-sized blocks");
 
-#define HHI_MAX_MANAGED ((size_t)HHI_NONE * HHI_GRANULE)   /* granule links are 32-bit */
+/* The managed range's limit: a live slot's 32-bit offset in 8-byte units
+   (heap.h: HH_HEAP_MAX_CAPACITY); granule links (32-bit) reach further. */
+enum { HHI_SLOT_UNIT_SHIFT = HH_HEAP_SLOT_UNIT_SHIFT };
+#define HHI_MAX_MANAGED ((size_t)HH_HEAP_MAX_CAPACITY)
+_Static_assert(HHI_MAX_MANAGED <= (size_t)HHI_NONE * HHI_GRANULE, "granule links reach the whole range");
 
 
 /* Header word fields (see the model above). */
@@ -297,7 +301,8 @@ HH_INTERNAL size_t hhi_bitmap_prev(const hhi_bitmap *bm, size_t i);
 
 /* ---------------------------------------------------------------------------
    The heap's handle slots (heap_slots.c): 8 bytes each, one atomic word
-     bits 63..32  live: payload offset from base in granules;
+     bits 63..32  live: payload offset from base in 8-byte units
+                  (HHI_SLOT_UNIT_SHIFT);
                   free: the next slot of the free FIFO (0: end)
      bits 31..0   key: generation (24 bits) << 8 | tag; the heap's tag (1..255)
                   on a live slot, 0 on every other (free, retired, never used,
@@ -352,7 +357,11 @@ typedef struct hhi_slots {
 static inline uint64_t *slot_word(const hhi_slots *t, uint32_t idx) { return &t->head.slots[idx]; }
 /* The offset of the block a live slot word w names (its payload's from
    head.base is the same), and that payload. */
-static inline size_t hhi_slot_offset(uint64_t w) { return (size_t)(w >> 32) << 4; }
+static inline size_t hhi_slot_offset(uint64_t w) { return (size_t)(w >> 32) << HHI_SLOT_UNIT_SHIFT; }
+/* The high half of a live slot word for the payload at p. */
+static inline uint64_t hhi_slot_where(const hhi_slots *t, const void *p) {
+    return (uint64_t)((size_t)((const char *)p - t->head.base) >> HHI_SLOT_UNIT_SHIFT) << 32;
+}
 static inline char *hhi_slot_payload(const hhi_slots *t, uint64_t w) { return t->head.base + hhi_slot_offset(w); }
 /* The handle issued in live slot idx, the payload it names. */
 static inline hh_handle hhi_slot_handle(const hhi_slots *t, uint32_t idx) {
@@ -419,14 +428,14 @@ static inline void hhi_slot_untake(hhi_slots *t, uint32_t idx) {
 static inline hh_handle hhi_slot_issue(hhi_slots *t, uint32_t idx, const void *p) {
     uint64_t *w = slot_word(t, idx);
     uint32_t key = (uint32_t)*w | t->tag;
-    HH_SLOT_STORE_REL(w, (uint64_t)((size_t)((const char *)p - t->head.base) >> 4) << 32 | key);
+    HH_SLOT_STORE_REL(w, hhi_slot_where(t, p) | key);
     t->live_count++;
     return hh_handle_from_key(idx, key);
 }
 /* Re-points live slot idx at the payload p (a moved block). */
 static inline void hhi_slot_repoint(hhi_slots *t, uint32_t idx, const void *p) {
     uint64_t *w = slot_word(t, idx);
-    HH_SLOT_STORE(w, (uint64_t)((size_t)((const char *)p - t->head.base) >> 4) << 32 | (uint32_t)*w);
+    HH_SLOT_STORE(w, hhi_slot_where(t, p) | (uint32_t)*w);
 }
 /* Releases live slot idx (its word at w) whose key is `key`: the next generation, tag 0
    (dead), at the FIFO's tail; or retired (tag 0, never queued) when that
