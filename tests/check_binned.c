@@ -1379,6 +1379,32 @@ START_TEST(trim_honours_its_time_budget) {
 }
 END_TEST
 
+/* The shim sets its decay period at load without reading the clock
+   (hhi_binned_set_decay(ms, false): a clock read there faulted 64 KiB of
+   libc's text into every process). The period then starts at decay's
+   first look, which runs no pass -- due 0 is not "overdue" -- and the
+   first pass comes a period after it. */
+START_TEST(decay_set_without_a_clock_starts_at_its_first_look) {
+    hhi_test_clock_step(1000);                      /* every reading 1 us on */
+    ck_assert_int_eq(hhi_binned_set_decay(1, false), HH_OK);
+    ck_assert_uint_eq(atomic_load(&hhi_bg.decay_next_ns), 0);
+    uint32_t tick = atomic_load(&hhi_bg.decay_tick);
+    ck_assert(!hhi_decay_pass(false));              /* the first look starts the period, runs no pass */
+    ck_assert_uint_eq(atomic_load(&hhi_bg.decay_tick), tick);
+    uint64_t due = atomic_load(&hhi_bg.decay_next_ns);
+    ck_assert_uint_gt(due, 0);
+    unsigned looks = 0;                             /* one reading each: 1 us apart */
+    while (!hhi_decay_pass(false) && looks < 5000) looks++;
+    ck_assert_uint_ge(looks, 990);                  /* the pass came a period (1 ms) after the first look */
+    ck_assert_uint_le(looks, 1000);
+    ck_assert_uint_eq(atomic_load(&hhi_bg.decay_tick), tick + 1);
+    ck_assert_uint_gt(atomic_load(&hhi_bg.decay_next_ns), due);
+    ck_assert_int_eq(hh_binned_set_decay_ms(0), HH_OK);
+    hhi_test_clock_step(0);
+    ck_assert_int_eq(hhi_binned_set_decay(60001, false), HH_E_INVALID_ARG);
+}
+END_TEST
+
 START_TEST(decay_returns_memory_without_trim_calls) {
     /* With a decay period, memory left unused for a period goes back from
        the allocator's own slow paths. The virtual clock (0.1 ms per reading;
@@ -3813,6 +3839,7 @@ Suite *hh_test_binned_suite(void) {
     tcase_add_test(tc, pool_decay_checks_its_deadline_before_every_decommit);
     tcase_add_test(tc, pool_pages_are_decommitted_without_the_pool_lock);
     tcase_add_test(tc, decay_returns_memory_without_trim_calls);
+    tcase_add_test(tc, decay_set_without_a_clock_starts_at_its_first_look);
     tcase_add_test(tc, purge_thread_returns_memory_of_an_idle_program);
     tcase_add_test(tc, purge_thread_takes_decay_passes_off_the_programs_path);
     tcase_add_test(tc, a_new_decay_period_reaches_a_sleeping_purge_thread);

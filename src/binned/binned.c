@@ -430,14 +430,16 @@ size_t hh_binned_trim(uint64_t max_ns) {
     return n;
 }
 
-hh_status hh_binned_set_decay_ms(uint32_t ms) {
+hh_status hhi_binned_set_decay(uint32_t ms, bool start_now) {
     if (ms > 60000) return hhi_error(HH_E_INVALID_ARG, "hh_binned_set_decay_ms: %u ms is above 60000", ms);
     uint64_t ns = (uint64_t)ms * 1000000u;
-    if (ns != 0) atomic_store_explicit(&hhi_bg.decay_next_ns, hhi_now_ns() + ns, memory_order_relaxed);
+    if (ns != 0) atomic_store_explicit(&hhi_bg.decay_next_ns, start_now ? hhi_now_ns() + ns : 0, memory_order_relaxed);
     atomic_store_explicit(&hhi_bg.decay_ns, ns, memory_order_relaxed);
     hhi_purge_nudge();   /* a running purge thread sleeps by the old period; the slow paths leave the passes to it */
     return HH_OK;
 }
+
+hh_status hh_binned_set_decay_ms(uint32_t ms) { return hhi_binned_set_decay(ms, true); }
 
 hh_status hh_binned_set_small_hugepages(bool on) {
     atomic_store_explicit(&hhi_bg.small_huge, on, memory_order_relaxed);   /* span_new reads it */

@@ -411,7 +411,8 @@ typedef struct hhi_bglobal {
     hhi_lock trim_lock;
     /* decay (hh_binned_set_decay_ms) */
     _Atomic uint64_t decay_ns;      /* period, 0: off */
-    _Atomic uint64_t decay_next_ns; /* when the next pass is due */
+    _Atomic uint64_t decay_next_ns; /* when the next pass is due; 0: at decay's first look
+                                       (hhi_binned_set_decay without a clock) */
     _Atomic uint32_t decay_tick;    /* passes so far: dirty pages older than one pass are purged */
     _Atomic int purge_state;        /* HHI_PURGE_* (binned_purge.c): here, so that
                                        the notes read it inline */
@@ -676,6 +677,11 @@ HH_INTERNAL void  *hhi_binned_calloc(size_t count, size_t size, unsigned flags);
 HH_INTERNAL size_t hhi_binned_usable(const void *p, hh_status *st);
 /* Reports s (message unless quiet per flags) and returns s. */
 HH_INTERNAL hh_status hhi_binned_fail(hh_status s, unsigned flags, const char *msg, const void *p);
+/* hh_binned_set_decay_ms; start_now false: the first period starts at
+   decay's first look instead of now (decay_next_ns 0), so the caller reads
+   no clock -- the shim at load, which would otherwise fault a window of
+   libc's text into every process (hh_platform.h: hhi_os_entropy). */
+HH_INTERNAL hh_status hhi_binned_set_decay(uint32_t ms, bool start_now);
 
 #if HH_TESTING
 /* Test hooks, set by a test while other threads (the purge thread, a

@@ -61,13 +61,14 @@ __attribute__((constructor)) static void binned_register_atfork(void) {
 }
 #endif
 
-/* The free tags' key (hhi_block_tag): the clock and two addresses (the
-   stack's and the library's, both placed by ASLR) mixed (splitmix64's
-   finaliser), the top bit set. Not a secret against an attacker who can
-   read memory; enough that no data a program stores by chance matches. */
+/* The free tags' key (hhi_block_tag): the kernel's random bits and two
+   addresses (the stack's and the library's, both placed by ASLR) mixed
+   (splitmix64's finaliser), the top bit set. Not a secret against an
+   attacker who can read memory; enough that no data a program stores by
+   chance matches. */
 static uint64_t tag_key_make(void) {
     int local = 0;
-    uint64_t x = hhi_now_ns() ^ ((uint64_t)(uintptr_t)&local << 16) ^ (uint64_t)(uintptr_t)&hhi_bg;
+    uint64_t x = hhi_os_entropy() ^ ((uint64_t)(uintptr_t)&local << 16) ^ (uint64_t)(uintptr_t)&hhi_bg;
     x += 0x9E3779B97F4A7C15ull;
     x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
     x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
@@ -712,6 +713,10 @@ bool hhi_decay_pass(bool sampled) {
     static _Thread_local uint32_t calls HHI_TLS_MODEL;
     if (sampled && (++calls & 31u) != 0) return false;
     uint64_t now = hhi_now_ns(), due = atomic_load_explicit(&hhi_bg.decay_next_ns, memory_order_relaxed);
+    if (due == 0) {   /* set without a clock (hhi_binned_set_decay): the first period starts now */
+        atomic_compare_exchange_strong(&hhi_bg.decay_next_ns, &due, now + period);
+        return false;
+    }
     if (now < due) return false;
     if (!atomic_compare_exchange_strong(&hhi_bg.decay_next_ns, &due, now + period)) return false;   /* another thread */
     if (pthread_mutex_trylock(&hhi_bg.trim_lock.m) != 0) return false;   /* a trim is running: it does the work */

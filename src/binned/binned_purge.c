@@ -96,7 +96,7 @@ static void purge_cond_init(void) {
 static struct timespec purge_next_wake(uint64_t period, bool fresh) {
     uint64_t now = hhi_now_ns(), due = atomic_load_explicit(&hhi_bg.decay_next_ns, memory_order_relaxed);
     uint64_t wait = due > now ? due - now : 0;
-    if (wait > period || fresh) wait = period;
+    if (wait > period || fresh || due == 0) wait = period;   /* 0: no period started yet */
     if (wait < 1000000u) wait = 1000000u;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

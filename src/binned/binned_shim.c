@@ -229,7 +229,7 @@ __attribute__((constructor)) static void shim_load(void) {
         if (*end == 0 && v <= 60000) decay = (uint32_t)v;
         else if (shim_opt.verbose) say("hheap: HHEAP_DECAY_MS=%s ignored (0..60000)\n", d);
     }
-    hh_binned_set_decay_ms(decay);
+    hhi_binned_set_decay(decay, false);   /* no clock read at load (hh_platform.h: hhi_os_entropy) */
     const char *pt = getenv("HHEAP_PURGE_THREAD");
     bool purge_thread = !(pt != NULL && pt[0] == '0' && pt[1] == 0);
     purge_thread = purge_thread && decay != 0;

@@ -4,9 +4,12 @@
 #endif
 #include "hh_platform.h"
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -17,11 +20,34 @@ size_t hhi_os_page_size(void) {
     static atomic_size_t cached = 0;
     size_t p = atomic_load_explicit(&cached, memory_order_relaxed);
     if (p == 0) {
-        long v = sysconf(_SC_PAGESIZE);
-        p = v > 0 ? (size_t)v : 4096u;
+        /* The auxiliary vector, as sysconf reads it: getauxval lies in
+           libc's text beside mmap, which the library calls anyway, sysconf
+           in a window of its own (hh_platform.h: hhi_os_entropy). */
+        unsigned long v = getauxval(AT_PAGESZ);
+        if (v == 0) {
+            long sv = sysconf(_SC_PAGESIZE);
+            v = sv > 0 ? (unsigned long)sv : 4096u;
+        }
+        p = (size_t)v;
         atomic_store_explicit(&cached, p, memory_order_relaxed);
     }
     return p;
+}
+
+uint64_t hhi_os_entropy(void) {
+    uint64_t x = 0;
+#if defined(SYS_getrandom)
+    /* syscall() sits beside mmap in libc's text, getrandom() elsewhere. Not
+       AT_RANDOM: glibc's stack and pointer guards are made of those bytes.
+       errno kept: the first malloc calls this, and a refusal (ENOSYS, a
+       seccomp EPERM) must not show through a malloc that succeeds. */
+    int saved = errno;
+    long got = syscall(SYS_getrandom, &x, sizeof x, 1 /* GRND_NONBLOCK */);
+    errno = saved;
+    if (got == (long)sizeof x) return x;
+#endif
+    int local = 0;
+    return hhi_now_ns() ^ ((uint64_t)(uintptr_t)&local << 16) ^ (uint64_t)(uintptr_t)&hhi_os_entropy;
 }
 
 #if HH_TESTING

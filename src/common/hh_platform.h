@@ -14,6 +14,11 @@
 
 /* OS page size in bytes (cached after the first call). */
 HH_INTERNAL size_t hhi_os_page_size(void);
+/* 64 bits from the kernel's random source (the clock mixed with two ASLR
+   addresses if it has none). Neither reads the clock nor calls sysconf:
+   the malloc shim calls both at load, and each libc function a process
+   would not call otherwise faults in a 64 KiB window of libc's text. */
+HH_INTERNAL uint64_t hhi_os_entropy(void);
 
 /* Maps size bytes (rounded up to pages) of zeroed read/write memory aligned to
    `align` (a power of two >= page size, or 0 for page alignment). NULL on failure

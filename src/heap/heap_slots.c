@@ -1,8 +1,9 @@
 /* heap_slots.c -- the heap's own handle slots (8 bytes each; layout and
  * policy in heap_internal.h). The generic table (src/handles, 16-byte slots
  * holding any pointer) stays for other users; the heap knows its payloads lie
- * in one range, so a slot holds a 32-bit granule offset beside the key, which
- * halves the table and lets hh_deref read key and place with one load.
+ * in one range, so a slot holds a 32-bit offset (in 8-byte units) beside the
+ * key, which halves the table and lets hh_deref read key and place with one
+ * load.
  */
 #include "heap_internal.h"
 
