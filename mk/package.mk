@@ -59,6 +59,7 @@ check-cmake: lib
 	  { [ -x $(CMAKE_T)/cmake-prefix/bin/hh-replay ] || { echo "check-cmake: CMake did not install hh-replay"; exit 1; }; } && \
 	  { ! pkg-config --exists cairo || [ -x $(CMAKE_T)/cmake-prefix/bin/hh-viz ] || { echo "check-cmake: cairo found but hh-viz not built"; exit 1; }; } && \
 	  consumer fp-cmake -DCMAKE_PREFIX_PATH=$(CURDIR)/$(CMAKE_T)/cmake-prefix && \
+	  grep -q "hheap $(VERSION) from $(CURDIR)/$(CMAKE_T)/cmake-prefix" $(CMAKE_T)/fp-cmake.log && \
 	  echo "  find_package on CMake's install (library + tools): built and ran" && \
 	  for v in 0.2 1.0; do \
 	    if cmake -S tests/cmake -B $(CMAKE_T)/want-$$v -DCMAKE_PREFIX_PATH=$(CURDIR)/$(CMAKE_T)/make-prefix -DHHEAP_WANT=$$v \

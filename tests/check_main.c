@@ -2,6 +2,7 @@
  * Exit status: 0 when every test passed. CK_FORK=no for Valgrind runs,
  * CK_RUN_SUITE=<name> / CK_RUN_CASE=<name> to run one part (Check's own env). */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #define HH_SUITE(name) Suite *hh_test_##name##_suite(void);
@@ -22,8 +23,12 @@ int main(void) {
 #include "suites.h"
 #undef HH_SUITE
     srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
+    int failed = srunner_ntests_failed(sr), ran = srunner_ntests_run(sr);
     srunner_free(sr);
     (void)leak_check_anchor;
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    /* No test run is a failure: a misspelt CK_RUN_SUITE/CK_RUN_CASE (a
+       suite list in a make target, or one left in the environment) would
+       otherwise pass having checked nothing. */
+    if (ran == 0) fputs("hh-tests: no test ran (CK_RUN_SUITE / CK_RUN_CASE name no suite or case)\n", stderr);
+    return failed == 0 && ran > 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

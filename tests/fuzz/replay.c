@@ -84,5 +84,9 @@ int main(int argc, char **argv) {
     int rc = 0;
     for (int i = 1; i < argc; i++) rc |= run_path(argv[i]);
     fprintf(stderr, "replay %s: %u inputs passed%s\n", argc > 0 ? argv[0] : "", ran, rc ? " (some unreadable)" : "");
+    if (ran == 0) {                                  /* an empty or misnamed corpus checked nothing */
+        fprintf(stderr, "replay: no input replayed\n");
+        rc = 1;
+    }
     return rc;
 }
