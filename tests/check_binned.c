@@ -1680,6 +1680,20 @@ START_TEST(transfer_batches_do_not_start_the_purge_thread) {
 }
 END_TEST
 
+/* The purge-start tests: nothing held, the thread off, decay on with a
+   period no pass reaches during the test; and back to the defaults. */
+static void purge_test_begin(void) {
+    hh_binned_thread_flush();
+    hh_binned_trim(0);
+    ck_assert_int_eq(hh_binned_set_purge_thread(false), HH_OK);
+    ck_assert_int_eq(hh_binned_set_decay_ms(60000), HH_OK);
+}
+static void purge_test_end(void) {
+    ck_assert_int_eq(hh_binned_set_purge_thread(false), HH_OK);
+    ck_assert_int_eq(hh_binned_set_decay_ms(0), HH_OK);
+    hh_binned_trim(0);
+}
+
 START_TEST(purge_thread_waits_until_decay_holds_a_megabyte) {
     /* A thread makes glibc count the process as multithreaded for good, so
        a program that gives decay only a directory buffer's worth must not
@@ -1687,10 +1701,7 @@ START_TEST(purge_thread_waits_until_decay_holds_a_megabyte) {
        decay holds reaches HHI_PURGE_START_BYTES, the next slow path that
        follows a note starts it. Decay's period is long: no pass gives
        anything back meanwhile. */
-    hh_binned_thread_flush();
-    hh_binned_trim(0);
-    ck_assert_int_eq(hh_binned_set_purge_thread(false), HH_OK);
-    ck_assert_int_eq(hh_binned_set_decay_ms(60000), HH_OK);
+    purge_test_begin();
     ck_assert_int_eq(hh_binned_set_purge_thread(true), HH_OK);
     ck_assert_uint_eq(hhi_decay_held_bytes(), 0);
     for (int i = 0; i < 4; i++) hh_bfree(hh_bmalloc((size_t)64 << 10));   /* one cached mapping, reused */
@@ -1700,9 +1711,7 @@ START_TEST(purge_thread_waits_until_decay_holds_a_megabyte) {
     size_t big = hhi_decay_held_bytes();
     hh_bfree(hh_bmalloc((size_t)64 << 10));         /* a slow path after the notes */
     int after = hhi_purge_state();
-    ck_assert_int_eq(hh_binned_set_purge_thread(false), HH_OK);
-    ck_assert_int_eq(hh_binned_set_decay_ms(0), HH_OK);
-    hh_binned_trim(0);
+    purge_test_end();
     ck_assert_uint_gt(small, 0);
     ck_assert_uint_lt(small, HHI_PURGE_START_BYTES);
     ck_assert_msg(before == HHI_PURGE_WANTED, "purge state %d after %zu bytes held by decay", before, small);
@@ -1716,10 +1725,7 @@ START_TEST(a_wanted_purge_thread_counts_once_per_megabyte_noted) {
        trips) only once the bytes noted since the last count could reach
        it: reusing one cached 64 KiB mapping counts about once in fifteen
        frees, not at each. */
-    hh_binned_thread_flush();
-    hh_binned_trim(0);
-    ck_assert_int_eq(hh_binned_set_purge_thread(false), HH_OK);
-    ck_assert_int_eq(hh_binned_set_decay_ms(60000), HH_OK);
+    purge_test_begin();
     ck_assert_int_eq(hh_binned_set_purge_thread(true), HH_OK);
     hh_bfree(hh_bmalloc((size_t)64 << 10));         /* the count asked for at the switch */
     uint64_t counts = atomic_load(&hhi_test_purge_counts);
@@ -1727,9 +1733,7 @@ START_TEST(a_wanted_purge_thread_counts_once_per_megabyte_noted) {
     for (int i = 0; i < FREES; i++) hh_bfree(hh_bmalloc((size_t)64 << 10));
     counts = atomic_load(&hhi_test_purge_counts) - counts;
     int state = hhi_purge_state();
-    ck_assert_int_eq(hh_binned_set_purge_thread(false), HH_OK);
-    ck_assert_int_eq(hh_binned_set_decay_ms(0), HH_OK);
-    hh_binned_trim(0);
+    purge_test_end();
     ck_assert_int_eq(state, HHI_PURGE_WANTED);
     ck_assert_msg(counts >= 1 && counts <= 4, "%llu counts in %d frees of one cached 64 KiB mapping",
                   (unsigned long long)counts, FREES);
@@ -1740,19 +1744,14 @@ START_TEST(a_purge_thread_asked_for_counts_what_decay_held_before) {
     /* Memory decay came to hold while the thread was off was counted by
        nobody: the first slow path after the switch counts it, and starts
        the thread, though nothing is freed after the switch. */
-    hh_binned_thread_flush();
-    hh_binned_trim(0);
-    ck_assert_int_eq(hh_binned_set_purge_thread(false), HH_OK);
-    ck_assert_int_eq(hh_binned_set_decay_ms(60000), HH_OK);
+    purge_test_begin();
     dirty_pool_pages();
     size_t held = hhi_decay_held_bytes();
     ck_assert_int_eq(hh_binned_set_purge_thread(true), HH_OK);
     void *p = hh_bmalloc((size_t)64 << 10);         /* a slow path, no note */
     int state = hhi_purge_state();
     hh_bfree(p);
-    ck_assert_int_eq(hh_binned_set_purge_thread(false), HH_OK);
-    ck_assert_int_eq(hh_binned_set_decay_ms(0), HH_OK);
-    hh_binned_trim(0);
+    purge_test_end();
     ck_assert_uint_ge(held, HHI_PURGE_START_BYTES);
     ck_assert_msg(state == HHI_PURGE_RUNNING, "purge state %d with %zu bytes held by decay", state, held);
 }

@@ -46,8 +46,7 @@ uint64_t hhi_os_entropy(void) {
     errno = saved;
     if (got == (long)sizeof x) return x;
 #endif
-    int local = 0;
-    return hhi_now_ns() ^ ((uint64_t)(uintptr_t)&local << 16) ^ (uint64_t)(uintptr_t)&hhi_os_entropy;
+    return hhi_now_ns();
 }
 
 #if HH_TESTING

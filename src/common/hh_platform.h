@@ -14,8 +14,8 @@
 
 /* OS page size in bytes (cached after the first call). */
 HH_INTERNAL size_t hhi_os_page_size(void);
-/* 64 bits from the kernel's random source (the clock mixed with two ASLR
-   addresses if it has none). Neither reads the clock nor calls sysconf:
+/* 64 bits from the kernel's random source, or the clock if it has none
+   (callers mix in what else they have). Neither reads the clock nor calls sysconf:
    the malloc shim calls both at load, and each libc function a process
    would not call otherwise faults in a 64 KiB window of libc's text. */
 HH_INTERNAL uint64_t hhi_os_entropy(void);
