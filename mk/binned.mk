@@ -22,17 +22,25 @@ $(BUILD)/libhheap_malloc.so: $(BINNED_SHIM_OBJS)
 
 # ---------------------------------------------------------------------------
 # Must-be-caught programs: each reads or writes a freed binned block; memcheck
-# must report it (exit 99) -- a clean run means the tracking is broken.
-BINNED_WRONG := $(patsubst tests/wrong/%.c,$(BUILD)/test/wrong/%,$(wildcard tests/wrong/binned_*.c))
+# must report it (exit 99) -- a clean run means the tracking is broken -- and
+# its control build (-DHH_WRONG_CONTROL: the access while the block is live)
+# must run clean, which shows that the report comes from the bug.
+BINNED_WRONG     := $(patsubst tests/wrong/%.c,$(BUILD)/test/wrong/%,$(wildcard tests/wrong/binned_*.c))
+BINNED_WRONG_CTL := $(patsubst tests/wrong/%.c,$(BUILD)/test/wrong/ctl_%,$(wildcard tests/wrong/binned_*.c))
 
 $(BUILD)/test/wrong/binned_%: tests/wrong/binned_%.c $(BUILD)/test/libhheap-test.a
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CPPFLAGS) $(WARN) -O0 -g -pthread -DHH_TRACK_VALGRIND=1 -o $@ $< $(BUILD)/test/libhheap-test.a $(LDLIBS)
 
+$(BUILD)/test/wrong/ctl_binned_%: tests/wrong/binned_%.c $(BUILD)/test/libhheap-test.a
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CPPFLAGS) $(WARN) -O0 -g -pthread -DHH_TRACK_VALGRIND=1 -DHH_WRONG_CONTROL=1 -o $@ $< $(BUILD)/test/libhheap-test.a $(LDLIBS)
+
 # The runner (WRONG_MC_MUST_CATCH) is mk/reliability.mk's.
 .PHONY: check-binned-wrong check-shim bench-binned
-check-binned-wrong: $(BINNED_WRONG)
+check-binned-wrong: $(BINNED_WRONG) $(BINNED_WRONG_CTL)
 	@echo "== binned: must-be-caught programs under memcheck"
+	$(call WRONG_MC_CLEAN,$(BINNED_WRONG_CTL))
 	$(call WRONG_MC_MUST_CATCH,$(BINNED_WRONG),Invalid read\|Invalid write)
 
 # ---------------------------------------------------------------------------

@@ -3,7 +3,9 @@
  * step slides b down into a's hole and then c into b's old place, so the
  * stale pointer to b reads c's live bytes and nothing notices. With it, b's
  * old place is held until the next step (c stays where it is), filled with
- * HH_FILL_MOVED and no-access, so the stale read is reported. */
+ * HH_FILL_MOVED and no-access, so the stale read is reported. With
+ * -DHH_WRONG_CONTROL the pointer is taken again after the step (the right
+ * use) and the run must be clean. */
 #include <stdio.h>
 #include <string.h>
 
@@ -20,6 +22,9 @@ int main(void) {
     char *raw = hh_deref(heap, b);        /* kept across the step: the bug */
     hh_free(heap, a);
     hh_defrag_step(heap, 4);              /* b slides down into a's hole; c may not follow into b's place */
+#ifdef HH_WRONG_CONTROL
+    raw = hh_deref(heap, b);              /* control build: the pointer taken again */
+#endif
     volatile char v = raw[200];           /* stale read: b's old place is held, 0xDB, no-access */
     printf("read %d; moved=%d\n", v, (char *)hh_deref(heap, b) != raw);
     hh_free(heap, b);
