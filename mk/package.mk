@@ -23,7 +23,7 @@ check-install: all
 	@rm -rf $(PKG_TMP)/il $(PKG_TMP)/inst && mkdir -p $(PKG_TMP)
 	@$(MAKE) -n --no-print-directory install-lib BUILD=$(PKG_TMP)/il/build PREFIX=$(CURDIR)/$(PKG_TMP)/il/prefix \
 	    > $(PKG_TMP)/il-dry.log 2>&1 || { cat $(PKG_TMP)/il-dry.log; echo "check-install: make -n install-lib failed"; exit 1; }
-	@grep -q 'libhheap' $(PKG_TMP)/il-dry.log || { echo "check-install: make -n install-lib shows no library"; exit 1; }
+	@grep -q 'libhheap\.a' $(PKG_TMP)/il-dry.log || { echo "check-install: make -n install-lib shows no library"; exit 1; }
 	@! grep -E 'cairo|hh-viz|hh-demo|hh-replay' $(PKG_TMP)/il-dry.log || { echo "check-install: install-lib would build a tool"; exit 1; }
 	@$(MAKE) --no-print-directory install-lib BUILD=$(PKG_TMP)/il/build PREFIX=$(CURDIR)/$(PKG_TMP)/il/prefix > $(PKG_TMP)/il.log 2>&1 \
 	  || { cat $(PKG_TMP)/il.log; echo "check-install: install-lib failed"; exit 1; }
