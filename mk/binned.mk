@@ -28,15 +28,17 @@ $(BUILD)/libhheap_malloc.so: $(BINNED_SHIM_OBJS)
 BINNED_WRONG     := $(patsubst tests/wrong/%.c,$(BUILD)/test/wrong/%,$(wildcard tests/wrong/binned_*.c))
 BINNED_WRONG_CTL := $(patsubst tests/wrong/%.c,$(BUILD)/test/wrong/ctl_%,$(wildcard tests/wrong/binned_*.c))
 
+# Linked as every must-be-caught program is (the client requests live in the
+# test library; the public headers have none).
 $(BUILD)/test/wrong/binned_%: tests/wrong/binned_%.c $(BUILD)/test/libhheap-test.a
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CPPFLAGS) $(WARN) -O0 -g -pthread -DHH_TRACK_VALGRIND=1 -o $@ $< $(BUILD)/test/libhheap-test.a $(LDLIBS)
+	$(Q)$(call WRONG_MC_LINK,$(WARN))
 
 $(BUILD)/test/wrong/ctl_binned_%: tests/wrong/binned_%.c $(BUILD)/test/libhheap-test.a
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CPPFLAGS) $(WARN) -O0 -g -pthread -DHH_TRACK_VALGRIND=1 -DHH_WRONG_CONTROL=1 -o $@ $< $(BUILD)/test/libhheap-test.a $(LDLIBS)
+	$(Q)$(call WRONG_MC_LINK,$(WARN) -DHH_WRONG_CONTROL=1)
 
-# The runner (WRONG_MC_MUST_CATCH) is mk/reliability.mk's.
+# The runners (WRONG_MC_LINK, WRONG_MC_CLEAN, WRONG_MC_MUST_CATCH) are mk/reliability.mk's.
 .PHONY: check-binned-wrong check-shim bench-binned
 check-binned-wrong: $(BINNED_WRONG) $(BINNED_WRONG_CTL)
 	@echo "== binned: must-be-caught programs under memcheck"

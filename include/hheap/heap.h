@@ -280,13 +280,9 @@ static inline void *hh_deref_inline(const hh_heap *heap, hh_handle h) {
     /* A tag of 1..255, on the handle alone, then the handle's 40 bits above
        the index against the slot's 32-bit key zero-extended: equal only if
        the keys match and the handle's top byte is 0 (a heap's key is 32
-       bits). In a loop whose lookups miss the cache every operation counts
-       -- the core keeps fewer lookups in flight the more each one takes --
-       and this is one compare-and-branch fewer than testing the top byte
-       apart (shuffled, two batches of 10 runs interleaved with the form
-       before: medians 2.49x and 2.88x a raw pointer against 2.72x and
-       2.97x); the zero-extending move it adds waits on nothing after the
-       load and is usually eliminated at rename. */
+       bits). One compare covers both: in a loop whose lookups miss the
+       cache, every operation per lookup costs lookups in flight
+       (docs/architecture.md has the measurements). */
     if (HH_LIKELY((key & 0xFF) != 0 && key == (uint32_t)w))
         return ((const hh_heap_head *)(const void *)heap)->base + ((w >> 32) << HH_HEAP_SLOT_UNIT_SHIFT);
     return (hh_deref)(heap, h);
