@@ -2,10 +2,11 @@
  * the inline fast paths shared by binned.c and the LD_PRELOAD shim.
  *
  * Layout. Memory comes from the OS in 4 MiB spans aligned to 4 MiB. Page 0 of
- * a span holds the span header with the metadata of all 64 pages; pages
- * 1..63 (64 KiB each, 64 KiB aligned) serve blocks of one class each. From a
- * pointer a: span = a & ~(4 MiB - 1), page meta = span->pages[(a >> 16) & 63],
- * block index = ((a & 0xFFFF) * recip) >> 32 -- no search, no division.
+ * a span holds the span header, the metadata of all 64 pages (its first OS
+ * page; the rest is never touched); pages 1..63 (64 KiB each, 64 KiB
+ * aligned) serve blocks of one class each. From a pointer a: span = a &
+ * ~(4 MiB - 1), page meta = span->pages[(a >> 16) & 63], block index =
+ * ((a & 0xFFFF) * recip) >> 32 -- no search, no division.
  * Ownership: a byte per 4 MiB of address space (the registry, one flat array
  * mapped once, 32 MiB of address space, touched sparsely) says whether a chunk
  * is one of our spans, the first chunk of a large mapping, or a large mapping
@@ -205,18 +206,35 @@ typedef struct hhi_bpage {
 } hhi_bpage;
 _Static_assert(sizeof(hhi_bpage) == 64, "page meta is 64 bytes");
 
-/* Span header = page 0 (its first two OS pages, 4160 bytes; the rest is
-   never touched). */
+/* Span header = the 64 page metas, 4 KiB. Page 0 serves no blocks, so its
+   meta's line carries the span's own fields: page 0 is never pooled nor
+   given a class, every walk of the metas starts at page 1, and a free of a
+   pointer into page 0 reads its capacity and page word -- 0, left alone by
+   the fields below -- and is refused as foreign before it reads more. The
+   fields used to precede the metas (4160 bytes: two OS pages resident per
+   span with 4 KiB pages, one now). A store to a field leaves the other
+   metas' bytes as they are: GCC and Clang define type punning through a
+   union (C11 alone would call those bytes unspecified). */
 typedef struct hhi_bspan {
-    uint64_t magic;
-    uint32_t free_pages;        /* pages of this span in the pool (pool lock) */
-    uint32_t huge;              /* advised MADV_HUGEPAGE by span_new (hh_binned_set_small_hugepages) */
-    struct hhi_bspan *next, *prev;  /* g.spans (pool lock) */
-    uint16_t gen_base;          /* the generation its pages started at (span_new); retired:
-                                   where they start when the range comes back (spans_retire) */
-    _Alignas(64) hhi_bpage pages[HHI_PAGES_PER_SPAN];   /* a line each */
+    union {
+        hhi_bpage pages[HHI_PAGES_PER_SPAN];   /* a line each; pages[0]'s carries the fields below */
+        struct {
+            unsigned char page0_meta[24];       /* pages[0] up to and with its page word: a meta's */
+            uint64_t magic;
+            uint32_t free_pages;        /* pages of this span in the pool (pool lock) */
+            uint32_t huge;              /* advised MADV_HUGEPAGE by span_new (hh_binned_set_small_hugepages) */
+            struct hhi_bspan *next, *prev;  /* g.spans (pool lock) */
+            uint16_t gen_base;          /* the generation its pages started at (span_new); retired:
+                                           where they start when the range comes back (spans_retire);
+                                           the last field */
+        };
+    };
 } hhi_bspan;
-_Static_assert(sizeof(hhi_bspan) <= HHI_PAGE_SIZE, "span header fits in page 0");
+_Static_assert(sizeof(hhi_bspan) == 4096, "the span header is 4 KiB");
+_Static_assert(offsetof(hhi_bspan, magic) >= offsetof(hhi_bpage, carved_cls) + sizeof(uint64_t) &&
+                   offsetof(hhi_bspan, gen_base) + sizeof(uint16_t) <= offsetof(hhi_bpage, carved_last),
+               "the span's fields leave pages[0]'s geometry, class, index, page word, carved_last and "
+               "generation alone");
 #define HHI_SPAN_MAGIC 0x6868427370616e21ull
 
 typedef struct hhi_blarge {
@@ -467,7 +485,7 @@ HH_INLINE hhi_bpage *hhi_page_of(uintptr_t a) {
        a (64-byte metas): gcc otherwise shifts the index twice on the free
        fast path. */
     uintptr_t meta = (a >> (HHI_PAGE_SHIFT - 6)) & ((uintptr_t)(HHI_PAGES_PER_SPAN - 1) << 6);
-    return (hhi_bpage *)((a & ~(uintptr_t)HHI_SPAN_MASK) + offsetof(hhi_bspan, pages) + meta);
+    return (hhi_bpage *)((a & ~(uintptr_t)HHI_SPAN_MASK) + meta);
 }
 _Static_assert(sizeof(hhi_bpage) == 64, "hhi_page_of scales the index by 64");
 HH_INLINE uintptr_t hhi_page_base(const hhi_bpage *pg) {

@@ -673,7 +673,8 @@ static size_t spans_retire(uint64_t deadline_ns) {
             hh_track_defined(s, HHI_SPAN_SIZE);   /* such a racing free reads zeros: legal */
             hhi_lock_acquire(&hhi_bg.pool_lock);
             s->next = hhi_bg.retired;
-            s->gen_base = gen_next;   /* on the page the link faulted in; racing frees read only pages[] */
+            s->gen_base = gen_next;   /* on the page the link faulted in, in pages[0]'s line: a racing
+                                         free reads pages[0] only up to its page word */
             hhi_bg.retired = s;
             hhi_bg.n_retired++;
         }
