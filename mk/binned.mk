@@ -32,18 +32,17 @@ BINNED_WRONG_CTL := $(patsubst tests/wrong/%.c,$(BUILD)/test/wrong/ctl_%,$(wildc
 # test library; the public headers have none).
 $(BUILD)/test/wrong/binned_%: tests/wrong/binned_%.c $(BUILD)/test/libhheap-test.a
 	@mkdir -p $(dir $@)
-	$(Q)$(call WRONG_MC_LINK,$(WARN))
+	$(Q)$(call WRONG_MC_LINK)
 
 $(BUILD)/test/wrong/ctl_binned_%: tests/wrong/binned_%.c $(BUILD)/test/libhheap-test.a
 	@mkdir -p $(dir $@)
-	$(Q)$(call WRONG_MC_LINK,$(WARN) -DHH_WRONG_CONTROL=1)
+	$(Q)$(call WRONG_MC_LINK,-DHH_WRONG_CONTROL=1)
 
-# The runners (WRONG_MC_LINK, WRONG_MC_CLEAN, WRONG_MC_MUST_CATCH) are mk/reliability.mk's.
+# The link and the runner (WRONG_MC_LINK, WRONG_MC_CHECK) are mk/reliability.mk's.
 .PHONY: check-binned-wrong check-shim bench-binned
 check-binned-wrong: $(BINNED_WRONG) $(BINNED_WRONG_CTL)
 	@echo "== binned: must-be-caught programs under memcheck"
-	$(call WRONG_MC_CLEAN,$(BINNED_WRONG_CTL))
-	$(call WRONG_MC_MUST_CATCH,$(BINNED_WRONG),Invalid read\|Invalid write)
+	$(call WRONG_MC_CHECK,$(BINNED_WRONG),$(BINNED_WRONG_CTL),Invalid read\|Invalid write)
 
 # ---------------------------------------------------------------------------
 # The shim under real programs: same stdout and exit status with and without it.

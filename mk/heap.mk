@@ -3,8 +3,7 @@
 # under memcheck; the target passes only if memcheck reports an invalid read,
 # and only if the program's control build (-DHH_WRONG_CONTROL: the pointer
 # taken again after the step) runs clean, which shows that the report comes
-# from the stale read (WRONG_MC_LINK, WRONG_MC_CLEAN and WRONG_MC_MUST_CATCH,
-# in mk/reliability.mk).
+# from the stale read (WRONG_MC_LINK and WRONG_MC_CHECK, in mk/reliability.mk).
 
 WRONG_HEAP_SRCS := $(wildcard tests/wrong/heap_*.c)
 WRONG_HEAP_BINS := $(WRONG_HEAP_SRCS:tests/wrong/%.c=$(BUILD)/wrong/%)
@@ -22,5 +21,4 @@ $(BUILD)/wrong/ctl_heap_%: tests/wrong/heap_%.c $(BUILD)/test/libhheap-test.a
 .PHONY: check-wrong-heap
 check-wrong-heap: $(WRONG_HEAP_BINS) $(WRONG_HEAP_CTLS)
 	@echo "== must-be-caught programs (heap) under memcheck"
-	$(call WRONG_MC_CLEAN,$(WRONG_HEAP_CTLS))
-	$(call WRONG_MC_MUST_CATCH,$(WRONG_HEAP_BINS),Invalid read)
+	$(call WRONG_MC_CHECK,$(WRONG_HEAP_BINS),$(WRONG_HEAP_CTLS),Invalid read)

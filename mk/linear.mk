@@ -15,18 +15,17 @@ LINEAR_WRONG_CTL := $(BUILD)/test/wrong/ctl_linear_read_after_pop
 
 $(LINEAR_WRONG): tests/wrong/linear_read_after_pop.c $(BUILD)/test/libhheap-test.a
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CPPFLAGS) $(WARN) -O0 -g -pthread -o $@ $< $(BUILD)/test/libhheap-test.a $(LDLIBS)
+	$(Q)$(call WRONG_MC_LINK)
 
 $(LINEAR_WRONG_CTL): tests/wrong/linear_read_after_pop.c $(BUILD)/test/libhheap-test.a
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CPPFLAGS) $(WARN) -O0 -g -pthread -DHH_WRONG_CONTROL=1 -o $@ $< $(BUILD)/test/libhheap-test.a $(LDLIBS)
+	$(Q)$(call WRONG_MC_LINK,-DHH_WRONG_CONTROL=1)
 
-# The runner (WRONG_MC_CLEAN, WRONG_MC_MUST_CATCH) is mk/reliability.mk's.
+# The link and the runner (WRONG_MC_LINK, WRONG_MC_CHECK) are mk/reliability.mk's.
 .PHONY: check-wrong-linear bench-linear
 check-wrong-linear: $(LINEAR_WRONG) $(LINEAR_WRONG_CTL)
 	@echo "== linear: must-be-caught program under memcheck"
-	$(call WRONG_MC_CLEAN,$(LINEAR_WRONG_CTL))
-	$(call WRONG_MC_MUST_CATCH,$(LINEAR_WRONG),Invalid read)
+	$(call WRONG_MC_CHECK,$(LINEAR_WRONG),$(LINEAR_WRONG_CTL),Invalid read)
 
 $(BUILD)/bench/bench_linear: bench/bench_linear.c bench/bench_util.h $(BUILD)/libhheap.a
 	@mkdir -p $(dir $@)

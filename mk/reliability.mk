@@ -239,12 +239,16 @@ check-fuzz-corpus:
 # The one must-be-caught runner, shared with mk/heap.mk, mk/linear.mk and
 # mk/binned.mk (make expands it inside recipes, so the order of the fragments
 # does not matter). WRONG_MC_LINK: the link of a must-be-caught program against
-# the test library (memcheck client requests on), $(1) extra flags.
+# the test library (memcheck client requests on), with the house warnings, $(1)
+# extra flags. WRONG_MC_CHECK: the control builds $(2) (each program with the
+# bug left out, -DHH_WRONG_CONTROL) must run clean (WRONG_MC_CLEAN), then the
+# programs $(1) must be caught with a report matching the grep pattern $(3)
+# (WRONG_MC_MUST_CATCH) -- a catch counts only where its control is clean.
 # WRONG_MC_MUST_CATCH: runs each program of $(1) under memcheck and passes only
 # if memcheck exits 99 with a report matching the grep pattern $(2).
-# WRONG_MC_CLEAN: runs each program of $(1) (the control builds, the bug left
-# out) under memcheck and passes only if it runs clean, leaks included.
-WRONG_MC_LINK = $(CC) $(CPPFLAGS) -std=c11 -g -O0 -pthread $(1) -o $@ $< $(BUILD)/test/libhheap-test.a $(LDLIBS)
+# WRONG_MC_CLEAN: runs each program of $(1) under memcheck and passes only if
+# it runs clean, leaks included.
+WRONG_MC_LINK = $(CC) $(CPPFLAGS) $(WARN) -g -O0 -pthread $(1) -o $@ $< $(BUILD)/test/libhheap-test.a $(LDLIBS)
 define WRONG_MC_MUST_CATCH
 	@for b in $(1); do n=$$(basename $$b | sed 's/^mc_//'); \
 	  valgrind -q --error-exitcode=99 $$b >/dev/null 2>$$b.log; rc=$$?; \
@@ -255,6 +259,10 @@ define WRONG_MC_CLEAN
 	@for b in $(1); do n=$$(basename $$b | sed 's/^ctl_//'); \
 	  valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect,possible $$b >/dev/null 2>$$b.log \
 	    || { echo "  control build of $$n not clean"; cat $$b.log; exit 1; }; done
+endef
+define WRONG_MC_CHECK
+	$(call WRONG_MC_CLEAN,$(2))
+	$(call WRONG_MC_MUST_CATCH,$(1),$(3))
 endef
 REL_WRONG_MC   := $(filter-out %_lib.c,$(wildcard tests/wrong/rel_*.c))
 REL_WRONG_LIB  := $(wildcard tests/wrong/rel_*_lib.c)
@@ -281,8 +289,7 @@ check-wrong-rel:
 	  $(patsubst tests/wrong/%.c,$(REL_WRONG_DIR)/ctl_%,$(REL_WRONG_MC)) \
 	  $(patsubst tests/wrong/%.c,$(REL_WRONG_DIR)/asan_%,$(REL_WRONG_ALL))
 	@echo "== must-be-caught programs: rel_* under memcheck, all under ASan"
-	$(call WRONG_MC_CLEAN,$(patsubst tests/wrong/%.c,$(REL_WRONG_DIR)/ctl_%,$(REL_WRONG_MC)))
-	$(call WRONG_MC_MUST_CATCH,$(patsubst tests/wrong/%.c,$(REL_WRONG_DIR)/mc_%,$(REL_WRONG_MC)),Invalid read\|Invalid write)
+	$(call WRONG_MC_CHECK,$(patsubst tests/wrong/%.c,$(REL_WRONG_DIR)/mc_%,$(REL_WRONG_MC)),$(patsubst tests/wrong/%.c,$(REL_WRONG_DIR)/ctl_%,$(REL_WRONG_MC)),Invalid read\|Invalid write)
 	@for s in $(REL_WRONG_LIB); do n=$$(basename $$s .c); b=$(REL_WRONG_DIR)/mc_$$n; \
 	  valgrind -q --error-exitcode=99 $$b >/dev/null 2>$$b.log; rc=$$?; \
 	  if [ $$rc -eq 3 ] && grep -q "^hheap: " $$b.log; then echo "  library caught (memcheck clean): $$n"; \

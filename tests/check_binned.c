@@ -249,14 +249,19 @@ END_TEST
    metas, which this test tells apart) -- unless the span is backed by huge
    pages (THP "always", or a span advised), which the test then says and
    does not count. */
-static bool thp_always(void) {
+/* The kernel's THP mode line ("always [madvise] never"), or NULL when the
+   kernel has no THP. */
+static const char *thp_mode(void) {
+    static char mode[128];
     FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
-    char mode[128] = "";
-    if (f != NULL) {
-        if (fgets(mode, sizeof mode, f) == NULL) mode[0] = 0;
-        fclose(f);
-    }
-    return strstr(mode, "[always]") != NULL;
+    if (f == NULL) return NULL;
+    if (fgets(mode, sizeof mode, f) == NULL) mode[0] = 0;
+    fclose(f);
+    return mode;
+}
+static bool thp_always(void) {
+    const char *mode = thp_mode();
+    return mode != NULL && strstr(mode, "[always]") != NULL;
 }
 
 START_TEST(a_span_header_is_its_page_metas_in_one_os_page) {
@@ -3611,11 +3616,7 @@ static bool advised_huge(const void *p) {
 }
 
 /* Whether the kernel has THP at all (its advice shows in smaps then). */
-static bool kernel_has_thp(void) {
-    FILE *thp = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
-    if (thp) fclose(thp);
-    return thp != NULL;
-}
+static bool kernel_has_thp(void) { return thp_mode() != NULL; }
 
 /* hh_binned_set_small_hugepages: off by default, and then no span carries
    huge-page advice; on, the next span the bins take is advised, and its
