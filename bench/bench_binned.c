@@ -30,10 +30,13 @@
  *   BENCH binned preload-<workload> ns/op shim ... <peer> ...
  *   BENCH binned rss-<workload> bytes shim ... glibc ...   (peak RSS: VmHWM)
  * and per workload one line against issue 13's targets (time <= 1.1x the best
- * peer's, RSS <= 1.1x the lowest peer's), reported, never failed.
+ * peer's, RSS <= 1.1x the lowest peer's), reported, never failed. churn and
+ * many also print their loops alone (BENCH binned steady-<workload>: from the
+ * moment every thread has filled its slots until every thread has ended its
+ * loop), which separates the fast paths from thread start, fill and exit.
  * Internal mode: bench_binned --child <workload> <hh|libc> runs once and
- * prints "RESULT <ns/op> <peak RSS bytes>" (the `release` workload: RSS 1 s
- * after its frees instead).
+ * prints "RESULT <ns/op> <peak RSS bytes> <steady ns/op>" (the `release`
+ * workload: RSS 1 s after its frees instead; steady 0 where there is none).
  * BENCH_BINNED_ONLY=w1,w2 runs only the named workloads (both parts).
  */
 #define _GNU_SOURCE 1
@@ -90,6 +93,7 @@ static double scale = 1.0;     /* QUICK=1: a third of the work */
         hh_rng s = { id * 7919 + 1 };                                                                     \
         churn_ctx_##NAME *mine = &churn_box_##NAME[id], *next = &churn_box_##NAME[(id + 1) % churn_threads]; \
         for (unsigned i = 0; i < SLOTS; i++) slot[i] = MALLOC(16 + hh_rng_next(&s) % 1009);               \
+        pthread_barrier_wait(&churn_gate); /* every thread has filled: the steady part starts */          \
         for (long k = 0; k < churn_ops_##NAME; k++) {                                                     \
             uint64_t r = hh_rng_next(&s);                                                                 \
             unsigned i = (unsigned)(r % SLOTS);                                                           \
@@ -114,6 +118,7 @@ static double scale = 1.0;     /* QUICK=1: a third of the work */
                 for (unsigned j = 0; j < m; j++) FREE(got[j]);                                            \
             }                                                                                             \
         }                                                                                                 \
+        pthread_barrier_wait(&churn_gate); /* every thread's loop has ended */                            \
         for (unsigned i = 0; i < SLOTS; i++) FREE(slot[i]);                                               \
         free(slot);                                                                                       \
         return NULL;                                                                                      \
@@ -126,9 +131,15 @@ static double scale = 1.0;     /* QUICK=1: a third of the work */
             pthread_mutex_init(&churn_box_##NAME[i].lock, NULL);                                          \
             churn_box_##NAME[i].n = 0;                                                                    \
         }                                                                                                 \
+        pthread_barrier_init(&churn_gate, NULL, (unsigned)churn_threads + 1);                             \
         uint64_t t0 = bench_now_ns();                                                                     \
         for (uintptr_t i = 0; i < (uintptr_t)churn_threads; i++) pthread_create(&t[i], NULL, churn_thread_##NAME, (void *)i); \
+        pthread_barrier_wait(&churn_gate);                                                                \
+        uint64_t t1 = bench_now_ns();                                                                     \
+        pthread_barrier_wait(&churn_gate);                                                                \
+        steady_result = (double)(bench_now_ns() - t1) / (double)(churn_ops_##NAME * churn_threads);       \
         for (int i = 0; i < churn_threads; i++) pthread_join(t[i], NULL);                                 \
+        pthread_barrier_destroy(&churn_gate);                                                             \
         double ns = (double)(bench_now_ns() - t0) / (double)(churn_ops_##NAME * churn_threads);           \
         for (int i = 0; i < churn_threads; i++) {                                                         \
             for (unsigned j = 0; j < churn_box_##NAME[i].n; j++) FREE(churn_box_##NAME[i].mail[j]);      \
@@ -272,6 +283,12 @@ static double scale = 1.0;     /* QUICK=1: a third of the work */
 
 /* Set by a workload whose memory figure is not the peak (release). */
 static double rss_result;
+/* churn and many: ns per operation of the replacement loops alone, from the
+   moment every thread has filled its slots to the moment every thread has
+   ended its loop (thread start and exit, the fill and the final frees left
+   out). The threads and the timer meet at churn_gate twice. */
+static double steady_result;
+static pthread_barrier_t churn_gate;
 
 #define DEFINE_RELEASE(NAME, MALLOC, FREE)                                                                \
     static double release_##NAME(void) {                                                                  \
@@ -366,11 +383,30 @@ static void goal_line(const char *w, double ns[][64], double rss[][64], int reps
            "goal <= 1.1x each: %s\n", w, tr, best_name, rr, low_name, tr <= 1.1 && rr <= 1.1 ? "met" : "missed");
 }
 
-/* Runs `self --child w libc` with LD_PRELOAD=path (NULL: none); ns/op and
-   peak RSS out. false if the run failed. */
-static int run_child(const char *self, const char *w, const char *preload, double *ns, double *rss) {
+/* churn and many: the steady figures (the loops alone) beside the peers',
+   and how far the shim's is from the best peer's. Information only: the
+   goal line above judges the whole run, as issue 13 defines it. */
+static void steady_lines(const char *w, double steady[][64], int reps, const peer *peers, int np) {
+    char name[64];
+    snprintf(name, sizeof name, "steady-%s", w);
+    bench_summary shim = bench_summarise(steady[0], reps);
+    bench_print("binned", name, "ns/op", shim, "glibc", bench_summarise(steady[1], reps));
+    const char *best_name = "glibc";
+    double best = bench_summarise(steady[1], reps).median;
+    for (int p = 0; p < np; p++) {
+        bench_summary s = bench_summarise(steady[2 + p], reps);
+        bench_print("binned", name, "ns/op", shim, peers[p].name, s);
+        if (strcmp(peers[p].name, "shim-huge") != 0 && s.median < best) best = s.median, best_name = peers[p].name;
+    }
+    printf("bench_binned: %s, the loops alone: time %.2fx the best peer's (%s)\n", w, shim.median / best, best_name);
+}
+
+/* Runs `self --child w libc` with LD_PRELOAD=path (NULL: none); ns/op, peak
+   RSS and the steady ns/op (0 when the workload has none) out. false if the
+   run failed. */
+static int run_child(const char *self, const char *w, const char *preload, double *ns, double *rss, double *steady) {
     char *argv[] = { (char *)self, "--child", (char *)w, "libc", NULL }, buf[256];
-    return bench_spawn(argv, preload, buf, sizeof buf) && sscanf(buf, "RESULT %lf %lf", ns, rss) == 2;
+    return bench_spawn(argv, preload, buf, sizeof buf) && sscanf(buf, "RESULT %lf %lf %lf", ns, rss, steady) == 3;
 }
 
 static int child_main(const char *w, const char *api) {
@@ -379,7 +415,7 @@ static int child_main(const char *w, const char *api) {
         double ns = strcmp(api, "hh") == 0 ? workloads[i].hh() : workloads[i].libc();
         /* VmHWM, not ru_maxrss: the latter survives exec and would report the
            parent's peak. */
-        printf("RESULT %.4f %.0f\n", ns, rss_result > 0 ? rss_result : bench_vm_bytes("VmHWM:"));
+        printf("RESULT %.4f %.0f %.4f\n", ns, rss_result > 0 ? rss_result : bench_vm_bytes("VmHWM:"), steady_result);
         return 0;
     }
     return 2;
@@ -424,16 +460,16 @@ int main(int argc, char **argv) {
     for (int w = 0; w < NW; w++) {
         if (!selected(workloads[w].name)) continue;
         /* columns: 0 shim, 1 glibc, 2.. peers */
-        double ns[10][64], rss[10][64];
+        double ns[10][64], rss[10][64], steady[10][64];
         int ok = 1;
         for (int r = 0; r < reps && ok; r++) {
-            ok &= run_child(self, workloads[w].name, shim, &ns[0][r], &rss[0][r]);
-            ok &= run_child(self, workloads[w].name, NULL, &ns[1][r], &rss[1][r]);
+            ok &= run_child(self, workloads[w].name, shim, &ns[0][r], &rss[0][r], &steady[0][r]);
+            ok &= run_child(self, workloads[w].name, NULL, &ns[1][r], &rss[1][r], &steady[1][r]);
             for (int p = 0; p < np; p++) {
                 /* "shim-huge": our shim with small-block spans on huge pages */
                 bool huge = strcmp(peers[p].name, "shim-huge") == 0;
                 if (huge) setenv("HHEAP_SMALL_HUGEPAGES", "1", 1);
-                ok &= run_child(self, workloads[w].name, peers[p].path, &ns[2 + p][r], &rss[2 + p][r]);
+                ok &= run_child(self, workloads[w].name, peers[p].path, &ns[2 + p][r], &rss[2 + p][r], &steady[2 + p][r]);
                 if (huge) unsetenv("HHEAP_SMALL_HUGEPAGES");
             }
         }
@@ -450,6 +486,7 @@ int main(int argc, char **argv) {
         bench_print("binned", name, "bytes", shim_rss, "glibc", bench_summarise(rss[1], reps));
         for (int p = 0; p < np; p++) bench_print("binned", name, "bytes", shim_rss, peers[p].name, bench_summarise(rss[2 + p], reps));
         goal_line(workloads[w].name, ns, rss, reps, peers, np);
+        if (steady[0][0] > 0) steady_lines(workloads[w].name, steady, reps, peers, np);
     }
     return 0;
 }

@@ -42,6 +42,10 @@ void hhi_freelist_init(hh_heap *h) {
 
 hhi_block *hhi_freelist_find(const hh_heap *h, size_t size) { return fl_find(h, size); }
 
+#if HH_TESTING
+_Thread_local uint64_t hhi_test_largest_looks_here;
+#endif
+
 size_t hhi_freelist_largest(const hh_heap *h) {
     if (h->fl.fl_bitmap == 0) return 0;
     unsigned f = hh_fls64(h->fl.fl_bitmap);
@@ -50,6 +54,7 @@ size_t hhi_freelist_largest(const hh_heap *h) {
     uint32_t g = h->fl.head[f][s];
     for (unsigned k = 0; g != HHI_NONE && k < HHI_LARGEST_WALK; k++) {   /* one size step: usually one block */
         const hhi_block *b = blk_at(h, granule_off(g));
+        HHI_TEST_COUNT_HERE(hhi_test_largest_looks_here);
         if (blk_size_free(b) > best) best = blk_size_free(b);
         g = b->u.free.next;
     }

@@ -943,6 +943,11 @@ HH_INTERNAL hhi_block *hhi_freelist_find(const hh_heap *h, size_t size);
    short by less than one list step (1/16 of the size) at most. */
 enum { HHI_LARGEST_WALK = 16 };
 HH_INTERNAL size_t hhi_freelist_largest(const hh_heap *h);
+#if HH_TESTING
+/* Free blocks hhi_freelist_largest looked at for the calling thread (a test
+   bounds it without timing anything). */
+HH_INTERNAL _Thread_local uint64_t hhi_test_largest_looks_here;
+#endif
 /* TLSF list index of a free block size (for the checker). */
 HH_INTERNAL void hhi_freelist_mapping(size_t size, unsigned *fl, unsigned *sl);
 
