@@ -241,14 +241,6 @@ START_TEST(a_free_writes_the_block_and_not_the_span_header) {
 }
 END_TEST
 
-/* A span's header is its 64 page metas, 4 KiB: the span's own fields ride
-   in page 0's meta line, and page 0's capacity and page word stay 0 under
-   them, so a pointer into the header is refused as foreign and the header
-   stays intact. Only page 0's first OS page is ever touched: one page
-   resident per span with 4 KiB pages (two when the fields preceded the
-   metas, which this test tells apart) -- unless the span is backed by huge
-   pages (THP "always", or a span advised), which the test then says and
-   does not count. */
 /* The kernel's THP mode line ("always [madvise] never"), or NULL when the
    kernel has no THP. */
 static const char *thp_mode(void) {
@@ -264,6 +256,14 @@ static bool thp_always(void) {
     return mode != NULL && strstr(mode, "[always]") != NULL;
 }
 
+/* A span's header is its 64 page metas, 4 KiB: the span's own fields ride
+   in page 0's meta line, and page 0's capacity and page word stay 0 under
+   them, so a pointer into the header is refused as foreign and the header
+   stays intact. Only page 0's first OS page is ever touched: one page
+   resident per span with 4 KiB pages (two when the fields preceded the
+   metas, which this test tells apart) -- unless the span is backed by huge
+   pages (THP "always", or a span advised), which the test then says and
+   does not count. */
 START_TEST(a_span_header_is_its_page_metas_in_one_os_page) {
     char *p = hh_bmalloc(48);
     ck_assert_ptr_nonnull(p);

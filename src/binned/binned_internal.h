@@ -219,7 +219,8 @@ typedef struct hhi_bspan {
     union {
         hhi_bpage pages[HHI_PAGES_PER_SPAN];   /* a line each; pages[0]'s carries the fields below */
         struct {
-            unsigned char page0_meta[24];       /* pages[0] up to and with its page word: a meta's */
+            /* pages[0] up to and with its page word: a meta's own */
+            unsigned char page0_meta[offsetof(hhi_bpage, carved_cls) + sizeof(uint64_t)];
             uint64_t magic;
             uint32_t free_pages;        /* pages of this span in the pool (pool lock) */
             uint32_t huge;              /* advised MADV_HUGEPAGE by span_new (hh_binned_set_small_hugepages) */
@@ -231,10 +232,8 @@ typedef struct hhi_bspan {
     };
 } hhi_bspan;
 _Static_assert(sizeof(hhi_bspan) == 4096, "the span header is 4 KiB");
-_Static_assert(offsetof(hhi_bspan, magic) >= offsetof(hhi_bpage, carved_cls) + sizeof(uint64_t) &&
-                   offsetof(hhi_bspan, gen_base) + sizeof(uint16_t) <= offsetof(hhi_bpage, carved_last),
-               "the span's fields leave pages[0]'s geometry, class, index, page word, carved_last and "
-               "generation alone");
+_Static_assert(offsetof(hhi_bspan, gen_base) + sizeof(uint16_t) <= offsetof(hhi_bpage, carved_last),
+               "the span's fields end before pages[0]'s carved_last and generation");
 #define HHI_SPAN_MAGIC 0x6868427370616e21ull
 
 typedef struct hhi_blarge {
